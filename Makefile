@@ -1,0 +1,31 @@
+# The README's commands. Each target creates .venv and installs the project first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+export DPFL_DATA_DIR ?= $(abspath ../shared/data)
+
+.PHONY: install up test lint bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+up: install
+	$(VENV)/bin/dpfl up
+
+# pytest exits 5 when it collects no test: not a failure of the suite.
+test: install
+	$(PY) -m pytest -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: install
+	$(PY) benchmarks/ledger.py
+	$(PY) benchmarks/engine.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

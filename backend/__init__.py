@@ -1,0 +1,1 @@
+"""The FastAPI service (routers, schemas, SQLAlchemy models, services); built in issue 4."""

@@ -1,0 +1,65 @@
+"""The `dpfl` command line: one `error: …` line and a non-zero exit for a user's mistake.
+
+Tracebacks are shown only with `--debug`. Environment variables and logging are configured
+here, never below.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+from typer.exceptions import TyperException
+
+from dpfl.cli import privacy
+from dpfl.errors import DpflError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="dpfl",
+    help="DP-FL Explorer: private federated learning runs, ε accounting and the dashboard.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(privacy.app, name="privacy")
+
+
+@app.command()
+def up() -> None:
+    """Start DP-FL Explorer. Until the service lands, show the accountants on a worked example."""
+    privacy.accountants(table=True)
+    privacy.epsilon(noise_multiplier=5.0, steps=100, delta=1e-5, sampling_rate=1.0, accountant="rdp", table=True)
+    print("The dashboard (API, workers, browser app) is not built yet; see README.md, 'Status'.")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Runs the CLI; maps user errors to one `error:` line on stderr (exit 2 for usage, 1 otherwise)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    if debug:
+        args.remove("--debug")
+    # absl (inside dp_accounting) warns per excluded RDP order; those are not the user's business.
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        app(args=args, prog_name="dpfl", standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("error: aborted", file=sys.stderr)
+        sys.exit(130)
+    except TyperException as exc:  # usage errors: unknown option, a value of the wrong type, ...
+        if debug:
+            raise
+        print(f"error: {exc.format_message()}", file=sys.stderr)  # type: ignore[attr-defined]
+        sys.exit(getattr(exc, "exit_code", 2))
+    except (DpflError, ValueError) as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)

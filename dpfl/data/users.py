@@ -1,0 +1,175 @@
+"""Users across silos: which user owns each training record of each silo (user-level DP).
+
+In ULDP-FL (Kato et al., reference/004_uldp_fl.md §1.1) every record belongs to one user of
+a global user set, and a user may hold records in several silos. ``users`` allocates the
+records of an existing ``Partition`` to users, keeping every silo's records and size as they
+are; the allocation rules are those of the paper's code for silos fixed in advance
+(``flamby_utils/*.py::build_user_dist``, reference §4.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpfl.data.dataset import Dataset
+from dpfl.data.partition import Partition
+from dpfl.data.preprocessing import rng_for
+from dpfl.errors import SpecError
+
+__all__ = ["UserAllocation", "natural_users", "user_kinds", "users"]
+
+_KINDS = ("uniform", "balanced", "zipf")
+
+
+@dataclass(frozen=True, eq=False)
+class UserAllocation:
+    """The user of every record of every silo.
+
+    Attributes:
+        user_ids: one ``int64`` array per silo, aligned with ``partition.silo_indices``:
+            ``user_ids[s][j]`` owns training record ``partition.silo_indices[s][j]``.
+        num_users: size of the global user set; ids lie in ``[0, num_users)``. A user may
+            hold no record.
+        kind: the allocation rule that produced it.
+    """
+
+    user_ids: list[np.ndarray]
+    num_users: int
+    kind: str
+
+    def counts(self) -> np.ndarray:
+        """Returns ``n_{s,u}``, the records of user u in silo s, ``int64 [num_silos, num_users]``."""
+        rows = [np.bincount(ids, minlength=self.num_users) for ids in self.user_ids]
+        return np.stack(rows).astype(np.int64)
+
+    def records_per_user(self) -> np.ndarray:
+        """Returns ``N_u = Σ_s n_{s,u}``, ``int64 [num_users]``."""
+        return self.counts().sum(axis=0)
+
+
+def user_kinds() -> list[str]:
+    """Returns the allocation rules ``users`` accepts."""
+    return list(_KINDS)
+
+
+def users(
+    partition: Partition,
+    *,
+    num_users: int,
+    kind: str = "uniform",
+    seed: int,
+    zipf_alpha: float = 0.5,
+    main_silo_probability: float = 0.8,
+) -> UserAllocation:
+    """Returns an allocation of every record of ``partition`` to one of ``num_users`` users.
+
+    Rules (reference/004_uldp_fl.md §4.3):
+
+    - ``uniform``: each record's user is drawn uniformly, independently (the paper's rule for
+      HeartDisease / TcgaBrca; "each record is assigned to a user with equal probability").
+    - ``balanced``: every user gets the same number of records, ±1, at random positions (the
+      paper's "uniform" for MNIST and Creditcard, a permutation of repeated user ids).
+    - ``zipf``: every user first gets one record; the other ``n - U`` go to users by a
+      bounded Zipf law, user u (rank u + 1) with probability ∝ (u + 1)^-``zipf_alpha``. Each
+      user draws a main silo uniformly; each of its records goes there with probability
+      ``main_silo_probability``, else to one of the other silos uniformly. A record whose silo
+      is full moves on to the next silo (s + 1 mod S), as in the paper's code.
+
+    Args:
+        partition: the silos; their sizes and records are kept.
+        num_users: size of the global user set, >= 1 (``zipf``: at most the number of records).
+        kind: ``uniform``, ``balanced`` or ``zipf``.
+        seed: seed, >= 0; the same arguments give the same allocation.
+        zipf_alpha: Zipf exponent α_user >= 0 (paper: 0.5).
+        main_silo_probability: share of a user's records on its main silo, in [0, 1] (paper: 0.8).
+
+    Raises:
+        SpecError: an argument is out of range (field ``dataset.users.<name>``).
+    """
+    sizes = partition.sizes
+    total = int(sizes.sum())
+    if kind not in _KINDS:
+        raise SpecError("dataset.users.kind", f"must be one of {', '.join(_KINDS)}; got {kind!r}.")
+    for field, value, minimum in (("num_users", num_users, 1), ("seed", seed, 0)):
+        if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < minimum:
+            raise SpecError(f"dataset.users.{field}", f"must be an integer >= {minimum}; got {value!r}.")
+    rng = rng_for(seed, f"users/{kind}")
+    if kind == "uniform":
+        flat = rng.integers(num_users, size=total)
+    elif kind == "balanced":
+        flat = rng.permutation(np.arange(total) % num_users)
+    else:
+        flat = _zipf(sizes, num_users, rng, zipf_alpha, main_silo_probability)
+    ids = [part.astype(np.int64) for part in np.split(flat, np.cumsum(sizes)[:-1])]
+    return UserAllocation(user_ids=ids, num_users=int(num_users), kind=kind)
+
+
+def natural_users(dataset: Dataset, partition: Partition) -> UserAllocation:
+    """Returns the allocation given by the dataset's own user column (``dataset.user_train``).
+
+    Raises:
+        SpecError: the dataset has no user ids.
+    """
+    if dataset.user_train is None:
+        raise SpecError(
+            "dataset.user_id",
+            f"dataset {dataset.name!r} has no user ids; name a user-id column "
+            "(csv option user_id) or allocate users with users(kind=...).",
+        )
+    ids = [dataset.user_train[rows] for rows in partition.silo_indices]
+    return UserAllocation(user_ids=ids, num_users=int(dataset.user_train.max()) + 1, kind="natural")
+
+
+def _zipf(
+    sizes: np.ndarray, num_users: int, rng: np.random.Generator, alpha: float, main_probability: float
+) -> np.ndarray:
+    """Returns the user of every record, silo by silo (silo 0's records first)."""
+    total, num_silos = int(sizes.sum()), len(sizes)
+    if num_users > total:
+        raise SpecError(
+            "dataset.users.num_users",
+            f"must be <= the {total} records for kind 'zipf' "
+            f"(every user gets one record first); got {num_users}.",
+        )
+    if not isinstance(alpha, int | float | np.number) or isinstance(alpha, bool) or not 0 <= alpha < np.inf:
+        raise SpecError("dataset.users.zipf_alpha", f"must be a number >= 0; got {alpha!r}.")
+    if not isinstance(main_probability, int | float | np.number) or not 0 <= main_probability <= 1:
+        raise SpecError(
+            "dataset.users.main_silo_probability", f"must be in [0, 1]; got {main_probability!r}."
+        )
+    weights = np.arange(1, num_users + 1, dtype=np.float64) ** -float(alpha)
+    per_user = 1 + rng.multinomial(total - num_users, weights / weights.sum())
+    # One entry per record, in random order: the order is each record's priority for a seat.
+    owner = rng.permutation(np.repeat(np.arange(num_users), per_user))
+    main = rng.integers(num_silos, size=num_users)[owner]
+    stray = rng.random(total) >= main_probability
+    other = (main + rng.integers(1, max(num_silos, 2), size=total)) % num_silos
+    wanted = np.where(stray & (num_silos > 1), other, main)
+    silo = _seat(wanted, sizes)
+    # Sorting by silo (stable) keeps the random order inside each silo.
+    return owner[np.argsort(silo, kind="stable")]
+
+
+def _seat(wanted: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Returns each record's silo: its wanted silo if a seat is left, else the next silo with one.
+
+    Records claim seats in array order. A record refused by a full silo tries s + 1 (mod S)
+    in the next pass; every pass seats at least one record or moves all of them one silo on,
+    and the seats equal the records, so it ends within a few passes over the silos.
+    """
+    num_silos = len(capacity)
+    free = capacity.astype(np.int64).copy()
+    silo = np.full(len(wanted), -1, dtype=np.int64)
+    wanted = wanted.copy()
+    while (waiting := np.flatnonzero(silo < 0)).size:
+        order = waiting[np.argsort(wanted[waiting], kind="stable")]
+        target = wanted[order]
+        starts = np.searchsorted(target, np.arange(num_silos))
+        rank = np.arange(len(order)) - starts[target]
+        seated = rank < free[target]
+        silo[order[seated]] = target[seated]
+        free -= np.bincount(target[seated], minlength=num_silos)
+        wanted[order[~seated]] = (target[~seated] + 1) % num_silos
+    return silo

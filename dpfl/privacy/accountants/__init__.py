@@ -1,0 +1,30 @@
+"""Accountants, selectable by name: rdp, pate, pld, gdp, group (see `registered_accountants`)."""
+
+from dpfl.privacy.accountants.base import (
+    Accountant,
+    accountant_class,
+    make_accountant,
+    register_accountant,
+    registered_accountants,
+)
+from dpfl.privacy.accountants.gdp import GDPAccountant, gdp_delta, gdp_epsilon, gdp_mu
+from dpfl.privacy.accountants.group import GroupAccountant
+from dpfl.privacy.accountants.pld import PLDAccountant
+from dpfl.privacy.accountants.rdp import DEFAULT_ORDERS, PATEAccountant, RDPAccountant
+
+__all__ = [
+    "DEFAULT_ORDERS",
+    "Accountant",
+    "GDPAccountant",
+    "GroupAccountant",
+    "PATEAccountant",
+    "PLDAccountant",
+    "RDPAccountant",
+    "accountant_class",
+    "gdp_delta",
+    "gdp_epsilon",
+    "gdp_mu",
+    "make_accountant",
+    "register_accountant",
+    "registered_accountants",
+]

@@ -1,0 +1,145 @@
+"""The accountant interface and its registry.
+
+An accountant composes events and answers ε for a δ. It is stateful, like
+`dp_accounting.PrivacyAccountant`: `compose` adds events, `epsilon` reads the total.
+`compose` checks the whole event first (a dry run, `supports`) and raises
+`UnsupportedEventError` naming the offending sub-event, so a refused event leaves the
+accountant unchanged. An accountant that cannot give a trustworthy ε raises
+`AccountingError`; it never returns a wrong or zero ε.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from dpfl.errors import UnknownNameError, UnsupportedEventError
+from dpfl.privacy.events import Event
+
+__all__ = [
+    "Accountant",
+    "Unsupported",
+    "accountant_class",
+    "make_accountant",
+    "register_accountant",
+    "registered_accountants",
+]
+
+_ACCOUNTANTS: dict[str, Callable[..., Accountant]] = {}
+
+
+class Unsupported(Exception):
+    """Internal signal from an event walk: `event` cannot be accounted, for `reason`."""
+
+    def __init__(self, event: Event, reason: str):
+        super().__init__(reason)
+        self.event = event
+        self.reason = reason
+
+
+class Accountant(abc.ABC):
+    """Composes privacy events and converts the total to (ε, δ)-DP.
+
+    Subclasses implement `_check` (raise `Unsupported` for an event they cannot account),
+    `_compose` and `epsilon`. `approximate` becomes True once an event was accounted with an
+    approximation that can underestimate ε (e.g. the GDP central limit theorem); `notes` says
+    what a reader of the ε must know (approximations, data dependence).
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.approximate = False
+
+    def _note(self, text: str, *, approximate: bool = False) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+        self.approximate = self.approximate or approximate
+
+    def supports(self, event: Event) -> bool:
+        """Returns whether `event` can be composed (a dry run; nothing changes)."""
+        try:
+            self._check(event)
+        except Unsupported:
+            return False
+        return True
+
+    def compose(self, event: Event, count: int = 1) -> None:
+        """Adds `event`, repeated `count` times; raises UnsupportedEventError naming the sub-event."""
+        self._require([event])
+        self._compose(event, count)
+
+    def _require(self, events: Sequence[Event]) -> None:
+        """Raises UnsupportedEventError naming the first sub-event that cannot be accounted."""
+        for event in events:
+            try:
+                self._check(event)
+            except Unsupported as exc:
+                raise UnsupportedEventError(self.name, exc.event, exc.reason) from None
+
+    def epsilon_curve(self, events: Sequence[Event], counts: np.ndarray, *, delta: float) -> np.ndarray:
+        """Returns the cumulative ε after each round, starting from this accountant's state.
+
+        Args:
+            events: the distinct events of a history.
+            counts: [rounds, len(events)] how often each event was released in each round.
+            delta: target δ.
+
+        The default composes round by round; accountants with a cheaper closed form override it.
+        """
+        self._require(events)  # all first, so a refused history leaves the state unchanged
+        out = np.empty(len(counts))
+        for i, row in enumerate(counts):
+            for event, n in zip(events, row, strict=True):
+                if n:
+                    self._compose(event, int(n))
+            out[i] = self.epsilon(delta)
+        return out
+
+    @abc.abstractmethod
+    def _check(self, event: Event) -> None:
+        """Raises `Unsupported` (with the sub-event) if `event` cannot be accounted."""
+
+    @abc.abstractmethod
+    def _compose(self, event: Event, count: int) -> None:
+        """Adds an event that `_check` accepted."""
+
+    @abc.abstractmethod
+    def epsilon(self, delta: float) -> float:
+        """Returns the ε of everything composed so far at this δ."""
+
+
+def register_accountant(name: str):
+    """Class decorator: registers an accountant factory under `name`; refuses a taken name."""
+
+    def add(cls):
+        if name in _ACCOUNTANTS:
+            raise ValueError(f"accountant {name!r} is already registered")
+        cls.name = name
+        _ACCOUNTANTS[name] = cls
+        return cls
+
+    return add
+
+
+def registered_accountants() -> list[str]:
+    """Returns the names of every registered accountant."""
+    return sorted(_ACCOUNTANTS)
+
+
+def accountant_class(name: str) -> type[Accountant]:
+    """Returns the class registered under `name`; raises UnknownNameError listing the names."""
+    try:
+        return _ACCOUNTANTS[name]  # type: ignore[return-value]
+    except KeyError:
+        raise UnknownNameError("accountant", name, list(_ACCOUNTANTS)) from None
+
+
+def make_accountant(name: str, **options) -> Accountant:
+    """Returns a fresh, empty accountant of the registered kind `name`."""
+    return accountant_class(name)(**options)

@@ -1,0 +1,118 @@
+"""The ε ledger: every release of a run, per (round, party), and the ε it adds up to.
+
+A party is whoever's data a release touches and whose guarantee is accounted on its own: a
+silo (ISRL-DP, record-level per silo), the server's aggregate (user-level ULDP, agent-level
+voting), a user group. The run's ε is the maximum over parties at the last round: parties
+hold disjoint data, so each party's guarantee is the guarantee for its own records (parallel
+composition), and the run is as private as its least private party.
+
+The ledger is plain data (`to_json`), the shape the database stores. ε is always recomputed
+from the events, for any accountant and δ. Parties with identical histories (the common case:
+every silo releases the same mechanism) are accounted once, and accountants cache per
+distinct event, so 100 parties × 1,000 rounds recompute in well under a second with `rdp`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from dpfl.privacy.accountants import make_accountant
+from dpfl.privacy.events import Event, from_json, to_json
+
+__all__ = ["Ledger", "LedgerEntry"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LedgerEntry:
+    """One release: in `round`, `party` released `event`."""
+
+    round: int
+    party: str
+    event: Event
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns {"round", "party", "event"} with the event as JSON."""
+        return {"round": self.round, "party": self.party, "event": to_json(self.event)}
+
+
+class Ledger:
+    """Events per (round, party), answering cumulative ε per party per round for any accountant."""
+
+    def __init__(self, entries: Iterable[LedgerEntry] = ()):
+        self.entries: list[LedgerEntry] = list(entries)
+
+    def record(self, round: int, party: str, event: Event) -> None:
+        """Appends one release."""
+        self.entries.append(LedgerEntry(round, party, event))
+
+    def record_round(self, round: int, events: Mapping[str, Event | Sequence[Event]]) -> None:
+        """Appends the releases of one round: party ↦ event or events."""
+        for party, evs in events.items():
+            for event in [evs] if isinstance(evs, Event) else evs:
+                self.record(round, party, event)
+
+    @property
+    def parties(self) -> list[str]:
+        """Returns the parties in order of first release."""
+        return list(dict.fromkeys(e.party for e in self.entries))
+
+    @property
+    def rounds(self) -> list[int]:
+        """Returns the rounds with at least one release, ascending."""
+        return sorted({e.round for e in self.entries})
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """Returns the entries as JSON-ready dicts."""
+        return [e.to_json() for e in self.entries]
+
+    @classmethod
+    def from_json(cls, data: Iterable[Mapping[str, Any]]) -> Ledger:
+        """Returns the ledger that `to_json` wrote."""
+        return cls(LedgerEntry(int(d["round"]), str(d["party"]), from_json(d["event"])) for d in data)
+
+    def epsilon_curves(self, *, delta: float, accountant: str = "rdp", **options) -> dict[str, np.ndarray]:
+        """Returns party ↦ cumulative ε after each of `self.rounds` (carried over rounds a party skips)."""
+        rounds = self.rounds
+        round_index = {r: i for i, r in enumerate(rounds)}
+        event_ids: dict[Event, int] = {}  # each distinct event hashed once per entry, then integers
+        party_ids: dict[str, int] = {}
+        triples = np.array(
+            [
+                (party_ids.setdefault(e.party, len(party_ids)), round_index[e.round],
+                 event_ids.setdefault(e.event, len(event_ids)))
+                for e in self.entries
+            ],
+            dtype=np.int64,
+        ).reshape(-1, 3)
+        events = list(event_ids)
+        triples = triples[np.lexsort((triples[:, 2], triples[:, 1], triples[:, 0]))]
+        starts = np.searchsorted(triples[:, 0], np.arange(len(party_ids) + 1))
+        curves: dict[bytes, np.ndarray] = {}
+        out = {}
+        for party, pid in party_ids.items():
+            history = triples[starts[pid] : starts[pid + 1], 1:]
+            key = history.tobytes()  # identical histories are accounted once
+            if key not in curves:
+                used, local = np.unique(history[:, 1], return_inverse=True)
+                counts = np.zeros((len(rounds), len(used)))
+                np.add.at(counts, (history[:, 0], local), 1.0)
+                acc = make_accountant(accountant, **options)
+                curves[key] = acc.epsilon_curve([events[i] for i in used], counts, delta=delta)
+            out[party] = curves[key]
+        return out
+
+    def epsilon_by_round(self, *, delta: float, accountant: str = "rdp", **options) -> np.ndarray:
+        """Returns the run's ε after each of `self.rounds`: the maximum over parties."""
+        curves = self.epsilon_curves(delta=delta, accountant=accountant, **options)
+        if not curves:
+            return np.zeros(0)
+        return np.max(np.stack(list(curves.values())), axis=0)
+
+    def epsilon(self, *, delta: float, accountant: str = "rdp", **options) -> float:
+        """Returns the run's ε: the maximum over parties of their ε after the last round (0 if empty)."""
+        by_round = self.epsilon_by_round(delta=delta, accountant=accountant, **options)
+        return float(by_round[-1]) if len(by_round) else 0.0

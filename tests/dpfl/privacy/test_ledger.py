@@ -1,0 +1,81 @@
+"""The ledger: per-party cumulative ε, the run's ε, JSON, and agreement with dp_accounting."""
+
+from __future__ import annotations
+
+import json
+
+import dp_accounting
+import numpy as np
+import pytest
+
+from dpfl.errors import UnsupportedEventError
+from dpfl.privacy.accountants import make_accountant
+from dpfl.privacy.events import GaussianEvent, GroupEvent, LaplaceEvent, PoissonSampledEvent, VoteEvent
+from dpfl.privacy.ledger import Ledger
+
+
+def _isrl_like_ledger(rounds=20):
+    ledger = Ledger()
+    for r in range(1, rounds + 1):
+        for silo, q in enumerate((0.05, 0.1, 0.1)):
+            ledger.record(r, f"silo-{silo}", PoissonSampledEvent(q, GaussianEvent(1.1)))
+    return ledger
+
+
+def test_curve_equals_an_independent_dp_accounting_computation():
+    ledger = _isrl_like_ledger()
+    curves = ledger.epsilon_curves(delta=1e-5)
+    for r in (1, 7, 20):
+        acc = dp_accounting.rdp.RdpAccountant()
+        acc.compose(dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(1.1)), r)
+        assert curves["silo-1"][r - 1] == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
+
+
+def test_run_epsilon_is_the_least_private_party():
+    ledger = _isrl_like_ledger()
+    curves = ledger.epsilon_curves(delta=1e-5)
+    assert curves["silo-0"][-1] < curves["silo-1"][-1] == curves["silo-2"][-1]
+    assert ledger.epsilon(delta=1e-5) == curves["silo-1"][-1]
+    assert np.all(np.diff(ledger.epsilon_by_round(delta=1e-5)) > 0)
+
+
+def test_a_party_that_skips_a_round_keeps_its_epsilon():
+    ledger = Ledger()
+    ledger.record(1, "a", GaussianEvent(5.0))
+    ledger.record(2, "b", GaussianEvent(5.0))
+    ledger.record(3, "a", GaussianEvent(5.0))
+    curves = ledger.epsilon_curves(delta=1e-5)
+    assert ledger.rounds == [1, 2, 3]
+    assert curves["a"][0] == curves["a"][1] == pytest.approx(0.7945, rel=1e-3)
+    assert curves["b"][0] == 0
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld", "gdp", "pate"])
+def test_curve_last_round_equals_composing_everything(accountant):
+    ledger = Ledger()
+    for r in range(1, 6):
+        ledger.record_round(r, {"server": [VoteEvent(noise_std=3.0, counts=(9, 1, 0)), GaussianEvent(4.0)]})
+    acc = make_accountant(accountant)
+    for e in ledger.entries:
+        acc.compose(e.event)
+    assert ledger.epsilon(delta=1e-5, accountant=accountant) == pytest.approx(acc.epsilon(1e-5), rel=1e-9)
+
+
+def test_json_round_trip_keeps_epsilon():
+    ledger = _isrl_like_ledger(5)
+    back = Ledger.from_json(json.loads(json.dumps(ledger.to_json())))
+    assert back.entries == ledger.entries
+    assert back.epsilon(delta=1e-5) == ledger.epsilon(delta=1e-5)
+
+
+def test_empty_ledger_has_zero_epsilon():
+    assert Ledger().epsilon(delta=1e-5) == 0.0
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld", "gdp"])
+def test_unsupported_event_in_a_ledger_is_named(accountant):
+    ledger = Ledger()
+    ledger.record(1, "silo-0", GaussianEvent(2.0))
+    ledger.record(2, "silo-0", GroupEvent(PoissonSampledEvent(0.1, LaplaceEvent(1.0)), 2))
+    with pytest.raises(UnsupportedEventError, match=f"accountant '{accountant}' cannot account"):
+        ledger.epsilon(delta=1e-5, accountant=accountant)
