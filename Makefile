@@ -24,6 +24,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 bench: install
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,bench]"
 	$(PY) benchmarks/ledger.py
 	$(PY) benchmarks/engine.py
 

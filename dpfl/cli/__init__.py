@@ -13,6 +13,7 @@ import typer
 from typer.exceptions import TyperException
 
 from dpfl.cli import privacy
+from dpfl.cli import run as run_cmd
 from dpfl.errors import DpflError
 
 __all__ = ["app", "main"]
@@ -25,13 +26,17 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(privacy.app, name="privacy")
+app.command(name="run")(run_cmd.run)
+app.command(name="datasets")(run_cmd.datasets)
 
 
 @app.command()
 def up() -> None:
     """Start DP-FL Explorer. Until the service lands, show the accountants on a worked example."""
     privacy.accountants(table=True)
-    privacy.epsilon(noise_multiplier=5.0, steps=100, delta=1e-5, sampling_rate=1.0, accountant="rdp", table=True)
+    privacy.epsilon(
+        noise_multiplier=5.0, steps=100, delta=1e-5, sampling_rate=1.0, accountant="rdp", table=True
+    )
     print("The dashboard (API, workers, browser app) is not built yet; see README.md, 'Status'.")
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from dpfl.privacy.accountants import make_accountant
-from dpfl.privacy.events import Event, from_json, to_json
+from dpfl.privacy.events import ComposedEvent, Event, SelfComposedEvent, from_json, to_json
 
 __all__ = ["Ledger", "LedgerEntry"]
 
@@ -65,6 +65,17 @@ class Ledger:
         """Returns the rounds with at least one release, ascending."""
         return sorted({e.round for e in self.entries})
 
+    def party_events(self) -> dict[str, Event]:
+        """Returns party ↦ one event composing all its releases (repeats folded into counts)."""
+        counts: dict[str, dict[Event, int]] = {}
+        for e in self.entries:
+            per = counts.setdefault(e.party, {})
+            per[e.event] = per.get(e.event, 0) + 1
+        return {
+            party: ComposedEvent(tuple(ev if n == 1 else SelfComposedEvent(ev, n) for ev, n in per.items()))
+            for party, per in counts.items()
+        }
+
     def to_json(self) -> list[dict[str, Any]]:
         """Returns the entries as JSON-ready dicts."""
         return [e.to_json() for e in self.entries]
@@ -82,8 +93,11 @@ class Ledger:
         party_ids: dict[str, int] = {}
         triples = np.array(
             [
-                (party_ids.setdefault(e.party, len(party_ids)), round_index[e.round],
-                 event_ids.setdefault(e.event, len(event_ids)))
+                (
+                    party_ids.setdefault(e.party, len(party_ids)),
+                    round_index[e.round],
+                    event_ids.setdefault(e.event, len(event_ids)),
+                )
                 for e in self.entries
             ],
             dtype=np.int64,

@@ -61,12 +61,14 @@ def event_rdp(event: Event, orders: tuple[float, ...], data_dependent: bool = Fa
 
 
 def _curve(event: Event, orders: np.ndarray, data_dependent: bool) -> np.ndarray:
+    # Sub-events go through the cache too: a run's composed history repeats a few events.
+    key = tuple(orders.tolist())
     if isinstance(event, SelfComposedEvent):
-        return event.count * _curve(event.event, orders, data_dependent)
+        return event.count * event_rdp(event.event, key, data_dependent)
     if isinstance(event, ComposedEvent):
         total = np.zeros_like(orders)
         for sub in event.events:
-            total = total + _curve(sub, orders, data_dependent)
+            total = total + event_rdp(sub, key, data_dependent)
         return total
     if isinstance(event, VoteEvent) and data_dependent and event.counts is not None:
         return gnmax.gnmax_rdp(orders, event.counts, noise_std=event.noise_std, sensitivity=event.sensitivity)

@@ -10,7 +10,15 @@ import pytest
 
 from dpfl.errors import UnsupportedEventError
 from dpfl.privacy.accountants import make_accountant
-from dpfl.privacy.events import GaussianEvent, GroupEvent, LaplaceEvent, PoissonSampledEvent, VoteEvent
+from dpfl.privacy.events import (
+    ComposedEvent,
+    GaussianEvent,
+    GroupEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+    VoteEvent,
+)
 from dpfl.privacy.ledger import Ledger
 
 
@@ -79,3 +87,15 @@ def test_unsupported_event_in_a_ledger_is_named(accountant):
     ledger.record(2, "silo-0", GroupEvent(PoissonSampledEvent(0.1, LaplaceEvent(1.0)), 2))
     with pytest.raises(UnsupportedEventError, match=f"accountant '{accountant}' cannot account"):
         ledger.epsilon(delta=1e-5, accountant=accountant)
+
+
+def test_party_events_fold_repeats_and_keep_epsilon():
+    ledger = _isrl_like_ledger(30)
+    folded = ledger.party_events()
+    assert folded["silo-0"] == ComposedEvent(
+        (SelfComposedEvent(PoissonSampledEvent(0.05, GaussianEvent(1.1)), 30),)
+    )
+    for party, event in folded.items():
+        acc = make_accountant("rdp")
+        acc.compose(event)
+        assert acc.epsilon(1e-5) == pytest.approx(ledger.epsilon_curves(delta=1e-5)[party][-1], rel=1e-12)

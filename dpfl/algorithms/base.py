@@ -1,0 +1,157 @@
+"""The algorithm interface and its registry.
+
+An algorithm is a class registered under a stable name. It declares its `Params` (a pydantic
+model whose JSON Schema drives the browser's form), its privacy `notion` and its `paper`.
+The runner writes the round loop once (`dpfl.runner.run`); an algorithm only says what one
+round does and what it releases. Algorithms do no I/O.
+
+Hooks, in the order the runner calls them:
+
+- `plan(noise_multiplier)` → Ledger: every release the run will make under that noise, as
+  decided before seeing any data (participation, sampling rates, steps). The runner
+  calibrates σ on it and shows the projected ε before anything runs. Raises SpecError for a
+  non-private algorithm given a privacy target.
+- `paper_noise_multiplier(epsilon, delta)` → σ per silo: the paper's own closed form, for
+  `calibration: paper`; None where the paper gives none.
+- `setup(noise_multiplier)`: initial state; `noise_multiplier` is None for non-private runs.
+- `round(r)` → RoundOutput: one round (r counts from 1); `releases` lists the events each
+  party released in it, which the runner records in the ledger.
+- `global_params` → the model the server holds now, flat [P], for evaluation.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, ValidationError
+from torch import nn
+
+from dpfl.engine import ParamLayout
+from dpfl.errors import UnknownNameError
+from dpfl.federation import FederatedData
+from dpfl.privacy.events import Event
+from dpfl.privacy.ledger import Ledger
+from dpfl.spec import RunSpec, spec_error
+
+__all__ = [
+    "Algorithm",
+    "Params",
+    "RoundOutput",
+    "algorithm_class",
+    "participants",
+    "register_algorithm",
+    "registered_algorithms",
+]
+
+NOTIONS = ("none", "record", "user", "agent", "instance", "gdp")
+_ALGORITHMS: dict[str, type[Algorithm]] = {}
+
+
+class Params(BaseModel):
+    """Base of every algorithm's parameters: unknown keys are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
+class RoundOutput:
+    """What one round produced: metrics (e.g. clip fraction) and each party's releases."""
+
+    metrics: dict[str, float] = field(default_factory=dict)
+    releases: dict[str, list[Event]] = field(default_factory=dict)
+
+
+class Algorithm(abc.ABC):
+    """One federated algorithm: declare Params, notion and paper; implement the hooks."""
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type[Params]] = Params
+    notion: ClassVar[str] = "none"
+    paper: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+
+    def __init__(self, spec: RunSpec, data: FederatedData, model: nn.Module):
+        self.spec = spec
+        self.params = self.parse_params(spec.params)
+        self.data = data
+        self.model = model
+        self.layout = ParamLayout.of(model)
+
+    @property
+    def private(self) -> bool:
+        """Whether the algorithm releases anything under differential privacy."""
+        return self.notion != "none"
+
+    @classmethod
+    def parse_params(cls, raw: dict) -> Params:
+        """Returns the validated params; raises SpecError naming `params.<field>`."""
+        try:
+            return cls.Params.model_validate(raw)
+        except ValidationError as exc:
+            raise spec_error(exc, prefix="params") from None
+
+    def plan(self, noise_multiplier: float) -> Ledger:
+        """Returns every release of the run under `noise_multiplier` (empty for non-private ones)."""
+        return Ledger()
+
+    def paper_noise_multiplier(self, *, epsilon: float, delta: float) -> np.ndarray | None:
+        """Returns the paper's own σ per silo for (ε, δ), or None where the paper gives none."""
+        return None
+
+    @abc.abstractmethod
+    def setup(self, noise_multiplier: float | np.ndarray | None) -> None:
+        """Builds the initial state (σ is None for a non-private run; an array gives σ per silo)."""
+
+    @abc.abstractmethod
+    def round(self, r: int) -> RoundOutput:
+        """Runs round r (from 1) and returns its metrics and releases."""
+
+    @property
+    @abc.abstractmethod
+    def global_params(self) -> torch.Tensor:
+        """Returns the server's current model, flat [P]."""
+
+
+def participants(spec: RunSpec, r: int) -> np.ndarray:
+    """Returns the silos (sorted ids) taking part in round r: all, or M of N drawn from the seed.
+
+    The draw depends only on (seed, round), never on data, so it is part of the plan.
+    """
+    n, m = spec.dataset.silos, spec.silos_per_round
+    if m >= n:
+        return np.arange(n)
+    rng = np.random.default_rng([spec.seed, r, 0x5E1EC7])
+    return np.sort(rng.choice(n, size=m, replace=False))
+
+
+def register_algorithm(name: str) -> Callable[[type[Algorithm]], type[Algorithm]]:
+    """Class decorator: registers an algorithm under `name`; refuses a taken name."""
+
+    def add(cls: type[Algorithm]) -> type[Algorithm]:
+        if name in _ALGORITHMS:
+            raise ValueError(f"algorithm {name!r} is already registered to {_ALGORITHMS[name].__name__}")
+        if cls.notion not in NOTIONS:
+            raise ValueError(f"algorithm {name!r} has notion {cls.notion!r}; allowed: {', '.join(NOTIONS)}")
+        cls.name = name
+        _ALGORITHMS[name] = cls
+        return cls
+
+    return add
+
+
+def registered_algorithms() -> list[str]:
+    """Returns every registered algorithm name."""
+    return sorted(_ALGORITHMS)
+
+
+def algorithm_class(name: str) -> type[Algorithm]:
+    """Returns the algorithm registered as `name`; raises UnknownNameError listing them."""
+    try:
+        return _ALGORITHMS[name]
+    except KeyError:
+        raise UnknownNameError("algorithm", name, list(_ALGORITHMS)) from None

@@ -1,0 +1,55 @@
+"""FedAvg (McMahan et al. 2017): the non-private reference line of every comparison."""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+
+from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm
+from dpfl.engine import mean_grad, stack_copies
+from dpfl.engine.sampling import minibatches
+
+__all__ = ["FedAvg"]
+
+
+class FedAvgParams(Params):
+    lr: float = Field(0.1, gt=0, le=100, description="local learning rate")
+    local_steps: int = Field(5, ge=1, le=1000, description="local SGD steps per round")
+    batch_size: int = Field(32, ge=1, le=100_000, description="records per local step")
+
+
+@register_algorithm("fedavg")
+class FedAvg(Algorithm):
+    """Each silo takes `local_steps` SGD steps from the server's model; the server averages
+    the results weighted by silo size. All silos' local steps run as one batched computation."""
+
+    Params = FedAvgParams
+    notion = "none"
+    paper = "McMahan et al. 2017 (non-private reference)"
+    summary = "non-private federated averaging"
+
+    def setup(self, noise_multiplier) -> None:
+        self.w = self.layout.flatten_module(self.model).detach().clone()
+
+    def round(self, r: int) -> RoundOutput:
+        p, spec = self.params, self.spec
+        silos = participants(spec, r)
+        local = stack_copies(self.w, len(silos))
+        for batch in minibatches(
+            self.data.x_train,
+            self.data.y_train,
+            self.data.silos,
+            silos=silos,
+            batch_size=p.batch_size,
+            steps=p.local_steps,
+            seed=spec.seed,
+            round=r,
+        ):
+            local -= p.lr * mean_grad(self.model, self.layout, local, batch)
+        sizes = torch.as_tensor(self.data.silo_sizes[silos], dtype=local.dtype)
+        self.w = (sizes[:, None] * local).sum(0) / sizes.sum()
+        return RoundOutput()
+
+    @property
+    def global_params(self) -> torch.Tensor:
+        return self.w

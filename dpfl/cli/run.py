@@ -1,0 +1,121 @@
+"""`dpfl run SPEC` and `dpfl datasets`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dpfl import runner
+from dpfl.cli.settings import cache_dir, data_dirs
+from dpfl.data import dataset_info, registered_datasets
+from dpfl.data.files import locate
+from dpfl.errors import DatasetUnavailable, SpecError
+from dpfl.spec import RunSpec, load_spec
+
+__all__ = ["datasets", "run"]
+
+
+def _read_spec(path: Path, overrides: list[str]) -> RunSpec:
+    if not path.is_file():
+        raise SpecError("SPEC", f"file {str(path)!r} does not exist.")
+    return load_spec(path.read_text(), overrides=overrides)
+
+
+def run(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Run spec, YAML or JSON.")],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a field: rounds=5, privacy.epsilon=1.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the result as JSON here.")] = None,
+    download: Annotated[
+        bool, typer.Option("--download", help="Fetch a missing dataset (checksummed).")
+    ] = False,
+) -> None:
+    """Run one federated experiment with a progress bar; print a summary, write JSON with --out."""
+    spec = _read_spec(spec_path, set_ or [])
+    console = Console(stderr=True)
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("acc {task.fields[acc]}  ε {task.fields[eps]}"),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task(spec.algorithm, total=spec.rounds, acc="–", eps="–")
+
+        def on_round(p: runner.Progress) -> None:
+            fields = {"eps": "–" if p.epsilon is None else f"{p.epsilon:.3g}"}
+            if p.record is not None:
+                fields["acc"] = f"{p.record.accuracy:.3f}"
+            bar.update(task, completed=p.round, **fields)
+
+        result = runner.run(
+            spec, data_dirs=data_dirs(), cache_dir=cache_dir(), download=download, on_round=on_round
+        )
+    data = result.to_json()
+    if out is not None:
+        out.write_text(json.dumps(data, indent=1))
+    final, privacy = data["final"], data["privacy"]
+    eps = (
+        "not private"
+        if privacy["epsilon"] is None
+        else f"ε = {privacy['epsilon']:.4g} (δ = {privacy['delta']:g}, {privacy['accountant']})"
+    )
+    console.print(
+        f"final accuracy {final['accuracy']:.4f}, loss {final['loss']:.4f}; {eps}; "
+        f"{data['timings']['total_s']:.1f} s" + (f"; written to {out}" if out else "")
+    )
+
+
+def datasets(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List the datasets, where each is found, and how to get it."""
+    rows = []
+    for name in registered_datasets():
+        info = dataset_info(name)
+        if not info.needs_files:
+            where = "bundled or generated"
+        elif not info.files:
+            where = "your own file (option `path`)"
+        else:
+            try:
+                found = locate(
+                    list(info.files), search_dirs=data_dirs(), cache_dir=cache_dir(), download=False
+                )
+                where = str(Path(next(iter(found.values()))).parent)
+            except DatasetUnavailable:
+                folder = Path(info.files[0].relpath).parent
+                where = f"missing: put the files in $DPFL_DATA_DIR/{folder} or use --download"
+        rows.append(
+            {
+                "name": name,
+                "classes": info.num_classes,
+                "silos": info.natural_silos,
+                "found": where,
+                "source": info.source_url,
+                "license": info.license,
+                "description": info.description,
+            }
+        )
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title="datasets")
+    for col in ("name", "classes", "silos", "found", "source"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(
+            *(
+                str(row[c] if row[c] is not None else "–")
+                for c in ("name", "classes", "silos", "found", "source")
+            )
+        )
+    Console().print(table)

@@ -1,0 +1,19 @@
+"""Where the CLI finds data: the environment, read here and nowhere below."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["cache_dir", "data_dirs"]
+
+
+def data_dirs() -> list[Path]:
+    """Returns the folders searched for dataset files: `DPFL_DATA_DIR` (os.pathsep-separated)."""
+    raw = os.environ.get("DPFL_DATA_DIR", "")
+    return [Path(p).expanduser() for p in raw.split(os.pathsep) if p]
+
+
+def cache_dir() -> Path:
+    """Returns where downloaded datasets are kept: `$DPFL_HOME/datasets` (default ~/.dpfl)."""
+    return Path(os.environ.get("DPFL_HOME", "~/.dpfl")).expanduser() / "datasets"

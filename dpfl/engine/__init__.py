@@ -1,0 +1,42 @@
+"""Vectorised simulation: all silos of a round in one batched computation.
+
+Parameters are flat ([P], or [S, P] for one model per silo; `params`), a round's data is a
+padded, masked `SiloBatch` (`batch`), gradients, clipping and evaluation are in `grads`
+(with ghost clipping for linear models in `ghost`), and randomness that does not depend on
+how silos are batched is in `noise`.
+"""
+
+from dpfl.engine.batch import SiloBatch
+from dpfl.engine.grads import (
+    ClippedSum,
+    clipped_grad_sum,
+    evaluate,
+    ghost_clipping_applies,
+    mean_grad,
+    per_sample_grads,
+)
+from dpfl.engine.noise import (
+    NOISE_STREAM,
+    SAMPLING_STREAM,
+    gaussian_noise,
+    sample_without_replacement,
+    silo_generator,
+)
+from dpfl.engine.params import ParamLayout, stack_copies
+
+__all__ = [
+    "NOISE_STREAM",
+    "SAMPLING_STREAM",
+    "ClippedSum",
+    "ParamLayout",
+    "SiloBatch",
+    "clipped_grad_sum",
+    "evaluate",
+    "gaussian_noise",
+    "ghost_clipping_applies",
+    "mean_grad",
+    "per_sample_grads",
+    "sample_without_replacement",
+    "silo_generator",
+    "stack_copies",
+]

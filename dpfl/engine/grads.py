@@ -1,0 +1,284 @@
+"""Gradients for all silos of a round in one batched computation.
+
+Every function takes the parameters flat: [S, P] (one model per silo, e.g. after local steps)
+or [P] (one model shared by every silo, e.g. the server's model in a minibatch-SGD round).
+The loss is the cross-entropy of each sample; masked (padded) samples contribute exactly
+zero. Silos never interact: silo s's results depend only on silo s's parameters and data.
+
+The generic path is `torch.func` — ``vmap`` over silos of ``vmap`` over samples of ``grad``
+of one sample's loss through ``functional_call`` — and materialises per-sample gradients
+[S, B, P]. For models made only of linear layers and elementwise activations,
+`clipped_grad_sum` and `mean_grad` take the ghost-clipping path (`dpfl.engine.ghost`),
+which never does.
+Work is split into chunks of silos (then of samples) so that the working memory stays under
+``memory_budget_bytes``; chunking changes results only by floating-point summation order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from dpfl.engine import ghost
+from dpfl.engine.batch import SiloBatch
+from dpfl.engine.params import ParamLayout
+
+__all__ = [
+    "ClippedSum",
+    "clipped_grad_sum",
+    "evaluate",
+    "ghost_clipping_applies",
+    "mean_grad",
+    "per_sample_grads",
+]
+
+DEFAULT_MEMORY_BUDGET_BYTES = 1 << 30
+
+Method = Literal["auto", "ghost", "per_sample"]
+
+
+@dataclass(frozen=True)
+class ClippedSum:
+    """Each silo's sum of clipped per-sample gradients.
+
+    Attributes:
+        sum: Σᵢ clip_C(∇ℓᵢ) over the silo's real samples, [S, P], where
+            clip_C(g) = g · min(1, C/‖g‖₂) with ‖·‖₂ over the whole flattened gradient.
+        count: number of real (unmasked) samples per silo, [S] int64.
+        norms: unclipped per-sample norms ‖∇ℓᵢ‖₂, [S, B]; 0 for masked samples.
+    """
+
+    sum: torch.Tensor
+    count: torch.Tensor
+    norms: torch.Tensor
+
+
+def ghost_clipping_applies(model: nn.Module) -> bool:
+    """Returns True when `clipped_grad_sum` can use ghost clipping for ``model``."""
+    return ghost.linear_stack(model) is not None
+
+
+def per_sample_grads(
+    model: nn.Module,
+    layout: ParamLayout,
+    flat_params: torch.Tensor,
+    batch: SiloBatch,
+    *,
+    memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET_BYTES,
+) -> torch.Tensor:
+    """Returns every sample's loss gradient as [S, B, P]; rows of masked samples are zero."""
+    _check(layout, flat_params, batch)
+    out = torch.empty(batch.num_silos, batch.batch_size, layout.size, dtype=flat_params.dtype)
+    for silos, samples in _blocks(batch, _generic_bytes_per_sample(layout, batch), memory_budget_bytes):
+        params = _rows(flat_params, silos)
+        out[silos, samples] = _per_sample_block(model, layout, params, _slice(batch, silos, samples))
+    return out
+
+
+def clipped_grad_sum(
+    model: nn.Module,
+    layout: ParamLayout,
+    flat_params: torch.Tensor,
+    batch: SiloBatch,
+    *,
+    clip: float,
+    method: Method = "auto",
+    memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET_BYTES,
+) -> ClippedSum:
+    """Returns each silo's sum of per-sample gradients clipped to L2 norm ≤ ``clip``.
+
+    The clip factor min(1, C/‖g‖) is computed as C / max(‖g‖, C): no division by zero for a
+    zero gradient, and never above 1. This is the Gaussian mechanism's sum query with
+    sensitivity C under add/remove-one-record (Abadi et al. 2016, Algorithm 1). Linear stacks
+    (``logreg``, ``mlp``) take ghost clipping, which gives the same sum without materialising
+    per-sample gradients; other models clip materialised per-sample gradients, in chunks.
+
+    Args:
+        clip: the clipping norm C > 0, in gradient L2 units.
+        method: ``"ghost"`` (linear stacks only), ``"per_sample"`` (any model), or
+            ``"auto"``, which picks ghost clipping whenever it applies.
+
+    Raises:
+        ValueError: ``clip`` is not a positive finite number, or ``method="ghost"`` for a
+            model that is not a stack of linear layers and elementwise activations.
+    """
+    if not (isinstance(clip, int | float) and math.isfinite(clip) and clip > 0):
+        raise ValueError(f"clip must be a positive finite number; got {clip!r}")
+    if method not in ("auto", "ghost", "per_sample"):
+        raise ValueError(f"method must be 'auto', 'ghost' or 'per_sample'; got {method!r}")
+    _check(layout, flat_params, batch)
+    stack = ghost.linear_stack(model) if method in ("auto", "ghost") else None
+    if method == "ghost" and stack is None:
+        raise ValueError(f"method='ghost' needs a Sequential of Linear layers and elementwise activations; "
+                         f"got {type(model).__name__}; use method='per_sample' or 'auto'")
+    total = torch.zeros(batch.num_silos, layout.size, dtype=flat_params.dtype)
+    norms = torch.zeros(batch.num_silos, batch.batch_size, dtype=flat_params.dtype)
+    per_sample = ghost.bytes_per_sample(stack) if stack else _generic_bytes_per_sample(layout, batch)
+    for silos, samples in _blocks(batch, per_sample, memory_budget_bytes):
+        params = _rows(flat_params, silos)
+        part = _slice(batch, silos, samples)
+        if stack is not None:
+            inputs, grads = ghost.output_grads(stack, layout, params, part)
+            block_norms = ghost.squared_norms(inputs, grads, stack).sqrt_()
+            factors = _clip_factors(block_norms, part.mask, clip)
+            block_sum = ghost.weighted_sum_(inputs, grads, factors, stack, layout)
+        else:
+            g = _per_sample_block(model, layout, params, part)
+            block_norms = torch.linalg.vector_norm(g, dim=-1)
+            factors = _clip_factors(block_norms, part.mask, clip)
+            block_sum = torch.einsum("sb,sbp->sp", factors, g)
+        norms[silos, samples] = block_norms * part.mask
+        total[silos] += block_sum
+    return ClippedSum(total, batch.counts(), norms)
+
+
+def mean_grad(
+    model: nn.Module,
+    layout: ParamLayout,
+    flat_params: torch.Tensor,
+    batch: SiloBatch,
+    *,
+    memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET_BYTES,
+) -> torch.Tensor:
+    """Returns each silo's non-private gradient of its mean loss over real samples, [S, P].
+
+    A silo with no real sample gets a zero gradient. Linear stacks take the same hand-written
+    forward and backward passes as ghost clipping, with weights 1/count and no norms, so that
+    a DP round and its non-private twin differ only by what privacy adds; other models take
+    ``vmap`` over silos of ``grad`` of the silo's mean loss (no per-sample gradients).
+    """
+    _check(layout, flat_params, batch)
+    stack = ghost.linear_stack(model)
+    total = torch.zeros(batch.num_silos, layout.size, dtype=flat_params.dtype)
+    per_sample = ghost.bytes_per_sample(stack) if stack else _generic_bytes_per_sample(layout, batch)
+    weights = batch.mask / batch.counts().clamp(min=1).unsqueeze(1).to(flat_params.dtype)
+    for silos, samples in _blocks(batch, per_sample, memory_budget_bytes):
+        params = _rows(flat_params, silos)
+        part = _slice(batch, silos, samples)
+        if stack is not None:
+            inputs, grads = ghost.output_grads(stack, layout, params, part)
+            total[silos] += ghost.weighted_sum_(inputs, grads, weights[silos, samples], stack, layout)
+        else:
+            total[silos] += _weighted_loss_grad(model, layout, params, part, weights[silos, samples])
+    return total
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    layout: ParamLayout,
+    flat_params: torch.Tensor,
+    x: np.ndarray | torch.Tensor,
+    y: np.ndarray | torch.Tensor,
+    *,
+    batch_size: int,
+) -> tuple[float, float]:
+    """Returns (mean cross-entropy loss, accuracy in [0, 1]) of one model [P] on (x, y).
+
+    Accuracy counts argmax predictions equal to the label; ties go to the lower class index.
+    """
+    if flat_params.dim() != 1:
+        raise ValueError(
+            f"evaluate takes one model's flat parameters [P]; got shape {tuple(flat_params.shape)}"
+        )
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be ≥ 1; got {batch_size}")
+    params = layout.unflatten(flat_params)
+    xs, ys = torch.as_tensor(x).to(flat_params.dtype), torch.as_tensor(y).long()
+    if len(xs) == 0:
+        raise ValueError("evaluate needs at least one sample; got none")
+    loss, correct = 0.0, 0
+    for start in range(0, len(xs), batch_size):
+        logits = functional_call(model, params, (xs[start : start + batch_size],))
+        labels = ys[start : start + batch_size]
+        loss += F.cross_entropy(logits, labels, reduction="sum").item()
+        correct += int((logits.argmax(dim=1) == labels).sum())
+    return loss / len(xs), correct / len(xs)
+
+
+def _check(layout: ParamLayout, flat_params: torch.Tensor, batch: SiloBatch) -> None:
+    shape = tuple(flat_params.shape)
+    if shape not in ((layout.size,), (batch.num_silos, layout.size)):
+        raise ValueError(f"flat_params must be [P] = ({layout.size},) or [S, P] = "
+                         f"({batch.num_silos}, {layout.size}); got {shape}")
+
+
+def _clip_factors(norms: torch.Tensor, mask: torch.Tensor, clip: float) -> torch.Tensor:
+    """Returns min(1, C/‖g‖) as C / max(‖g‖, C), and 0 for masked samples, [S, B]."""
+    return (clip / norms.clamp(min=clip)) * mask
+
+
+def _generic_bytes_per_sample(layout: ParamLayout, batch: SiloBatch) -> int:
+    # The per-sample gradient dict, its flattened copy and the clipped product: 3·P floats
+    # (4·P for headroom), plus activations, bounded by a generous multiple of the input size.
+    features = math.prod(batch.x.shape[2:])
+    return 4 * (4 * layout.size + 64 * features)
+
+
+def _blocks(batch: SiloBatch, bytes_per_sample: int, budget: int) -> Iterator[tuple[slice, slice]]:
+    """Yields (silos, samples) slices whose working memory stays under ``budget`` bytes."""
+    if batch.batch_size == 0:  # no sample at all: every result is zero
+        return
+    num_silos, size = batch.num_silos, batch.batch_size
+    per_silo = size * bytes_per_sample
+    if per_silo <= budget:
+        step = max(1, budget // per_silo)
+        for s in range(0, num_silos, step):
+            yield slice(s, min(s + step, num_silos)), slice(0, batch.batch_size)
+        return
+    step = max(1, budget // bytes_per_sample)
+    for s in range(num_silos):
+        for b in range(0, batch.batch_size, step):
+            yield slice(s, s + 1), slice(b, min(b + step, batch.batch_size))
+
+
+def _rows(flat_params: torch.Tensor, silos: slice) -> torch.Tensor:
+    return flat_params if flat_params.dim() == 1 else flat_params[silos]
+
+
+def _slice(batch: SiloBatch, silos: slice, samples: slice) -> SiloBatch:
+    if silos == slice(0, batch.num_silos) and samples == slice(0, batch.batch_size):
+        return batch
+    return SiloBatch(batch.x[silos, samples], batch.y[silos, samples], batch.mask[silos, samples])
+
+
+def _per_sample_block(
+    model: nn.Module, layout: ParamLayout, flat_params: torch.Tensor, part: SiloBatch
+) -> torch.Tensor:
+    """Returns per-sample gradients [s, b, P] of one block of the batch, masked rows zeroed."""
+
+    def sample_loss(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        logits = functional_call(model, params, (x.unsqueeze(0),))
+        return F.cross_entropy(logits, y.unsqueeze(0))
+
+    per_sample = vmap(grad(sample_loss), in_dims=(None, 0, 0))
+    params = layout.unflatten(flat_params.detach())
+    per_silo = vmap(per_sample, in_dims=(0 if flat_params.dim() == 2 else None, 0, 0))
+    g = layout.flatten(per_silo(params, part.x, part.y))
+    # A product with the float mask (boolean kernels are slow on CPU): exact zeros, since
+    # padding is finite and so is its gradient.
+    return g.mul_(part.mask.to(g.dtype).unsqueeze(-1))
+
+
+def _weighted_loss_grad(
+    model: nn.Module, layout: ParamLayout, flat_params: torch.Tensor, batch: SiloBatch, weights: torch.Tensor
+) -> torch.Tensor:
+    """Returns ∇ Σᵢ wᵢ ℓᵢ per silo, [s, P], without per-sample gradients."""
+
+    def silo_loss(
+        params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+    ) -> torch.Tensor:
+        losses = F.cross_entropy(functional_call(model, params, (x,)), y, reduction="none")
+        return (torch.where(w > 0, losses, 0.0) * w).sum()
+
+    params = layout.unflatten(flat_params.detach())
+    per_silo = vmap(grad(silo_loss), in_dims=(0 if flat_params.dim() == 2 else None, 0, 0, 0))
+    return layout.flatten(per_silo(params, batch.x, batch.y, weights))

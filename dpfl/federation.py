@@ -1,0 +1,64 @@
+"""A dataset prepared for simulation: tensors, the silos' record indices and the model's input shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dpfl.data import Dataset, Partition
+
+__all__ = ["FederatedData"]
+
+# Image datasets whose rows are flattened pixels; image models see them as (H, W) again.
+_IMAGE_SHAPES = {"mnist": (28, 28)}
+
+
+@dataclass(frozen=True)
+class FederatedData:
+    """Training and test tensors plus each silo's training-record indices.
+
+    Attributes:
+        x_train, y_train: all training records [N, *input_shape] (float32) and labels [N] (int64).
+        x_test, y_test: the held-out test set.
+        silos: one int64 index tensor per silo, into the training records.
+        input_shape: one sample's shape, as the model sees it.
+        num_classes: number of labels.
+        label_histogram: [silos, classes] record counts, for the dashboard's partition chart.
+    """
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    silos: tuple[torch.Tensor, ...]
+    input_shape: tuple[int, ...]
+    num_classes: int
+    label_histogram: np.ndarray
+
+    @classmethod
+    def build(cls, dataset: Dataset, partition: Partition, *, image: bool) -> FederatedData:
+        """Returns the tensors of `dataset` split by `partition`; `image` keeps 2-D pixel rows."""
+        shape: tuple[int, ...] = (dataset.num_features,)
+        if (
+            image
+            and dataset.name in _IMAGE_SHAPES
+            and dataset.num_features == np.prod(_IMAGE_SHAPES[dataset.name])
+        ):
+            shape = _IMAGE_SHAPES[dataset.name]
+        return cls(
+            x_train=torch.as_tensor(dataset.x_train, dtype=torch.float32).reshape(-1, *shape),
+            y_train=torch.as_tensor(dataset.y_train, dtype=torch.long),
+            x_test=torch.as_tensor(dataset.x_test, dtype=torch.float32).reshape(-1, *shape),
+            y_test=torch.as_tensor(dataset.y_test, dtype=torch.long),
+            silos=tuple(torch.as_tensor(np.asarray(i), dtype=torch.long) for i in partition.silo_indices),
+            input_shape=shape,
+            num_classes=dataset.num_classes,
+            label_histogram=partition.label_histogram(),
+        )
+
+    @property
+    def silo_sizes(self) -> np.ndarray:
+        """Returns the number of training records of each silo."""
+        return np.array([len(s) for s in self.silos])

@@ -1,0 +1,217 @@
+"""Small torch models written for `torch.func` (`functional_call`, `vmap`, `grad`).
+
+Every model is a pure function of its parameters and its input: no BatchNorm (it mixes the
+samples of a batch, so per-sample gradients would not be per sample), no dropout (it would
+draw from the global RNG inside `vmap`, and the engine's results must depend only on the
+run's seed), no buffers. Models are looked up by name:
+
+    model = build_model("mlp", input_shape=(50,), num_classes=10, hidden=[64], seed=0)
+
+Inputs have shape ``[batch, *input_shape]``; outputs are logits ``[batch, num_classes]``.
+Binary tasks use ``num_classes=2`` (softmax over two logits), so every model trains with the
+same cross-entropy loss.
+
+Initialisation reproduces PyTorch's default for `Linear` and `Conv2d` (weights and biases
+uniform in ±1/√fan_in, i.e. Kaiming-uniform with a = √5), but draws from a
+`torch.Generator` seeded with ``seed``: the global RNG is never read or advanced.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from dpfl.errors import SpecError, UnknownNameError
+
+__all__ = ["build_model", "register_model", "registered_models"]
+
+ModelBuilder = Callable[..., nn.Module]
+
+_MODELS: dict[str, ModelBuilder] = {}
+
+
+def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
+    """Returns a decorator that registers a model builder under ``name``.
+
+    A builder takes ``input_shape`` and ``num_classes`` as keywords, then its own keyword-only
+    options, and builds the module on any device (`build_model` builds it on the meta device
+    and initialises it afterwards).
+
+    Raises:
+        ValueError: if ``name`` is already registered (no silent overwrite).
+    """
+
+    def add(builder: ModelBuilder) -> ModelBuilder:
+        if name in _MODELS:
+            raise ValueError(f"model {name!r} is already registered (by {_MODELS[name].__qualname__})")
+        _MODELS[name] = builder
+        return builder
+
+    return add
+
+
+def registered_models() -> list[str]:
+    """Returns the registered model names, sorted."""
+    return sorted(_MODELS)
+
+
+def build_model(
+    name: str, *, input_shape: tuple[int, ...], num_classes: int, seed: int = 0, **options: object
+) -> nn.Module:
+    """Returns a freshly initialised model, the same for the same arguments and seed.
+
+    Args:
+        name: a registered model name (see `registered_models`).
+        input_shape: shape of one sample, without the batch dimension.
+        num_classes: number of logits; 2 for a binary task.
+        seed: seed of the generator that draws the initial parameters.
+        **options: the model's own options, e.g. ``hidden=[64]`` for ``mlp``.
+
+    Raises:
+        UnknownNameError: ``name`` is not registered.
+        SpecError: a shape, class count or option is not allowed; the field is
+            ``model.input_shape``, ``model.num_classes`` or ``model.options.<name>``.
+    """
+    if name not in _MODELS:
+        raise UnknownNameError("model", name, list(_MODELS))
+    builder = _MODELS[name]
+    allowed = [p.name for p in inspect.signature(builder).parameters.values() if p.kind == p.KEYWORD_ONLY]
+    for key in options:
+        if key not in allowed:
+            raise SpecError(
+                f"model.options.{key}",
+                f"is not an option of model {name!r}; allowed: {', '.join(allowed) or 'none'}",
+            )
+    shape = tuple(int(d) for d in input_shape)
+    if not shape or any(d < 1 for d in shape):
+        raise SpecError(
+            "model.input_shape", f"must be a non-empty tuple of positive sizes; got {input_shape!r}"
+        )
+    if int(num_classes) < 2:
+        raise SpecError("model.num_classes", f"must be ≥ 2 (binary tasks use 2); got {num_classes}")
+    # Built on the meta device, so construction neither allocates nor draws from the global RNG.
+    with torch.device("meta"):
+        model = builder(shape, int(num_classes), **options)
+    model = model.to_empty(device="cpu")
+    _initialise(model, torch.Generator().manual_seed(int(seed)))
+    return model
+
+
+def _initialise(model: nn.Module, generator: torch.Generator) -> None:
+    """Draws every weight and bias uniformly in ±1/√fan_in (PyTorch's default bounds)."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear | nn.Conv2d):
+                fan_in = module.weight[0].numel()
+                bound = 1.0 / math.sqrt(fan_in)
+                module.weight.uniform_(-bound, bound, generator=generator)
+                if module.bias is not None:
+                    module.bias.uniform_(-bound, bound, generator=generator)
+            elif next(module.parameters(recurse=False), None) is not None:
+                raise TypeError(f"no initialisation rule for {type(module).__name__}")
+
+
+def _flat_size(input_shape: tuple[int, ...]) -> int:
+    return math.prod(input_shape)
+
+
+def _image_input(input_shape: tuple[int, ...], model: str) -> tuple[list[nn.Module], int, int, int]:
+    """Returns (leading modules, channels, height, width) for an image model's input shape."""
+    if len(input_shape) == 2:
+        height, width = input_shape
+        # Accept [B, H, W] grey images by adding the channel dimension inside the model.
+        return [nn.Unflatten(1, (1, height))], 1, height, width
+    if len(input_shape) == 3:
+        channels, height, width = input_shape
+        return [], channels, height, width
+    raise SpecError("model.input_shape", f"of model {model!r} must be (H, W) or (C, H, W); got {input_shape}")
+
+
+def _pooled(size: int, kernel: int, padding: int = 0) -> int:
+    """Side length after a stride-1 convolution and a 2×2 max-pool."""
+    return (size + 2 * padding - kernel + 1) // 2
+
+
+@register_model("logreg")
+def _logreg(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Softmax (multinomial logistic) regression: one linear layer on the flattened input."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(_flat_size(input_shape), num_classes))
+
+
+@register_model("mlp")
+def _mlp(input_shape: tuple[int, ...], num_classes: int, *, hidden: Sequence[int] = (64,)) -> nn.Module:
+    """Multi-layer perceptron with ReLU; ``hidden`` lists the hidden widths (default [64]).
+
+    The ISRL-DP paper's MNIST model is ``mlp`` on PCA-50 features with ``hidden=[64]``
+    (reference/000_isrl_dp.md §6.2), without its dropout.
+    """
+    widths = [int(h) for h in hidden]
+    if any(h < 1 for h in widths):
+        raise SpecError("model.options.hidden", f"must list positive widths; got {list(hidden)}")
+    layers: list[nn.Module] = [nn.Flatten()]
+    previous = _flat_size(input_shape)
+    for width in widths:
+        layers += [nn.Linear(previous, width), nn.ReLU()]
+        previous = width
+    layers.append(nn.Linear(previous, num_classes))
+    return nn.Sequential(*layers)
+
+
+@register_model("cnn")
+def _cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """The ULDP-FL paper's MNIST CNN, ``CNNMnist`` (reference/004_uldp_fl.md §4.2).
+
+    conv(C→10, 5×5) – maxpool 2 – ReLU – conv(10→20, 5×5) – maxpool 2 – ReLU – FC 320→50 –
+    ReLU – FC 50→classes: 21,840 parameters on 1×28×28 inputs with 10 classes. The paper's
+    Dropout2d and dropout layers are left out (see the module docstring).
+    """
+    lead, channels, height, width = _image_input(input_shape, "cnn")
+    h, w = _pooled(_pooled(height, 5), 5), _pooled(_pooled(width, 5), 5)
+    if h < 1 or w < 1:
+        raise SpecError("model.input_shape", f"of model 'cnn' must be at least 16×16; got {input_shape}")
+    return nn.Sequential(
+        *lead,
+        nn.Conv2d(channels, 10, kernel_size=5),
+        nn.MaxPool2d(2),
+        nn.ReLU(),
+        nn.Conv2d(10, 20, kernel_size=5),
+        nn.MaxPool2d(2),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(20 * h * w, 50),
+        nn.ReLU(),
+        nn.Linear(50, num_classes),
+    )
+
+
+@register_model("lenet")
+def _lenet(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """LeNet-5 for 28×28 inputs (LeCun et al. 1998), with ReLU and max-pooling.
+
+    conv(C→6, 5×5, pad 2) – ReLU – maxpool 2 – conv(6→16, 5×5) – ReLU – maxpool 2 –
+    FC 400→120 – ReLU – FC 120→84 – ReLU – FC 84→classes: 61,706 parameters on 1×28×28
+    inputs with 10 classes.
+    """
+    lead, channels, height, width = _image_input(input_shape, "lenet")
+    h, w = _pooled(_pooled(height, 5, 2), 5), _pooled(_pooled(width, 5, 2), 5)
+    if h < 1 or w < 1:
+        raise SpecError("model.input_shape", f"of model 'lenet' must be at least 12×12; got {input_shape}")
+    return nn.Sequential(
+        *lead,
+        nn.Conv2d(channels, 6, kernel_size=5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, kernel_size=5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * h * w, 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+        nn.Linear(84, num_classes),
+    )

@@ -1,0 +1,305 @@
+"""`run(spec)`: the one entry point for a run, and the round loop, written once.
+
+A run is deterministic for a spec and seed: data loading, partitions, model initialisation,
+participation, sampling and noise all draw from generators seeded by the spec, never from
+global state. The noise multiplier comes from the privacy target: calibrated on the
+algorithm's plan of releases (`Algorithm.plan`), taken from the paper's closed form
+(`calibration: paper`), or given. The ε shown while the run goes is the plan's; the ε in the
+result is recomputed from the ledger of what was actually released.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dpfl.algorithms import Algorithm, algorithm_class
+from dpfl.data import apply_features, load_dataset, partition
+from dpfl.engine import evaluate
+from dpfl.errors import SpecError
+from dpfl.federation import FederatedData
+from dpfl.models import build_model
+from dpfl.privacy.calibration import calibrate_noise_multiplier
+from dpfl.privacy.ledger import Ledger
+from dpfl.spec import RunSpec
+
+__all__ = ["Progress", "RoundRecord", "RunResult", "prepare", "project", "run"]
+
+_TRAIN_EVAL_RECORDS = 5_000  # training loss is measured on a fixed subsample of this size
+_EVAL_BATCH = 4_096
+_IMAGE_MODELS = {"cnn", "lenet"}
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One evaluated round: test accuracy and loss, training loss, ε spent so far, extra metrics."""
+
+    round: int
+    accuracy: float
+    loss: float
+    train_loss: float
+    epsilon: float | None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns the record as a JSON-ready dict."""
+        return {
+            "round": self.round,
+            "accuracy": self.accuracy,
+            "loss": self.loss,
+            "train_loss": self.train_loss,
+            "epsilon": self.epsilon,
+            **self.metrics,
+        }
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What `on_round` receives after each round."""
+
+    round: int
+    rounds: int
+    epsilon: float | None
+    record: RoundRecord | None  # None on rounds that were not evaluated
+
+
+@dataclass
+class Privacy:
+    """The privacy side of a run: target, noise, and the ε its ledger adds up to."""
+
+    notion: str
+    delta: float | None
+    accountant: str | None
+    calibration: str | None
+    noise_multiplier: float | list[float] | None
+    target_epsilon: float | None
+    planned_epsilon: list[float]  # per round, from the plan (what the progress bar shows)
+
+    def to_json(self, epsilon: float | None) -> dict[str, Any]:
+        return {
+            "epsilon": epsilon,
+            "delta": self.delta,
+            "accountant": self.accountant,
+            "notion": self.notion,
+            "noise_multiplier": self.noise_multiplier,
+            "target_epsilon": self.target_epsilon,
+            "calibration": self.calibration,
+        }
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced; `to_json` is what `dpfl run --out` writes and the service stores."""
+
+    spec: RunSpec
+    rounds: list[RoundRecord]
+    privacy: Privacy
+    ledger: Ledger
+    timings: dict[str, float]
+    stopped: bool
+    label_histogram: np.ndarray
+
+    @property
+    def final(self) -> RoundRecord | None:
+        """Returns the last evaluated round."""
+        return self.rounds[-1] if self.rounds else None
+
+    @property
+    def epsilon(self) -> float | None:
+        """Returns the run's ε, recomputed from the ledger (None for a non-private run)."""
+        if self.privacy.notion == "none":
+            return None
+        return self.ledger.epsilon(delta=self.privacy.delta, accountant=self.privacy.accountant)
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns the result as a JSON-ready dict."""
+        final = self.final
+        return {
+            "final": None if final is None else final.to_json(),
+            "privacy": self.privacy.to_json(self.epsilon),
+            "rounds": [r.to_json() for r in self.rounds],
+            "stopped": self.stopped,
+            "ledger": self.ledger.to_json(),
+            "label_histogram": self.label_histogram.tolist(),
+            "timings": self.timings,
+            "spec": self.spec.to_json(),
+        }
+
+
+def prepare(
+    spec: RunSpec, *, data_dirs: Sequence[Path] = (), cache_dir: Path | None = None, download: bool = False
+) -> Algorithm:
+    """Returns the algorithm of `spec`, with its data loaded and partitioned and its model built."""
+    cls = algorithm_class(spec.algorithm)
+    cls.parse_params(spec.params)  # bad params fail before any data is loaded
+    ds = spec.dataset
+    dataset = load_dataset(
+        ds.name, search_dirs=list(data_dirs), cache_dir=cache_dir, download=download, **ds.options
+    )
+    if ds.features:
+        dataset = apply_features(dataset, ds.features)
+    split = partition(
+        dataset, kind=ds.partition.kind, num_silos=ds.silos, seed=spec.seed, **ds.partition.options()
+    )
+    data = FederatedData.build(dataset, split, image=spec.model.name in _IMAGE_MODELS)
+    model = build_model(
+        spec.model.name,
+        input_shape=data.input_shape,
+        num_classes=data.num_classes,
+        seed=spec.seed,
+        **spec.model.options(),
+    )
+    return cls(spec, data, model)
+
+
+def project(algorithm: Algorithm) -> Privacy:
+    """Returns the run's noise and planned ε per round, without training (calibrating if asked)."""
+    spec, privacy = algorithm.spec, algorithm.spec.privacy
+    if not algorithm.private:
+        if privacy is not None:
+            raise SpecError("privacy", f"must be omitted: {spec.algorithm} is not private.")
+        return Privacy("none", None, None, None, None, None, [])
+    if privacy is None:
+        raise SpecError("privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`.")
+    sigma: float | np.ndarray
+    if privacy.noise_multiplier is not None:
+        if privacy.calibration == "paper":
+            raise SpecError(
+                "privacy.calibration", "`paper` calibrates from `epsilon`; remove `noise_multiplier`."
+            )
+        sigma = privacy.noise_multiplier
+    elif privacy.calibration == "paper":
+        paper = algorithm.paper_noise_multiplier(epsilon=privacy.epsilon, delta=privacy.delta)
+        if paper is None:
+            raise SpecError(
+                "privacy.calibration", f"`paper` is not offered by {spec.algorithm}; use `accountant`."
+            )
+        sigma = paper
+    else:
+        sigma = calibrate_noise_multiplier(
+            lambda s: list(algorithm.plan(s).party_events().values()),
+            target_epsilon=privacy.epsilon,
+            target_delta=privacy.delta,
+            accountant=privacy.accountant,
+        )
+    plan = algorithm.plan(sigma)
+    by_round = dict(
+        zip(
+            plan.rounds,
+            plan.epsilon_by_round(delta=privacy.delta, accountant=privacy.accountant),
+            strict=True,
+        )
+    )
+    planned, eps = [], 0.0
+    for r in range(1, spec.rounds + 1):
+        eps = float(by_round.get(r, eps))
+        planned.append(eps)
+    sigma_out = float(sigma) if np.ndim(sigma) == 0 else [float(s) for s in np.asarray(sigma)]
+    return Privacy(
+        algorithm.notion,
+        privacy.delta,
+        privacy.accountant,
+        privacy.calibration,
+        sigma_out,
+        privacy.epsilon,
+        planned,
+    )
+
+
+def run(
+    spec: RunSpec,
+    *,
+    data_dirs: Sequence[Path] = (),
+    cache_dir: Path | None = None,
+    download: bool = False,
+    on_round: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> RunResult:
+    """Returns the result of running `spec`; stops cleanly between rounds when `should_stop()`.
+
+    Args:
+        data_dirs: folders searched for dataset files.
+        cache_dir: where downloads go (None: no downloads).
+        download: allow fetching a missing dataset (checksummed).
+        on_round: called after every round with its progress.
+        should_stop: polled between rounds; True ends the run with the rounds done so far.
+    """
+    start = time.perf_counter()
+    algorithm = prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download)
+    privacy = project(algorithm)
+    noise = privacy.noise_multiplier
+    algorithm.setup(
+        None if noise is None else np.asarray(noise, dtype=float) if isinstance(noise, list) else noise
+    )
+    data = algorithm.data
+    train_rows = torch.randperm(len(data.y_train), generator=torch.Generator().manual_seed(spec.seed))
+    train_rows = train_rows[:_TRAIN_EVAL_RECORDS]
+    timings = {"setup_s": time.perf_counter() - start, "train_s": 0.0, "eval_s": 0.0}
+    ledger, records, stopped = Ledger(), [], False
+    for r in range(1, spec.rounds + 1):
+        if should_stop is not None and should_stop():
+            stopped = True
+            break
+        t0 = time.perf_counter()
+        out = algorithm.round(r)
+        ledger.record_round(r, out.releases)
+        t1 = time.perf_counter()
+        timings["train_s"] += t1 - t0
+        epsilon = privacy.planned_epsilon[r - 1] if privacy.planned_epsilon else None
+        record = None
+        if r % spec.eval_every == 0 or r == spec.rounds:
+            w = algorithm.global_params
+            loss, acc = evaluate(
+                algorithm.model, algorithm.layout, w, data.x_test, data.y_test, batch_size=_EVAL_BATCH
+            )
+            train_loss, _ = evaluate(
+                algorithm.model,
+                algorithm.layout,
+                w,
+                data.x_train[train_rows],
+                data.y_train[train_rows],
+                batch_size=_EVAL_BATCH,
+            )
+            record = RoundRecord(r, acc, loss, train_loss, epsilon, dict(out.metrics))
+            records.append(record)
+            timings["eval_s"] += time.perf_counter() - t1
+        if on_round is not None:
+            on_round(Progress(r, spec.rounds, epsilon, record))
+    records = _with_ledger_epsilon(records, ledger, privacy)
+    timings["total_s"] = time.perf_counter() - start
+    return RunResult(spec, records, privacy, ledger, timings, stopped, data.label_histogram)
+
+
+def _with_ledger_epsilon(records: list[RoundRecord], ledger: Ledger, privacy: Privacy) -> list[RoundRecord]:
+    """Returns the records with ε recomputed from what was actually released."""
+    if privacy.notion == "none" or not ledger.entries:
+        return records
+    by_round = dict(
+        zip(
+            ledger.rounds,
+            ledger.epsilon_by_round(delta=privacy.delta, accountant=privacy.accountant),
+            strict=True,
+        )
+    )
+    out, eps, known = [], 0.0, sorted(by_round)
+    for rec in records:
+        done = [r for r in known if r <= rec.round]
+        eps = float(by_round[done[-1]]) if done else 0.0
+        out.append(
+            RoundRecord(
+                rec.round,
+                rec.accuracy,
+                rec.loss,
+                rec.train_loss,
+                eps if math.isfinite(eps) else None,
+                rec.metrics,
+            )
+        )
+    return out
