@@ -32,12 +32,8 @@ app.command(name="datasets")(run_cmd.datasets)
 
 @app.command()
 def up() -> None:
-    """Start DP-FL Explorer. Until the service lands, show the accountants on a worked example."""
-    privacy.accountants(table=True)
-    privacy.epsilon(
-        noise_multiplier=5.0, steps=100, delta=1e-5, sampling_rate=1.0, accountant="rdp", table=True
-    )
-    print("The dashboard (API, workers, browser app) is not built yet; see README.md, 'Status'.")
+    """Start DP-FL Explorer. Until the service lands: a demo sweep of accuracy against ε."""
+    run_cmd.demo()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,80 @@
+"""`dpfl run` writes the result JSON; `dpfl datasets` lists where data is; bad input is one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dpfl.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_run_writes_the_documented_keys(capsys, tmp_path):
+    out = tmp_path / "result.json"
+    code, _, err = run_cli(capsys, "run", str(ROOT / "configs/fedavg_digits.yaml"), "--set", "rounds=2",
+                           "--set", "eval_every=1", "--out", str(out))
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    assert data["spec"]["rounds"] == 2
+    assert [r["round"] for r in data["rounds"]] == [1, 2]
+    assert set(data["rounds"][0]) >= {"round", "accuracy", "loss", "epsilon"}
+    assert set(data["final"]) >= {"accuracy", "loss"}
+    assert set(data["privacy"]) >= {"epsilon", "delta", "accountant", "noise_multiplier"}
+    assert {"ledger", "timings", "spec"} <= set(data)
+    assert "final accuracy" in err
+
+
+def test_private_run_reports_epsilon_and_ledger(capsys, tmp_path):
+    out = tmp_path / "result.json"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("algorithm: isrl_mbsgd\ndataset: {name: digits, silos: 4}\nrounds: 3\n"
+                    "privacy: {noise_multiplier: 2.0, delta: 1.0e-5}\n")
+    code, _, err = run_cli(capsys, "run", str(spec), "--out", str(out))
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    assert data["privacy"]["noise_multiplier"] == 2.0
+    assert len(data["ledger"]) == 3 * 4
+    assert 0 < data["privacy"]["epsilon"] == data["rounds"][-1]["epsilon"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "rounds=0"], "error: `rounds` input should be greater than or equal to 1; got 0.\n"),
+        (["--set", "privacy.epsilon=2"], "error: `privacy` must be omitted: fedavg is not private.\n"),
+        (["--set", "rounds"], "error: `--set` must look like field.path=value; got 'rounds'.\n"),
+    ],
+)
+def test_bad_run_input_is_one_line(capsys, args, message):
+    code, _, err = run_cli(capsys, "run", str(ROOT / "configs/fedavg_digits.yaml"), *args)
+    assert code == 1
+    assert err.endswith(message)
+
+
+def test_missing_spec_file(capsys):
+    code, _, err = run_cli(capsys, "run", "nowhere.yaml")
+    assert (code, err) == (1, "error: `SPEC` file 'nowhere.yaml' does not exist.\n")
+
+
+def test_datasets_says_where_each_is(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("DPFL_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("DPFL_HOME", str(tmp_path / "home"))
+    code, out, _ = run_cli(capsys, "datasets", "--json")
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert code == 0
+    assert rows["digits"]["found"] == "bundled or generated"
+    assert rows["mnist"]["found"] == "missing: put the files in $DPFL_DATA_DIR/mnist or use --download"
+    assert rows["heart"]["silos"] == 4
