@@ -27,6 +27,7 @@ from dpfl.errors import SpecError
 from dpfl.federation import FederatedData
 from dpfl.models import build_model
 from dpfl.privacy.calibration import calibrate_noise_multiplier
+from dpfl.privacy.events import Event
 from dpfl.privacy.ledger import Ledger
 from dpfl.spec import RunSpec
 
@@ -68,6 +69,7 @@ class Progress:
     rounds: int
     epsilon: float | None
     record: RoundRecord | None  # None on rounds that were not evaluated
+    releases: dict[str, list[Event]] = field(default_factory=dict)  # what each party released this round
 
 
 @dataclass
@@ -271,7 +273,7 @@ def run(
             records.append(record)
             timings["eval_s"] += time.perf_counter() - t1
         if on_round is not None:
-            on_round(Progress(r, spec.rounds, epsilon, record))
+            on_round(Progress(r, spec.rounds, epsilon, record, out.releases))
     records = _with_ledger_epsilon(records, ledger, privacy)
     timings["total_s"] = time.perf_counter() - start
     return RunResult(spec, records, privacy, ledger, timings, stopped, data.label_histogram)

@@ -12,7 +12,7 @@ import sys
 import typer
 from typer.exceptions import TyperException
 
-from dpfl.cli import privacy
+from dpfl.cli import privacy, service
 from dpfl.cli import run as run_cmd
 from dpfl.errors import DpflError
 
@@ -28,12 +28,10 @@ app = typer.Typer(
 app.add_typer(privacy.app, name="privacy")
 app.command(name="run")(run_cmd.run)
 app.command(name="datasets")(run_cmd.datasets)
-
-
-@app.command()
-def up() -> None:
-    """Start DP-FL Explorer. Until the service lands: a demo sweep of accuracy against ε."""
-    run_cmd.demo()
+app.command(name="demo")(run_cmd.demo)
+app.command(name="up")(service.up)
+app.command(name="worker")(service.worker)
+app.add_typer(service.db_app, name="db")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,105 @@
+"""Budget rules: a dataset's total ε, reserved at admission and settled to what was spent.
+
+Admission is atomic: it first updates the budget's row, which takes the row lock on Postgres
+and the database's write lock on SQLite, so two concurrent admissions serialise and cannot
+together overspend. Charged = settled spending + open reservations.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from backend.db import utcnow
+from backend.errors import BudgetExceeded, NotFound
+from backend.models import Budget, BudgetCharge, Run
+
+__all__ = ["get_budget", "put_budget", "reserve", "settle", "usage"]
+
+
+def usage(session: Session, dataset: str) -> dict[str, float]:
+    """Returns {"spent", "reserved"}: settled spending and open reservations of a dataset."""
+    spent = (
+        session.scalar(
+            select(func.coalesce(func.sum(BudgetCharge.spent), 0.0)).where(
+                BudgetCharge.dataset == dataset, BudgetCharge.settled_at.is_not(None)
+            )
+        )
+        or 0.0
+    )
+    reserved = (
+        session.scalar(
+            select(func.coalesce(func.sum(BudgetCharge.reserved), 0.0)).where(
+                BudgetCharge.dataset == dataset, BudgetCharge.settled_at.is_(None)
+            )
+        )
+        or 0.0
+    )
+    return {"spent": float(spent), "reserved": float(reserved)}
+
+
+def reserve(session: Session, *, run: Run, epsilon: float) -> None:
+    """Reserves `epsilon` of the run's dataset budget, or raises BudgetExceeded (409).
+
+    No budget on the dataset: nothing to reserve.
+    """
+    locked = session.execute(update(Budget).where(Budget.dataset == run.dataset).values(updated_at=utcnow()))
+    if locked.rowcount == 0:
+        return
+    budget = session.get(Budget, run.dataset)
+    use = usage(session, run.dataset)
+    remaining = budget.total_epsilon - use["spent"] - use["reserved"]
+    if epsilon > remaining + 1e-12:
+        raise BudgetExceeded(
+            f"dataset {run.dataset!r} has ε {max(remaining, 0):.4g} left of {budget.total_epsilon:.4g}; "
+            f"this run needs {epsilon:.4g}"
+        )
+    session.add(BudgetCharge(run_id=run.id, dataset=run.dataset, reserved=epsilon))
+    session.flush()
+
+
+def settle(session: Session, *, run_id: str, spent: float) -> None:
+    """Settles a run's charge to the ε it actually released (the rest of the reservation is refunded)."""
+    charge = session.get(BudgetCharge, run_id)
+    if charge is None or charge.settled_at is not None:
+        return
+    charge.spent = float(spent)
+    charge.settled_at = dt.datetime.now(dt.UTC)
+    session.flush()
+
+
+def get_budget(session: Session, dataset: str) -> dict:
+    """Returns the dataset's budget: total, spent, reserved, remaining, and the runs charged."""
+    budget = session.get(Budget, dataset)
+    if budget is None:
+        raise NotFound(f"dataset {dataset!r} has no privacy budget; set one with PUT /api/budgets/{dataset}")
+    use = usage(session, dataset)
+    charges = session.scalars(select(BudgetCharge).where(BudgetCharge.dataset == dataset)).all()
+    return {
+        "dataset": dataset,
+        "total_epsilon": budget.total_epsilon,
+        **use,
+        "remaining": budget.total_epsilon - use["spent"] - use["reserved"],
+        "charges": [
+            {
+                "run_id": c.run_id,
+                "reserved": c.reserved,
+                "spent": c.spent,
+                "settled": c.settled_at is not None,
+            }
+            for c in charges
+        ],
+    }
+
+
+def put_budget(session: Session, *, dataset: str, total_epsilon: float) -> dict:
+    """Sets (or creates) a dataset's total ε; returns the budget."""
+    budget = session.get(Budget, dataset)
+    if budget is None:
+        session.add(Budget(dataset=dataset, total_epsilon=total_epsilon))
+    else:
+        budget.total_epsilon = total_epsilon
+    session.flush()
+    return get_budget(session, dataset)

@@ -1,0 +1,72 @@
+"""Database engine, sessions and the declarative base shared by the API and the workers.
+
+One MetaData with a naming convention, so constraint names are the same on SQLite and
+Postgres and migrations can refer to them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import MetaData, create_engine, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+
+__all__ = ["Base", "Database", "utcnow"]
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+def utcnow() -> dt.datetime:
+    """Returns the current time, UTC, timezone-aware."""
+    return dt.datetime.now(dt.UTC)
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    # WAL lets the API read while a worker writes; foreign keys are off by default in SQLite;
+    # the busy timeout makes concurrent writers wait instead of failing.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+class Database:
+    """An engine and its session factory for one URL."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        kwargs = (
+            {"connect_args": {"check_same_thread": False, "timeout": 30}}
+            if self.is_sqlite
+            else {"pool_size": 20, "max_overflow": 20, "pool_pre_ping": True}
+        )
+        self.engine: Engine = create_engine(url, **kwargs)
+        if self.is_sqlite:
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """Yields a session that commits on success and rolls back on error (the boundary)."""
+        with self.sessions() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise

@@ -1,0 +1,96 @@
+"""Errors the API reports, each with its status code, rendered by one handler.
+
+Body: {"detail": message, "error": ClassName}. A dpfl SpecError becomes 422 with FastAPI's
+[{loc, msg, type}] detail, so the browser can show it beside the field.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from dpfl.errors import DatasetUnavailable, DpflError, SpecError, UnknownNameError
+
+__all__ = ["AppError", "BudgetExceeded", "Conflict", "NotFound", "PayloadTooLarge", "Unauthorized", "install"]
+
+log = logging.getLogger(__name__)
+
+
+class AppError(Exception):
+    """Base of the API's expected errors."""
+
+    status_code = 400
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(AppError):
+    status_code = 404
+
+
+class Conflict(AppError):
+    status_code = 409
+
+
+class BudgetExceeded(Conflict):
+    pass
+
+
+class PayloadTooLarge(AppError):
+    status_code = 413
+
+
+class Unauthorized(AppError):
+    status_code = 401
+
+
+class Forbidden(AppError):
+    status_code = 403
+
+
+def spec_error_body(exc: SpecError | UnknownNameError, *, field: str | None = None) -> dict:
+    """Returns the 422 body for a spec error: FastAPI's shape, with the dotted field as loc."""
+    loc_path = field or getattr(exc, "field", None) or exc.kind  # type: ignore[union-attr]
+    msg = getattr(exc, "reason", None) or str(exc)
+    return {
+        "detail": [{"loc": ["body", *loc_path.split(".")], "msg": msg, "type": "value_error"}],
+        "error": type(exc).__name__,
+    }
+
+
+def install(app: FastAPI) -> None:
+    """Registers the handlers on `app`."""
+
+    @app.exception_handler(AppError)
+    async def _app_error(_: Request, exc: AppError) -> JSONResponse:
+        return JSONResponse({"detail": exc.message, "error": type(exc).__name__}, status_code=exc.status_code)
+
+    @app.exception_handler(SpecError)
+    async def _spec_error(_: Request, exc: SpecError) -> JSONResponse:
+        return JSONResponse(spec_error_body(exc), status_code=422)
+
+    @app.exception_handler(UnknownNameError)
+    async def _unknown_name(_: Request, exc: UnknownNameError) -> JSONResponse:
+        field = {
+            "algorithm": "algorithm",
+            "model": "model.name",
+            "accountant": "privacy.accountant",
+            "partition kind": "dataset.partition.kind",
+        }.get(exc.kind, exc.kind.replace(" ", "_"))
+        body = {
+            "detail": [{"loc": ["body", *field.split(".")], "msg": str(exc), "type": "value_error"}],
+            "error": "UnknownNameError",
+        }
+        return JSONResponse(body, status_code=422)
+
+    @app.exception_handler(DatasetUnavailable)
+    async def _dataset(_: Request, exc: DatasetUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "error": "DatasetUnavailable"}, status_code=422)
+
+    @app.exception_handler(DpflError)
+    async def _dpfl(_: Request, exc: DpflError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=422)

@@ -1,0 +1,84 @@
+"""The FastAPI application: `backend.main:app`, or `create_app(settings)` in tests.
+
+It refuses to start on a database that is not at the newest migration, and says which
+command fixes that. While it serves, a background task re-queues runs whose worker died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from backend import errors, migrate
+from backend.api import api
+from backend.db import Database
+from backend.queue import enqueue_run, make_celery
+from backend.runs import service as runs
+from backend.settings import Settings, get_settings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+
+class NotMigrated(RuntimeError):
+    pass
+
+
+def check_migrated(database: Database) -> None:
+    """Raises NotMigrated with the command to run when the schema is not at the head revision."""
+    current, head = migrate.current_revision(database.engine), migrate.head_revision()
+    if current != head:
+        raise NotMigrated(
+            f"the database at {database.engine.url.render_as_string(hide_password=True)} is at revision "
+            f"{current or 'none'}, not {head}; run `dpfl db upgrade` (dpfl up does it for you)"
+        )
+
+
+async def _reaper(app: FastAPI, every_s: float) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            with app.state.database.session() as session:
+                again = runs.requeue_stale(session, settings=app.state.settings)
+            for run_id in again:
+                log.warning("%s: worker stopped sending heartbeats; re-queued", run_id)
+                enqueue_run(app.state.celery, run_id)
+        except Exception:  # the reaper must outlive a passing database error
+            log.exception("re-queueing stale runs failed")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Returns the app for `settings` (default: the environment's)."""
+    settings = settings or get_settings()
+    database = Database(settings.database_url)
+    check_migrated(database)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(_reaper(app, max(settings.heartbeat_timeout_s / 4, 0.5)))
+        yield
+        task.cancel()
+
+    app = FastAPI(
+        title="DP-FL Explorer",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Differentially private federated learning runs, their ε ledgers and budgets.",
+    )
+    app.state.settings = settings
+    app.state.database = database
+    app.state.celery = make_celery(settings)
+    errors.install(app)
+    app.include_router(api)
+    return app
+
+
+def __getattr__(name: str):  # `backend.main:app` builds the app only when uvicorn asks for it
+    if name == "app":
+        return create_app()
+    raise AttributeError(name)

@@ -1,0 +1,36 @@
+"""budgets and budget_charges: a dataset's total ε and what each run reserved and spent of it."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import DateTime, Float, ForeignKey, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db import Base, utcnow
+
+__all__ = ["Budget", "BudgetCharge"]
+
+
+class Budget(Base):
+    __tablename__ = "budgets"
+
+    dataset: Mapped[str] = mapped_column(String(64), primary_key=True)
+    total_epsilon: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class BudgetCharge(Base):
+    """One run's charge: `reserved` at admission (its projected ε), `spent` once settled."""
+
+    __tablename__ = "budget_charges"
+
+    run_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    dataset: Mapped[str] = mapped_column(
+        String(64), ForeignKey("budgets.dataset", ondelete="CASCADE"), index=True
+    )
+    reserved: Mapped[float] = mapped_column(Float)
+    spent: Mapped[float | None] = mapped_column(Float)
+    settled_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,77 @@
+"""runs: one row per submitted run, the source of truth for its status and outcome."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import uuid
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db import Base, utcnow
+
+__all__ = ["Run", "RunStatus"]
+
+
+class RunStatus(enum.StrEnum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow, index=True
+    )
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.queued, index=True)
+    algorithm: Mapped[str] = mapped_column(String(64), index=True)
+    dataset: Mapped[str] = mapped_column(String(64), index=True)
+    sweep_id: Mapped[str | None] = mapped_column(ForeignKey("sweeps.id", ondelete="SET NULL"), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    rounds: Mapped[int] = mapped_column(Integer)
+    current_round: Mapped[int] = mapped_column(Integer, default=0)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    notion: Mapped[str] = mapped_column(String(16), default="none")
+    target_epsilon: Mapped[float | None] = mapped_column(Float)
+    projected_epsilon: Mapped[float | None] = mapped_column(Float)
+    epsilon: Mapped[float | None] = mapped_column(Float)
+    delta: Mapped[float | None] = mapped_column(Float)
+    accountant: Mapped[str | None] = mapped_column(String(16))
+    noise_multiplier: Mapped[Any] = mapped_column(JSON, nullable=True)
+    final_accuracy: Mapped[float | None] = mapped_column(Float)
+    final_loss: Mapped[float | None] = mapped_column(Float)
+    label_histogram: Mapped[Any] = mapped_column(JSON, nullable=True)
+    timings: Mapped[Any] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text)
+    worker: Mapped[str | None] = mapped_column(String(255))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+    @property
+    def duration_s(self) -> float | None:
+        """Returns seconds from start to finish (or to now while running)."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at or utcnow()
+        start = self.started_at if self.started_at.tzinfo else self.started_at.replace(tzinfo=dt.UTC)
+        end = end if end.tzinfo else end.replace(tzinfo=dt.UTC)
+        return (end - start).total_seconds()

@@ -1,0 +1,25 @@
+"""sweeps: a base spec and a grid; its runs point back to it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db import Base, utcnow
+
+__all__ = ["Sweep"]
+
+
+class Sweep(Base):
+    __tablename__ = "sweeps"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=lambda: uuid.uuid4().hex[:16])
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    base: Mapped[dict[str, Any]] = mapped_column(JSON)
+    grid: Mapped[dict[str, Any]] = mapped_column(JSON)
+    num_runs: Mapped[int] = mapped_column(Integer)

@@ -1,0 +1,103 @@
+"""HTTP for runs: submit, list, read, cancel, delete, metrics, ledger, spec."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Request, Response
+
+from backend.deps import SessionDep, SettingsDep, WriteGuard
+from backend.queue import enqueue_run
+from backend.runs import service
+from backend.runs.schemas import LedgerRead, MetricRead, RunPage, RunRead
+from dpfl.spec import parse_spec
+
+router = APIRouter(prefix="/runs", tags=["runs"])
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "no run with this id"},
+    409: {"description": "the run's state or the privacy budget does not allow it"},
+    422: {"description": "a field of the spec is invalid; `detail[].loc` names it"},
+}
+
+
+@router.post("", status_code=201, response_model=RunRead, responses=ERRORS, dependencies=[WriteGuard])
+def create_run(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    spec: Annotated[dict[str, Any], Body(description="a RunSpec")],
+) -> Any:
+    """Validate a run spec, reserve its projected ε against the dataset budget, and queue it."""
+    run = service.create_run(session, spec=parse_spec(spec), settings=settings)
+    session.commit()  # the worker must find the row before the message
+    enqueue_run(request.app.state.celery, run.id)
+    return run
+
+
+@router.get("", response_model=RunPage)
+def list_runs(
+    session: SessionDep,
+    status: str | None = None,
+    algorithm: str | None = None,
+    dataset: str | None = None,
+    sweep: str | None = None,
+    sort: str = "-created_at",
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Any:
+    """List runs, filtered and sorted (`sort=-epsilon`), one page at a time."""
+    rows, total = service.list_runs(
+        session,
+        status=status,
+        algorithm=algorithm,
+        dataset=dataset,
+        sweep_id=sweep,
+        sort=sort,
+        limit=limit,
+        offset=offset,
+    )
+    next_offset = offset + limit if offset + limit < total else None
+    return {"items": rows, "total": total, "offset": offset, "limit": limit, "next_offset": next_offset}
+
+
+@router.get("/{run_id}", response_model=RunRead, responses=ERRORS)
+def get_run(run_id: str, session: SessionDep) -> Any:
+    """One run's status, progress and outcome."""
+    return service.get_run(session, run_id)
+
+
+@router.post("/{run_id}/cancel", response_model=RunRead, responses=ERRORS, dependencies=[WriteGuard])
+def cancel_run(run_id: str, session: SessionDep) -> Any:
+    """Cancel a queued run now, or ask a running one to stop after its current round."""
+    return service.cancel_run(session, run_id)
+
+
+@router.delete("/{run_id}", status_code=204, responses=ERRORS, dependencies=[WriteGuard])
+def delete_run(run_id: str, session: SessionDep) -> Response:
+    """Delete a finished run with its metrics and ledger."""
+    service.delete_run(session, run_id)
+    return Response(status_code=204)
+
+
+@router.get("/{run_id}/metrics", response_model=list[MetricRead], responses=ERRORS)
+def get_metrics(run_id: str, session: SessionDep) -> Any:
+    """Accuracy, loss and ε of each evaluated round."""
+    return service.metrics(session, run_id)
+
+
+@router.get("/{run_id}/ledger", response_model=LedgerRead, responses=ERRORS)
+def get_ledger(
+    run_id: str,
+    session: SessionDep,
+    accountant: str | None = None,
+    delta: Annotated[float | None, Query(gt=0, lt=1)] = None,
+) -> Any:
+    """The run's releases and its ε per party per round, recomputed by any accountant."""
+    return service.ledger(session, run_id, accountant=accountant, delta=delta)
+
+
+@router.get("/{run_id}/spec", responses=ERRORS)
+def get_spec(run_id: str, session: SessionDep) -> dict[str, Any]:
+    """The resolved spec the run was submitted with."""
+    return service.get_run(session, run_id).spec

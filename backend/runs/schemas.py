@@ -1,0 +1,70 @@
+"""Run resources as the API shows them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["LedgerRead", "MetricRead", "RunPage", "RunRead"]
+
+
+class RunRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    status: str
+    algorithm: str
+    dataset: str
+    sweep_id: str | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    duration_s: float | None
+    rounds: int
+    current_round: int
+    progress: float
+    notion: str
+    target_epsilon: float | None
+    projected_epsilon: float | None
+    epsilon: float | None
+    delta: float | None
+    accountant: str | None
+    noise_multiplier: Any
+    final_accuracy: float | None
+    final_loss: float | None
+    error: str | None
+    worker: str | None
+    attempts: int
+    cancel_requested: bool
+
+
+class RunPage(BaseModel):
+    items: list[RunRead]
+    total: int
+    offset: int
+    limit: int
+    next_offset: int | None
+
+
+class MetricRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    round: int
+    accuracy: float
+    loss: float
+    train_loss: float | None
+    epsilon: float | None
+    metrics: dict[str, Any] | None
+
+
+class LedgerRead(BaseModel):
+    """The ledger of a run recomputed by one accountant: ε per party per round, and the rows."""
+
+    accountant: str
+    delta: float
+    epsilon: float | None
+    rounds: list[int]
+    parties: dict[str, list[float]]
+    events: list[dict[str, Any]]

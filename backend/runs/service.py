@@ -1,0 +1,254 @@
+"""Rules and queries for runs. Services flush; the request or task that called them commits."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from backend import budgets
+from backend.errors import Conflict, NotFound
+from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.settings import Settings
+from dpfl import runner
+from dpfl.algorithms import algorithm_class
+from dpfl.errors import SpecError
+from dpfl.privacy.ledger import Ledger
+from dpfl.spec import RunSpec
+
+__all__ = [
+    "SORTS",
+    "cancel_run",
+    "check_limits",
+    "create_run",
+    "delete_run",
+    "get_run",
+    "ledger",
+    "list_runs",
+    "metrics",
+    "project",
+    "requeue_stale",
+]
+
+SORTS = {
+    "created_at": Run.created_at,
+    "epsilon": Run.epsilon,
+    "final_accuracy": Run.final_accuracy,
+    "target_epsilon": Run.target_epsilon,
+    "algorithm": Run.algorithm,
+    "status": Run.status,
+}
+
+
+def check_limits(spec: RunSpec, settings: Settings) -> None:
+    """Refuses specs beyond the server's limits, naming the field (422)."""
+    if spec.rounds > settings.max_rounds:
+        raise SpecError("rounds", f"must be ≤ {settings.max_rounds} on this server; got {spec.rounds}.")
+    if spec.dataset.silos > settings.max_silos:
+        raise SpecError(
+            "dataset.silos", f"must be ≤ {settings.max_silos} on this server; got {spec.dataset.silos}."
+        )
+
+
+@functools.lru_cache(maxsize=32)
+def _projection(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> runner.Privacy:
+    # Cached: a sweep submits many specs over the same data, and a spec is hashable.
+    return runner.project(runner.prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir))
+
+
+def project(spec: RunSpec, settings: Settings) -> dict[str, Any]:
+    """Returns the run's noise multiplier and projected ε, without running it.
+
+    A target ε is its own projection (calibration meets it). Otherwise the algorithm's plan
+    is accounted, which needs the partition, so the dataset is loaded (cached per spec).
+    """
+    cls = algorithm_class(spec.algorithm)
+    cls.parse_params(spec.params)
+    privacy = spec.privacy
+    needs_plan = privacy is not None and (
+        privacy.noise_multiplier is not None or privacy.calibration == "paper"
+    )
+    if privacy is not None and cls.notion == "none":
+        raise SpecError("privacy", f"must be omitted: {spec.algorithm} is not private.")
+    if privacy is None and cls.notion != "none":
+        raise SpecError("privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`.")
+    out: dict[str, Any] = {
+        "notion": cls.notion,
+        "epsilon": None,
+        "noise_multiplier": None,
+        "delta": None if privacy is None else privacy.delta,
+        "accountant": None if privacy is None else privacy.accountant,
+        "planned_epsilon": [],
+    }
+    if privacy is None:
+        return out
+    if not needs_plan:
+        return out | {"epsilon": privacy.epsilon}
+    plan = _projection(spec, tuple(settings.data_dirs), settings.cache_dir)
+    return out | {
+        "epsilon": plan.planned_epsilon[-1] if plan.planned_epsilon else 0.0,
+        "noise_multiplier": plan.noise_multiplier,
+        "planned_epsilon": plan.planned_epsilon,
+    }
+
+
+def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id: str | None = None) -> Run:
+    """Validates, projects and admits a run against its dataset's budget; returns the queued row."""
+    check_limits(spec, settings)
+    projection = project(spec, settings)
+    privacy = spec.privacy
+    run = Run(
+        status=RunStatus.queued,
+        algorithm=spec.algorithm,
+        dataset=spec.dataset.name,
+        sweep_id=sweep_id,
+        spec=spec.to_json(),
+        rounds=spec.rounds,
+        notion=projection["notion"],
+        target_epsilon=None if privacy is None else privacy.epsilon,
+        projected_epsilon=projection["epsilon"],
+        delta=None if privacy is None else privacy.delta,
+        accountant=None if privacy is None else privacy.accountant,
+        noise_multiplier=projection["noise_multiplier"],
+    )
+    session.add(run)
+    session.flush()
+    if projection["epsilon"] is not None:
+        budgets.reserve(session, run=run, epsilon=projection["epsilon"])
+    return run
+
+
+def get_run(session: Session, run_id: str) -> Run:
+    """Returns the run; raises NotFound (404) naming the id."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise NotFound(f"run {run_id!r} does not exist")
+    return run
+
+
+def list_runs(
+    session: Session,
+    *,
+    status: str | None = None,
+    algorithm: str | None = None,
+    dataset: str | None = None,
+    sweep_id: str | None = None,
+    sort: str = "-created_at",
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[list[Run], int]:
+    """Returns one page of runs matching the filters, and how many match in all."""
+    query = select(Run)
+    for column, value in (
+        (Run.status, status),
+        (Run.algorithm, algorithm),
+        (Run.dataset, dataset),
+        (Run.sweep_id, sweep_id),
+    ):
+        if value is not None:
+            query = query.where(column == value)
+    key = sort.lstrip("-")
+    if key not in SORTS:
+        raise SpecError(
+            "sort", f"must be one of {', '.join(sorted(SORTS))} (prefix - for descending); got {sort!r}."
+        )
+    column = SORTS[key]
+    order = [column.desc() if sort.startswith("-") else column.asc(), Run.id.desc()]
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(query.order_by(*order).limit(limit).offset(offset)).all()
+    return list(rows), total
+
+
+def cancel_run(session: Session, run_id: str) -> Run:
+    """Cancels a queued run at once (refunding its reservation) or asks a running one to stop."""
+    run = get_run(session, run_id)
+    if RunStatus(run.status).finished:
+        raise Conflict(
+            f"run {run_id!r} is already {run.status}; only queued or running runs can be cancelled"
+        )
+    if run.status == RunStatus.queued:
+        run.status = RunStatus.cancelled
+        run.finished_at = dt.datetime.now(dt.UTC)
+        budgets.settle(session, run_id=run.id, spent=0.0)
+    else:
+        run.cancel_requested = True
+    session.flush()
+    return run
+
+
+def delete_run(session: Session, run_id: str) -> None:
+    """Deletes a finished run with its metrics and ledger; refuses a live one (409)."""
+    run = get_run(session, run_id)
+    if not RunStatus(run.status).finished:
+        raise Conflict(f"run {run_id!r} is {run.status}; cancel it and wait for it to finish before deleting")
+    session.delete(run)
+    session.flush()
+
+
+def metrics(session: Session, run_id: str) -> Sequence[RoundMetric]:
+    """Returns the run's evaluated rounds in order."""
+    get_run(session, run_id)
+    return session.scalars(
+        select(RoundMetric).where(RoundMetric.run_id == run_id).order_by(RoundMetric.round)
+    ).all()
+
+
+def ledger(session: Session, run_id: str, *, accountant: str | None, delta: float | None) -> dict[str, Any]:
+    """Returns the run's ledger recomputed by `accountant` at `delta` (defaults: the run's own)."""
+    run = get_run(session, run_id)
+    rows = session.scalars(
+        select(LedgerEventRow)
+        .where(LedgerEventRow.run_id == run_id)
+        .order_by(LedgerEventRow.round, LedgerEventRow.party)
+    ).all()
+    accountant = accountant or run.accountant or "rdp"
+    delta = delta or run.delta or 1e-5
+    book = Ledger.from_json({"round": r.round, "party": r.party, "event": e} for r in rows for e in r.events)
+    curves = book.epsilon_curves(delta=delta, accountant=accountant)
+    finite = [float(c[-1]) for c in curves.values() if len(c)]
+    return {
+        "accountant": accountant,
+        "delta": delta,
+        "epsilon": max(finite) if finite else None,
+        "rounds": book.rounds,
+        "parties": {p: [float(x) if math.isfinite(x) else None for x in c] for p, c in curves.items()},
+        "events": [{"round": r.round, "party": r.party, "events": r.events} for r in rows],
+    }
+
+
+def requeue_stale(session: Session, *, settings: Settings) -> list[str]:
+    """Re-queues running runs whose worker stopped sending heartbeats; fails those tried too often.
+
+    Returns the ids to send to the queue again (after the caller commits).
+    """
+    cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=settings.heartbeat_timeout_s)
+    stale = session.scalars(
+        select(Run)
+        .where(Run.status == RunStatus.running, Run.heartbeat_at < cutoff)
+        .with_for_update(skip_locked=True)
+    ).all()
+    again = []
+    for run in stale:
+        if run.attempts >= settings.max_attempts:
+            run.status = RunStatus.failed
+            run.finished_at = dt.datetime.now(dt.UTC)
+            run.error = (
+                f"worker lost: {run.attempts} workers stopped sending heartbeats while running it "
+                f"(last: {run.worker})"
+            )
+            budgets.settle(session, run_id=run.id, spent=run.epsilon or 0.0)
+        else:
+            session.execute(
+                update(Run)
+                .where(Run.id == run.id)
+                .values(status=RunStatus.queued, worker=None, cancel_requested=run.cancel_requested)
+            )
+            again.append(run.id)
+    session.flush()
+    return again

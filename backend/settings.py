@@ -1,0 +1,92 @@
+"""Service settings: one pydantic-settings class read from DPFL_* environment variables.
+
+Embedded defaults need no server: SQLite and Celery's filesystem transport under DPFL_HOME.
+A real deployment points DPFL_DATABASE_URL at Postgres and DPFL_BROKER_URL at Redis.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import os
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+
+class Settings(BaseSettings):
+    """Everything the API and the workers read from the environment (prefix DPFL_)."""
+
+    model_config = SettingsConfigDict(env_prefix="DPFL_", extra="ignore")
+
+    home: Path = Field(Path("~/.dpfl"), description="data folder of the embedded mode")
+    database_url: str = Field("", description="SQLAlchemy URL; default SQLite in DPFL_HOME")
+    broker_url: str = Field("", description="Celery broker; default the filesystem transport in DPFL_HOME")
+    api_tokens: str = Field("", description="comma-separated bearer tokens; when set, writes need one")
+    data_dir: str = Field("", description="folders with dataset files (os.pathsep-separated)")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    max_rounds: int = Field(2000, ge=1, description="largest `rounds` a submitted run may ask for")
+    max_silos: int = Field(500, ge=1)
+    max_sweep_points: int = Field(500, ge=1)
+    max_upload_bytes: int = Field(50_000_000, ge=1)
+    heartbeat_timeout_s: float = Field(60.0, gt=0, description="a running run silent this long is re-queued")
+    max_attempts: int = Field(3, ge=1, description="deliveries of a run before it fails as lost")
+    run_time_limit_s: int = Field(6 * 3600, ge=60)
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Settings:
+        self.home = self.home.expanduser()
+        if not self.database_url:
+            self.database_url = f"sqlite:///{self.home / 'dpfl.db'}"
+        if not self.broker_url:
+            self.broker_url = "filesystem://"
+        if not _loopback(self.host) and not self.tokens:
+            raise ValueError(
+                f"DPFL_HOST={self.host} exposes the API beyond this machine without authentication; "
+                "set DPFL_API_TOKENS (comma-separated bearer tokens) or bind to 127.0.0.1"
+            )
+        return self
+
+    @property
+    def tokens(self) -> frozenset[str]:
+        """Returns the accepted bearer tokens (empty: writes are open)."""
+        return frozenset(t.strip() for t in self.api_tokens.split(",") if t.strip())
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        """Returns the folders searched for dataset files."""
+        return [Path(p).expanduser() for p in self.data_dir.split(os.pathsep) if p]
+
+    @property
+    def cache_dir(self) -> Path:
+        """Returns where downloaded and uploaded datasets are kept."""
+        return self.home / "datasets"
+
+    @property
+    def broker_folder(self) -> Path:
+        """Returns the filesystem transport's message folder (embedded mode)."""
+        return self.home / "broker"
+
+    @property
+    def embedded(self) -> bool:
+        """Whether the broker is the embedded filesystem transport."""
+        return self.broker_url.startswith("filesystem://")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@functools.lru_cache
+def get_settings() -> Settings:
+    """Returns the process's settings (cached; tests build their own `Settings`)."""
+    return Settings()

@@ -1,0 +1,98 @@
+"""`dpfl up`, `dpfl worker` and `dpfl db …`: the service's processes.
+
+The service lives in `backend` and `worker`; they are imported here only when these commands
+run, so `dpfl privacy` and `dpfl run` work without the service's dependencies loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from typing import Annotated
+
+import typer
+
+__all__ = ["db_app", "up", "worker"]
+
+db_app = typer.Typer(help="The database schema (Alembic migrations).", no_args_is_help=True)
+
+
+def _settings():
+    from backend.settings import get_settings
+
+    settings = get_settings()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    return settings
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: str = "head") -> None:
+    """Upgrade the database (DPFL_DATABASE_URL, default SQLite in DPFL_HOME) to a revision."""
+    from backend import migrate
+
+    settings = _settings()
+    migrate.upgrade(settings.database_url, revision)
+    print(f"database at revision {revision}")
+
+
+@db_app.command("downgrade")
+def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, e.g. base")]) -> None:
+    """Downgrade the database to a revision."""
+    from backend import migrate
+
+    migrate.downgrade(_settings().database_url, revision)
+    print(f"database at revision {revision}")
+
+
+def _worker_command(concurrency: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "worker.app",
+        "worker",
+        "--loglevel=INFO",
+        f"--concurrency={concurrency}",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+
+
+def worker(concurrency: Annotated[int, typer.Option(help="runs at once in this worker")] = 1) -> None:
+    """Start a Celery worker for the configured broker and database."""
+    _settings()
+    os.execv(sys.executable, _worker_command(concurrency))
+
+
+def up(
+    host: Annotated[str | None, typer.Option(help="bind address (default DPFL_HOST, 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default DPFL_PORT, 8000)")] = None,
+    workers: Annotated[int, typer.Option(help="worker processes to start beside the API")] = 1,
+) -> None:
+    """Start DP-FL Explorer: upgrade the database, start a worker and serve the API."""
+    import uvicorn
+
+    from backend import migrate
+    from backend.main import create_app
+
+    settings = _settings()
+    if host is not None:
+        os.environ["DPFL_HOST"] = host
+    migrate.upgrade(settings.database_url)
+    procs = [subprocess.Popen(_worker_command(1)) for _ in range(workers)]
+    try:
+        bind_host, bind_port = host or settings.host, port or settings.port
+        url = f"http://{bind_host}:{bind_port}"
+        print(f"DP-FL Explorer on {url}  (API docs at {url}/docs; database {settings.database_url})")
+        uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="warning")
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()

@@ -1,0 +1,132 @@
+"""Service fixtures: a real Postgres database and Redis broker (or SQLite and the filesystem
+transport for the embedded mode), the app on them, and real Celery worker processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from backend import migrate
+from backend.main import create_app
+from backend.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+REDIS = "redis://127.0.0.1:6379"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty Postgres database for this test session (dropped afterwards)."""
+    name = f"dpfl_test_{uuid.uuid4().hex[:8]}"
+    try:
+        with psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is not reachable at 127.0.0.1:5432 ({exc}); .ci/services.sh starts it")
+    yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A Redis database index of its own for this session, emptied first."""
+    index = 1 + os.getpid() % 14
+    client = redis.Redis.from_url(f"{REDIS}/{index}")
+    try:
+        client.flushdb()
+    except redis.ConnectionError as exc:
+        pytest.fail(f"Redis is not reachable at 127.0.0.1:6379 ({exc}); .ci/services.sh starts it")
+    return f"{REDIS}/{index}"
+
+
+def make_settings(home: Path, database_url: str, broker_url: str = "", **extra) -> Settings:
+    return Settings(home=home, database_url=database_url, broker_url=broker_url,
+                    data_dir=os.environ.get("DPFL_DATA_DIR", ""), **extra)
+
+
+def _truncate(database_url: str) -> None:
+    from sqlalchemy import create_engine, text  # noqa: PLC0415
+
+    engine = create_engine(database_url)
+    with engine.begin() as conn:
+        for table in ("round_metrics", "ledger_events", "budget_charges", "runs", "sweeps", "budgets"):
+            conn.execute(text(f"DELETE FROM {table}"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def settings(request, tmp_path) -> Settings:
+    """Settings on Postgres + Redis, and on the embedded SQLite + filesystem transport."""
+    if request.param == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        migrate.upgrade(url)
+        _truncate(url)
+        return make_settings(tmp_path, url, request.getfixturevalue("redis_url"))
+    url = f"sqlite:///{tmp_path / 'dpfl.db'}"
+    migrate.upgrade(url)
+    return make_settings(tmp_path, url)
+
+
+@pytest.fixture
+def client(settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+class WorkerProcess:
+    """A real `celery worker` process for the given settings."""
+
+    def __init__(self, settings: Settings, log: Path, name: str = "w1"):
+        env = os.environ | {
+            "DPFL_HOME": str(settings.home), "DPFL_DATABASE_URL": settings.database_url,
+            "DPFL_BROKER_URL": settings.broker_url, "DPFL_DATA_DIR": settings.data_dir,
+        }
+        cmd = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "--loglevel=INFO", "--concurrency=1",
+               "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}@%h"]
+        self.log = log
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.time() + 60
+        while "ready." not in log.read_text():
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"worker did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture
+def worker(settings, tmp_path) -> Iterator[WorkerProcess]:
+    w = WorkerProcess(settings, tmp_path / "worker.log")
+    yield w
+    w.stop()
+
+
+def wait_for(client: TestClient, run_id: str, statuses: set[str], timeout: float = 120) -> dict:
+    """Polls the run until its status is one of `statuses`; fails with the run body otherwise."""
+    deadline = time.time() + timeout
+    body = {}
+    while time.time() < deadline:
+        body = client.get(f"/api/runs/{run_id}").json()
+        if body["status"] in statuses:
+            return body
+        time.sleep(0.25)
+    raise AssertionError(f"run {run_id} did not reach {statuses} in {timeout} s: {body}")

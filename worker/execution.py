@@ -1,0 +1,189 @@
+"""One run's life in a worker: claim it, run it through `dpfl.runner.run`, record every round.
+
+Metrics and ledger rows are upserted on (run, round[, party]), so a run that is re-queued
+after its worker died and runs again writes nothing twice. A heartbeat thread keeps the
+row's `heartbeat_at` fresh; the API re-queues runs whose heartbeat stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from backend import budgets
+from backend.db import Database, utcnow
+from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.runs.service import ledger as ledger_of
+from backend.settings import Settings
+from dpfl import runner
+from dpfl.errors import DpflError
+from dpfl.privacy.events import to_json
+from dpfl.spec import parse_spec
+
+__all__ = ["claim", "execute"]
+
+log = logging.getLogger(__name__)
+HEARTBEAT_S = 5.0
+
+
+def claim(database: Database, run_id: str, *, worker: str) -> bool:
+    """Moves the run queued → running in one UPDATE; False if another delivery got it first."""
+    now = utcnow()
+    with database.session() as session:
+        result = session.execute(
+            update(Run)
+            .where(Run.id == run_id, Run.status == RunStatus.queued)
+            .values(
+                status=RunStatus.running,
+                worker=worker,
+                started_at=now,
+                heartbeat_at=now,
+                attempts=Run.attempts + 1,
+                error=None,
+            )
+        )
+        return result.rowcount == 1
+
+
+def _upsert(session: Session, model, rows: list[dict[str, Any]], keys: list[str]) -> None:
+    if not rows:
+        return
+    insert = pg_insert if session.bind.dialect.name == "postgresql" else sqlite_insert
+    stmt = insert(model).values(rows)
+    updates = {c: stmt.excluded[c] for c in rows[0] if c not in keys}
+    session.execute(stmt.on_conflict_do_update(index_elements=keys, set_=updates))
+
+
+def _metric_rows(run_id: str, records: list[runner.RoundRecord]) -> list[dict[str, Any]]:
+    return [
+        {
+            "run_id": run_id,
+            "round": r.round,
+            "accuracy": r.accuracy,
+            "loss": r.loss,
+            "train_loss": r.train_loss,
+            "epsilon": r.epsilon,
+            "metrics": r.metrics,
+        }
+        for r in records
+    ]
+
+
+class _Heartbeat(threading.Thread):
+    def __init__(self, database: Database, run_id: str):
+        super().__init__(daemon=True, name=f"heartbeat-{run_id}")
+        self.database, self.run_id, self.done = database, run_id, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(HEARTBEAT_S):
+            try:
+                with self.database.session() as session:
+                    session.execute(update(Run).where(Run.id == self.run_id).values(heartbeat_at=utcnow()))
+            except Exception:  # a missed beat is harmless; the next one retries
+                log.warning("%s: heartbeat failed", self.run_id, exc_info=True)
+
+
+def execute(database: Database, settings: Settings, run_id: str) -> None:
+    """Runs a claimed run to its end and records the outcome on its row."""
+    with database.session() as session:
+        spec = parse_spec(session.get(Run, run_id).spec)
+
+    def on_round(p: runner.Progress) -> None:
+        with database.session() as session:
+            if p.record is not None:
+                _upsert(session, RoundMetric, _metric_rows(run_id, [p.record]), ["run_id", "round"])
+            _upsert(
+                session,
+                LedgerEventRow,
+                [
+                    {
+                        "run_id": run_id,
+                        "round": p.round,
+                        "party": party,
+                        "events": [to_json(e) for e in events],
+                    }
+                    for party, events in p.releases.items()
+                ],
+                ["run_id", "round", "party"],
+            )
+            values: dict[str, Any] = {
+                "current_round": p.round,
+                "progress": p.round / p.rounds,
+                "heartbeat_at": utcnow(),
+                "epsilon": p.epsilon,
+            }
+            if p.record is not None:
+                values |= {"final_accuracy": p.record.accuracy, "final_loss": p.record.loss}
+            session.execute(update(Run).where(Run.id == run_id).values(**values))
+
+    def should_stop() -> bool:
+        with database.session() as session:
+            return bool(session.scalar(select(Run.cancel_requested).where(Run.id == run_id)))
+
+    heartbeat = _Heartbeat(database, run_id)
+    heartbeat.start()
+    try:
+        result = runner.run(
+            spec,
+            data_dirs=settings.data_dirs,
+            cache_dir=settings.cache_dir,
+            on_round=on_round,
+            should_stop=should_stop,
+        )
+    except DpflError as exc:
+        _finish(database, run_id, status=RunStatus.failed, error=str(exc))
+        return
+    except Exception:
+        log.exception("%s: internal error", run_id)
+        _finish(
+            database,
+            run_id,
+            status=RunStatus.failed,
+            error=f"internal error in worker (run {run_id}); see worker log",
+        )
+        return
+    finally:
+        heartbeat.done.set()
+    _record_result(database, run_id, result)
+
+
+def _record_result(database: Database, run_id: str, result: runner.RunResult) -> None:
+    final = result.final
+    with database.session() as session:
+        _upsert(session, RoundMetric, _metric_rows(run_id, result.rounds), ["run_id", "round"])
+    _finish(
+        database,
+        run_id,
+        status=RunStatus.cancelled if result.stopped else RunStatus.succeeded,
+        epsilon=result.epsilon,
+        final_accuracy=None if final is None else final.accuracy,
+        final_loss=None if final is None else final.loss,
+        noise_multiplier=result.privacy.noise_multiplier,
+        label_histogram=result.label_histogram.tolist(),
+        timings=result.timings,
+    )
+
+
+def _finish(database: Database, run_id: str, *, status: RunStatus, **values: Any) -> None:
+    with database.session() as session:
+        run = session.get(Run, run_id)
+        spent = (
+            values.get("epsilon", run.epsilon) if status != RunStatus.failed else _spent_so_far(session, run)
+        )
+        for key, value in values.items():
+            setattr(run, key, value)
+        run.status = status
+        run.finished_at = utcnow()
+        run.progress = 1.0 if status == RunStatus.succeeded else run.progress
+        budgets.settle(session, run_id=run_id, spent=spent or 0.0)
+
+
+def _spent_so_far(session: Session, run: Run) -> float:
+    """Returns the ε of what a failed run released before it failed (its ledger, recomputed)."""
+    return ledger_of(session, run.id, accountant=None, delta=None)["epsilon"] or 0.0
