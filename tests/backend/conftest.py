@@ -15,6 +15,7 @@ import psycopg
 import pytest
 import redis
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
 
 from backend import migrate
 from backend.main import create_app
@@ -52,13 +53,16 @@ def redis_url() -> str:
 
 
 def make_settings(home: Path, database_url: str, broker_url: str = "", **extra) -> Settings:
-    return Settings(home=home, database_url=database_url, broker_url=broker_url,
-                    data_dir=os.environ.get("DPFL_DATA_DIR", ""), **extra)
+    return Settings(
+        home=home,
+        database_url=database_url,
+        broker_url=broker_url,
+        data_dir=os.environ.get("DPFL_DATA_DIR", ""),
+        **extra,
+    )
 
 
 def _truncate(database_url: str) -> None:
-    from sqlalchemy import create_engine, text  # noqa: PLC0415
-
     engine = create_engine(database_url)
     with engine.begin() as conn:
         for table in ("round_metrics", "ledger_events", "budget_charges", "runs", "sweeps", "budgets"):
@@ -90,14 +94,30 @@ class WorkerProcess:
 
     def __init__(self, settings: Settings, log: Path, name: str = "w1"):
         env = os.environ | {
-            "DPFL_HOME": str(settings.home), "DPFL_DATABASE_URL": settings.database_url,
-            "DPFL_BROKER_URL": settings.broker_url, "DPFL_DATA_DIR": settings.data_dir,
+            "DPFL_HOME": str(settings.home),
+            "DPFL_DATABASE_URL": settings.database_url,
+            "DPFL_BROKER_URL": settings.broker_url,
+            "DPFL_DATA_DIR": settings.data_dir,
         }
-        cmd = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "--loglevel=INFO", "--concurrency=1",
-               "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{name}@%h"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "worker.app",
+            "worker",
+            "--loglevel=INFO",
+            "--concurrency=1",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-n",
+            f"{name}@%h",
+        ]
         self.log = log
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.time() + 60
         while "ready." not in log.read_text():
             if self.proc.poll() is not None or time.time() > deadline:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
+
+from backend.main import create_app
 
 pytestmark = pytest.mark.service
 
@@ -42,10 +45,17 @@ def test_noise_multiplier_run_is_projected_from_its_plan(client):
     ("change", "loc", "msg"),
     [
         ({"rounds": 0}, ["body", "rounds"], "input should be greater than or equal to 1; got 0."),
-        ({"privacy": {"epsilon": 2.0, "delta": 2}}, ["body", "privacy", "delta"], "input should be less than 1; got 2."),
+        (
+            {"privacy": {"epsilon": 2.0, "delta": 2}},
+            ["body", "privacy", "delta"],
+            "input should be less than 1; got 2.",
+        ),
         ({"params": {"lr": -1}}, ["body", "params", "lr"], "input should be greater than 0; got -1."),
-        ({"algorithm": "nope"}, ["body", "algorithm"],
-         "unknown algorithm 'nope'; registered: fedavg, isrl_mbsgd"),
+        (
+            {"algorithm": "nope"},
+            ["body", "algorithm"],
+            "unknown algorithm 'nope'; registered: fedavg, isrl_mbsgd",
+        ),
         ({"rounds": 5000}, ["body", "rounds"], "must be ≤ 2000 on this server; got 5000."),
         ({"colour": "red"}, ["body", "colour"], "is not a known field."),
     ],
@@ -57,9 +67,13 @@ def test_bad_field_is_422_naming_it(client, change, loc, msg):
 
 
 def test_unknown_run_is_404(client):
-    for method, path in (("get", "/api/runs/nope"), ("post", "/api/runs/nope/cancel"),
-                         ("delete", "/api/runs/nope"), ("get", "/api/runs/nope/metrics"),
-                         ("get", "/api/runs/nope/ledger")):
+    for method, path in (
+        ("get", "/api/runs/nope"),
+        ("post", "/api/runs/nope/cancel"),
+        ("delete", "/api/runs/nope"),
+        ("get", "/api/runs/nope/metrics"),
+        ("get", "/api/runs/nope/ledger"),
+    ):
         res = client.request(method.upper(), path)
         assert res.status_code == 404, path
         assert res.json() == {"detail": "run 'nope' does not exist", "error": "NotFound"}
@@ -77,13 +91,20 @@ def test_cancel_queued_run_then_delete_it(client):
 
 
 def test_list_filters_sorts_and_pages(client):
-    ids = [submit(client, DIGITS | {"privacy": {"epsilon": e, "delta": 1e-5}}).json()["id"] for e in (1, 4, 2)]
-    fed = submit(client, {"algorithm": "fedavg", "dataset": {"name": "digits", "silos": 4}, "rounds": 2}).json()
-    page = client.get("/api/runs", params={"algorithm": "isrl_mbsgd", "sort": "target_epsilon", "limit": 2}).json()
+    ids = [
+        submit(client, DIGITS | {"privacy": {"epsilon": e, "delta": 1e-5}}).json()["id"] for e in (1, 4, 2)
+    ]
+    fed = submit(
+        client, {"algorithm": "fedavg", "dataset": {"name": "digits", "silos": 4}, "rounds": 2}
+    ).json()
+    page = client.get(
+        "/api/runs", params={"algorithm": "isrl_mbsgd", "sort": "target_epsilon", "limit": 2}
+    ).json()
     assert page["total"] == 3 and page["next_offset"] == 2
     assert [r["target_epsilon"] for r in page["items"]] == [1.0, 2.0]
-    rest = client.get("/api/runs", params={"algorithm": "isrl_mbsgd", "sort": "target_epsilon", "limit": 2,
-                                           "offset": 2}).json()
+    rest = client.get(
+        "/api/runs", params={"algorithm": "isrl_mbsgd", "sort": "target_epsilon", "limit": 2, "offset": 2}
+    ).json()
     assert [r["id"] for r in rest["items"]] == [ids[1]] and rest["next_offset"] is None
     assert client.get("/api/runs", params={"algorithm": "fedavg"}).json()["items"][0]["id"] == fed["id"]
     bad = client.get("/api/runs", params={"sort": "colour"})
@@ -96,7 +117,10 @@ def test_budget_refuses_overspend_with_409(client):
     assert submit(client, DIGITS | {"privacy": {"epsilon": 3.0, "delta": 1e-5}}).status_code == 201
     res = submit(client, DIGITS | {"privacy": {"epsilon": 3.0, "delta": 1e-5}})
     assert res.status_code == 409
-    assert res.json() == {"detail": "dataset 'digits' has ε 2 left of 5; this run needs 3", "error": "BudgetExceeded"}
+    assert res.json() == {
+        "detail": "dataset 'digits' has ε 2 left of 5; this run needs 3",
+        "error": "BudgetExceeded",
+    }
     budget = client.get("/api/budgets/digits").json()
     assert (budget["reserved"], budget["spent"], budget["remaining"]) == (3.0, 0.0, 2.0)
 
@@ -109,10 +133,6 @@ def test_cancelling_a_queued_run_refunds_its_reservation(client):
 
 
 def test_writes_need_a_token_when_tokens_are_set(settings, tmp_path):
-    from fastapi.testclient import TestClient
-
-    from backend.main import create_app
-
     guarded = settings.model_copy(update={"api_tokens": "s3cret"})
     with TestClient(create_app(guarded)) as c:
         assert submit(c).status_code == 401

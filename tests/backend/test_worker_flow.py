@@ -1,0 +1,103 @@
+"""End to end with real worker processes: Postgres + Redis, and the embedded SQLite + filesystem mode."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.main import create_app
+from dpfl.runner import run as run_locally
+from dpfl.spec import parse_spec
+from tests.backend.conftest import WorkerProcess, wait_for
+
+pytestmark = pytest.mark.service
+
+SPEC = {
+    "algorithm": "isrl_mbsgd",
+    "params": {"lr": 0.5, "batch_size": 64, "clip": 1.0},
+    "dataset": {"name": "digits", "silos": 4},
+    "model": {"name": "mlp", "hidden": [32]},
+    "rounds": 6,
+    "eval_every": 2,
+    "privacy": {"noise_multiplier": 1.5, "delta": 1e-5},
+}
+
+
+def test_run_completes_and_its_ledger_matches_the_runner(client, worker):
+    client.put("/api/budgets/digits", json={"total_epsilon": 50.0})
+    run_id = client.post("/api/runs", json=SPEC).json()["id"]
+    body = wait_for(client, run_id, {"succeeded", "failed"})
+    assert body["status"] == "succeeded", body["error"]
+    assert (body["progress"], body["current_round"], body["attempts"]) == (1.0, 6, 1)
+    assert body["worker"].startswith("w1@")
+    local = run_locally(parse_spec(SPEC))
+    assert body["epsilon"] == pytest.approx(local.epsilon, rel=1e-12)
+    assert body["final_accuracy"] == pytest.approx(local.final.accuracy)
+    metrics = client.get(f"/api/runs/{run_id}/metrics").json()
+    assert [m["round"] for m in metrics] == [2, 4, 6]
+    assert metrics[-1]["epsilon"] == pytest.approx(local.epsilon)
+    ledger = client.get(f"/api/runs/{run_id}/ledger").json()
+    assert ledger["epsilon"] == pytest.approx(local.epsilon, rel=1e-12)
+    assert len(ledger["events"]) == 6 * 4
+    pld = client.get(f"/api/runs/{run_id}/ledger", params={"accountant": "pld"}).json()
+    assert pld["accountant"] == "pld" and pld["epsilon"] < ledger["epsilon"]
+    budget = client.get("/api/budgets/digits").json()
+    assert budget["spent"] == pytest.approx(local.epsilon) and budget["reserved"] == 0
+
+
+def test_cancel_is_honoured_between_rounds(client, worker):
+    spec = SPEC | {"rounds": 400, "eval_every": 1}
+    client.put("/api/budgets/digits", json={"total_epsilon": 1000.0})
+    run_id = client.post("/api/runs", json=spec).json()["id"]
+    deadline = time.time() + 60
+    while client.get(f"/api/runs/{run_id}").json()["current_round"] < 3 and time.time() < deadline:
+        time.sleep(0.1)
+    assert client.post(f"/api/runs/{run_id}/cancel").json()["cancel_requested"] is True
+    body = wait_for(client, run_id, {"cancelled", "succeeded", "failed"})
+    assert body["status"] == "cancelled"
+    done = body["current_round"]
+    assert 3 <= done < 400
+    assert len(client.get(f"/api/runs/{run_id}/metrics").json()) == done  # finished rounds are kept
+    charged = client.get("/api/budgets/digits").json()["charges"][0]
+    assert charged["settled"] and 0 < charged["spent"] == pytest.approx(body["epsilon"])
+
+
+def test_a_failing_run_records_its_error_and_refunds(client, worker):
+    client.put("/api/budgets/csv", json={"total_epsilon": 5.0})
+    spec = SPEC | {
+        "dataset": {"name": "csv", "silos": 2, "options": {"path": "/nowhere/data.csv", "label": "y"}},
+        "privacy": {"epsilon": 1.0, "delta": 1e-5},
+    }
+    run_id = client.post("/api/runs", json=spec).json()["id"]
+    body = wait_for(client, run_id, {"succeeded", "failed"})
+    assert body["status"] == "failed"
+    assert "/nowhere/data.csv" in body["error"]
+    assert client.get("/api/budgets/csv").json()["remaining"] == 5.0  # nothing was released
+
+
+def test_killed_worker_leaves_the_run_requeued_and_finished_by_another(settings, tmp_path):
+    fast = settings.model_copy(update={"heartbeat_timeout_s": 3.0})
+    first = WorkerProcess(fast, tmp_path / "w1.log", name="w1")
+    with TestClient(create_app(fast)) as client:
+        run_id = client.post("/api/runs", json=SPEC | {"rounds": 60, "eval_every": 1}).json()["id"]
+        deadline = time.time() + 60
+        while client.get(f"/api/runs/{run_id}").json()["current_round"] < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        os.killpg(first.proc.pid, signal.SIGKILL)  # the whole worker, parent and child, at once
+        first.proc.wait(timeout=10)
+        assert client.get(f"/api/runs/{run_id}").json()["status"] == "running"
+        second = WorkerProcess(fast, tmp_path / "w2.log", name="w2")
+        try:
+            body = wait_for(client, run_id, {"succeeded", "failed"}, timeout=180)
+        finally:
+            second.stop()
+        metrics = client.get(f"/api/runs/{run_id}/metrics").json()
+        ledger = client.get(f"/api/runs/{run_id}/ledger").json()
+    assert body["status"] == "succeeded", body["error"]
+    assert body["attempts"] == 2 and body["worker"].startswith("w2@")
+    assert [m["round"] for m in metrics] == list(range(1, 61))  # the re-run wrote nothing twice
+    assert len(ledger["events"]) == 60 * 4
