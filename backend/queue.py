@@ -22,13 +22,15 @@ def make_celery(settings: Settings) -> Celery:
     transport: dict = {"visibility_timeout": settings.run_time_limit_s + 3600}
     if settings.embedded:
         folder = settings.broker_folder
-        for sub in ("queue", "processed"):
+        for sub in ("queue", "processed", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         transport |= {
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),
             "processed_folder": str(folder / "processed"),
             "store_processed": False,
+            # the control folder defaults to ./control in the working directory; keep it in DPFL_HOME
+            "control_folder": str(folder / "control"),
         }
     app.conf.update(
         task_serializer="json",
