@@ -6,6 +6,7 @@ run, so `dpfl privacy` and `dpfl run` work without the service's dependencies lo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -82,7 +83,11 @@ def up(
     if host is not None:
         os.environ["DPFL_HOST"] = host
     migrate.upgrade(settings.database_url)
-    procs = [subprocess.Popen(_worker_command(1)) for _ in range(workers)]
+    # uvicorn re-raises the SIGTERM it caught after shutting down; make that an exception, not
+    # an abrupt exit, so the workers below are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # Each worker in its own process group, so that stopping it also stops its pool children.
+    procs = [subprocess.Popen(_worker_command(1), start_new_session=True) for _ in range(workers)]
     try:
         bind_host, bind_port = host or settings.host, port or settings.port
         url = f"http://{bind_host}:{bind_port}"
@@ -90,9 +95,14 @@ def up(
         uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="warning")
     finally:
         for proc in procs:
-            proc.send_signal(signal.SIGTERM)
+            _signal_group(proc, signal.SIGTERM)
         for proc in procs:
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                _signal_group(proc, signal.SIGKILL)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
