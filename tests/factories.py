@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from dpfl.cli import main
 from dpfl.spec import RunSpec, parse_spec
 
 
@@ -47,3 +48,14 @@ def isrl_digits_spec(**overrides: Any) -> RunSpec:
             | overrides
         )
     )
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    """Returns (exit code, stdout, stderr) of `dpfl ARGS` run in this process."""
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["db_app", "up", "worker"]
+__all__ = ["db_app", "up", "worker", "worker_command"]
 
 db_app = typer.Typer(help="The database schema (Alembic migrations).", no_args_is_help=True)
 
@@ -47,7 +47,8 @@ def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, 
     print(f"database at revision {revision}")
 
 
-def _worker_command(concurrency: int) -> list[str]:
+def worker_command(concurrency: int) -> list[str]:
+    """Returns the command line of one Celery worker process (also used by the service tests)."""
     return [
         sys.executable,
         "-m",
@@ -65,7 +66,7 @@ def _worker_command(concurrency: int) -> list[str]:
 def worker(concurrency: Annotated[int, typer.Option(help="runs at once in this worker")] = 1) -> None:
     """Start a Celery worker for the configured broker and database."""
     _settings()
-    os.execv(sys.executable, _worker_command(concurrency))
+    os.execv(sys.executable, worker_command(concurrency))
 
 
 def up(
@@ -87,7 +88,7 @@ def up(
     # an abrupt exit, so the workers below are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # Each worker in its own process group, so that stopping it also stops its pool children.
-    procs = [subprocess.Popen(_worker_command(1), start_new_session=True) for _ in range(workers)]
+    procs = [subprocess.Popen(worker_command(1), start_new_session=True) for _ in range(workers)]
     try:
         bind_host, bind_port = host or settings.host, port or settings.port
         url = f"http://{bind_host}:{bind_port}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from sqlalchemy import create_engine, text
 from backend import migrate
 from backend.main import create_app
 from backend.settings import Settings
+from dpfl.cli.service import worker_command
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -99,21 +99,7 @@ class WorkerProcess:
             "DPFL_BROKER_URL": settings.broker_url,
             "DPFL_DATA_DIR": settings.data_dir,
         }
-        cmd = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "worker.app",
-            "worker",
-            "--loglevel=INFO",
-            "--concurrency=1",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-n",
-            f"{name}@%h",
-        ]
+        cmd = [*worker_command(1), "--without-heartbeat", "-n", f"{name}@%h"]
         self.log = log
         self.proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True

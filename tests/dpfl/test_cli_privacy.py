@@ -8,16 +8,11 @@ import sys
 
 import pytest
 
-from dpfl.cli import main
+from tests.factories import run_cli
 
 
 def run(capsys, *args: str) -> tuple[int, dict | str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
+    code, out, err = run_cli(capsys, *args)
     try:
         return code, json.loads(out), err
     except json.JSONDecodeError:

@@ -7,25 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from dpfl.cli import main
+from tests.factories import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_run_writes_the_documented_keys(capsys, tmp_path):
     out = tmp_path / "result.json"
-    code, _, err = run_cli(capsys, "run", str(ROOT / "configs/fedavg_digits.yaml"), "--set", "rounds=2",
-                           "--set", "eval_every=1", "--out", str(out))
+    code, _, err = run_cli(
+        capsys,
+        "run",
+        str(ROOT / "configs/fedavg_digits.yaml"),
+        "--set",
+        "rounds=2",
+        "--set",
+        "eval_every=1",
+        "--out",
+        str(out),
+    )
     assert code == 0, err
     data = json.loads(out.read_text())
     assert data["spec"]["rounds"] == 2
@@ -40,8 +39,10 @@ def test_run_writes_the_documented_keys(capsys, tmp_path):
 def test_private_run_reports_epsilon_and_ledger(capsys, tmp_path):
     out = tmp_path / "result.json"
     spec = tmp_path / "spec.yaml"
-    spec.write_text("algorithm: isrl_mbsgd\ndataset: {name: digits, silos: 4}\nrounds: 3\n"
-                    "privacy: {noise_multiplier: 2.0, delta: 1.0e-5}\n")
+    spec.write_text(
+        "algorithm: isrl_mbsgd\ndataset: {name: digits, silos: 4}\nrounds: 3\n"
+        "privacy: {noise_multiplier: 2.0, delta: 1.0e-5}\n"
+    )
     code, _, err = run_cli(capsys, "run", str(spec), "--out", str(out))
     assert code == 0, err
     data = json.loads(out.read_text())
