@@ -18,6 +18,7 @@ up: install
 
 # pytest exits 5 when it collects no test: not a failure of the suite.
 test: install
+	bash scripts/ensure-chromium.sh
 	$(PY) -m pytest -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 lint: install

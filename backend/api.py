@@ -2,9 +2,16 @@
 
 from fastapi import APIRouter
 
+from backend.algorithms.router import router as algorithms
 from backend.budgets.router import router as budgets
+from backend.datasets.router import router as datasets
+from backend.events.router import router as events
+from backend.figures.router import router as figures
+from backend.health.router import router as health
+from backend.privacy.router import router as privacy
 from backend.runs.router import router as runs
+from backend.sweeps.router import router as sweeps
 
 api = APIRouter(prefix="/api")
-for router in (runs, budgets):
+for router in (runs, budgets, sweeps, algorithms, datasets, privacy, health, events, figures):
     api.include_router(router)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dpfl.errors import DatasetUnavailable, DpflError, SpecError, UnknownNameError
 
@@ -90,6 +92,19 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(DatasetUnavailable)
     async def _dataset(_: Request, exc: DatasetUnavailable) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "error": "DatasetUnavailable"}, status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        return JSONResponse({"detail": detail, "error": "RequestValidationError"}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            {"detail": str(exc.detail), "error": "HTTPException"},
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
 
     @app.exception_handler(DpflError)
     async def _dpfl(_: Request, exc: DpflError) -> JSONResponse:

@@ -10,8 +10,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+import plotly
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from backend import errors, migrate
 from backend.api import api
@@ -23,6 +26,7 @@ from backend.settings import Settings, get_settings
 __all__ = ["create_app"]
 
 log = logging.getLogger(__name__)
+FRONTEND = Path(__file__).resolve().parents[1] / "frontend"
 
 
 class NotMigrated(RuntimeError):
@@ -75,6 +79,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.celery = make_celery(settings)
     errors.install(app)
     app.include_router(api)
+    # The browser app: no build step; plotly.min.js comes from the installed plotly package so
+    # the dashboard works offline.
+    app.mount("/vendor", StaticFiles(directory=Path(plotly.__file__).parent / "package_data"), name="vendor")
+    app.mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
     return app
 
 

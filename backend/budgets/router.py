@@ -17,6 +17,12 @@ class BudgetUpdate(BaseModel):
     total_epsilon: float = Field(gt=0, le=1e6, description="the dataset's total ε")
 
 
+@router.get("")
+def list_budgets(session: SessionDep) -> list[dict[str, Any]]:
+    """Every dataset's budget."""
+    return service.list_budgets(session)
+
+
 @router.get("/{dataset}", responses={404: {"description": "the dataset has no budget"}})
 def get_budget(dataset: str, session: SessionDep) -> dict[str, Any]:
     """A dataset's total ε, what is spent, reserved and remaining, and the runs charged."""

@@ -16,7 +16,7 @@ from backend.db import utcnow
 from backend.errors import BudgetExceeded, NotFound
 from backend.models import Budget, BudgetCharge, Run
 
-__all__ = ["get_budget", "put_budget", "reserve", "settle", "usage"]
+__all__ = ["get_budget", "list_budgets", "put_budget", "reserve", "settle", "usage"]
 
 
 def usage(session: Session, dataset: str) -> dict[str, float]:
@@ -92,6 +92,12 @@ def get_budget(session: Session, dataset: str) -> dict:
             for c in charges
         ],
     }
+
+
+def list_budgets(session: Session) -> list[dict]:
+    """Returns every dataset's budget, as `get_budget` does, by dataset name."""
+    names = session.scalars(select(Budget.dataset).order_by(Budget.dataset))
+    return [get_budget(session, name) for name in names]
 
 
 def put_budget(session: Session, *, dataset: str, total_epsilon: float) -> dict:

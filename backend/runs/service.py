@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from backend import budgets
 from backend.errors import Conflict, NotFound
@@ -143,16 +143,21 @@ def list_runs(
     limit: int = 50,
     offset: int = 0,
 ) -> tuple[list[Run], int]:
-    """Returns one page of runs matching the filters, and how many match in all."""
-    query = select(Run)
-    for column, value in (
-        (Run.status, status),
-        (Run.algorithm, algorithm),
-        (Run.dataset, dataset),
-        (Run.sweep_id, sweep_id),
-    ):
-        if value is not None:
-            query = query.where(column == value)
+    """Returns one page of runs matching the filters, and how many match in all.
+
+    The rows come without `spec`, `label_histogram` and `timings`: JSON that no list shows and
+    that made up most of the time to load a page (benchmarks/api.py); reading one loads it.
+    """
+    filters = [
+        column == value
+        for column, value in (
+            (Run.status, status),
+            (Run.algorithm, algorithm),
+            (Run.dataset, dataset),
+            (Run.sweep_id, sweep_id),
+        )
+        if value is not None
+    ]
     key = sort.lstrip("-")
     if key not in SORTS:
         raise SpecError(
@@ -160,8 +165,15 @@ def list_runs(
         )
     column = SORTS[key]
     order = [column.desc() if sort.startswith("-") else column.asc(), Run.id.desc()]
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = session.scalars(query.order_by(*order).limit(limit).offset(offset)).all()
+    total = session.scalar(select(func.count()).select_from(Run).where(*filters)) or 0
+    rows = session.scalars(
+        select(Run)
+        .where(*filters)
+        .options(defer(Run.spec), defer(Run.label_histogram), defer(Run.timings))
+        .order_by(*order)
+        .limit(limit)
+        .offset(offset)
+    ).all()
     return list(rows), total
 
 

@@ -64,8 +64,10 @@ def test_shared_parameters_equal_stacked_copies(name):
     batch = random_batch(name, num_silos=3, batch_size=5)
     stacked = flat.expand(3, -1)
     close(per_sample_grads(model, layout, flat, batch), per_sample_grads(model, layout, stacked, batch))
-    close(clipped_grad_sum(model, layout, flat, batch, clip=0.1).sum,
-          clipped_grad_sum(model, layout, stacked, batch, clip=0.1).sum)
+    close(
+        clipped_grad_sum(model, layout, flat, batch, clip=0.1).sum,
+        clipped_grad_sum(model, layout, stacked, batch, clip=0.1).sum,
+    )
     close(mean_grad(model, layout, flat, batch), mean_grad(model, layout, stacked, batch))
 
 
@@ -144,15 +146,19 @@ def test_ghost_clipping_equals_the_per_sample_path(name, clip, shared):
 
 LINEAR_STACKS = {
     "tanh, no bias, trailing sigmoid": lambda: nn.Sequential(
-        nn.Flatten(), nn.Linear(6, 4), nn.Tanh(), nn.Linear(4, 3, bias=False), nn.Sigmoid()),
+        nn.Flatten(), nn.Linear(6, 4), nn.Tanh(), nn.Linear(4, 3, bias=False), nn.Sigmoid()
+    ),
     "relu then sigmoid": lambda: nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Sigmoid(), nn.Linear(5, 3)),
     "leaky relu, identity": lambda: nn.Sequential(
-        nn.Linear(6, 5), nn.LeakyReLU(0.2), nn.Identity(), nn.Linear(5, 3)),
+        nn.Linear(6, 5), nn.LeakyReLU(0.2), nn.Identity(), nn.Linear(5, 3)
+    ),
     "negative leaky slope (vjp)": lambda: nn.Sequential(nn.Linear(6, 5), nn.LeakyReLU(-0.5), nn.Linear(5, 3)),
     "gelu and silu (vjp)": lambda: nn.Sequential(
-        nn.Linear(6, 5), nn.GELU(), nn.Linear(5, 4), nn.SiLU(), nn.Linear(4, 3)),
+        nn.Linear(6, 5), nn.GELU(), nn.Linear(5, 4), nn.SiLU(), nn.Linear(4, 3)
+    ),
     "activation on the input, two linears in a row": lambda: nn.Sequential(
-        nn.Tanh(), nn.Linear(6, 5), nn.Linear(5, 3)),
+        nn.Tanh(), nn.Linear(6, 5), nn.Linear(5, 3)
+    ),
 }
 
 
@@ -185,8 +191,9 @@ def test_ghost_clipping_applies_to_linear_models_only():
     assert [ghost_clipping_applies(model_and_layout(n)[0]) for n in ALL] == [False, False, True, True]
     with pytest.raises(ValueError, match="method='ghost' needs a Sequential of Linear layers"):
         model, layout = model_and_layout("cnn")
-        clipped_grad_sum(model, layout, layout.flatten_module(model), random_batch("cnn", 1, 2), clip=1.0,
-                         method="ghost")
+        clipped_grad_sum(
+            model, layout, layout.flatten_module(model), random_batch("cnn", 1, 2), clip=1.0, method="ghost"
+        )
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -238,14 +245,18 @@ def test_chunking_under_a_small_memory_budget_changes_nothing(name):
     tiny = 1  # forces one sample of one silo per chunk
     for method in ["per_sample", "auto"]:
         whole = clipped_grad_sum(model, layout, flat, batch, clip=0.05, method=method)
-        chunked = clipped_grad_sum(model, layout, flat, batch, clip=0.05, method=method,
-                                   memory_budget_bytes=tiny)
+        chunked = clipped_grad_sum(
+            model, layout, flat, batch, clip=0.05, method=method, memory_budget_bytes=tiny
+        )
         close(chunked.sum, whole.sum)
         close(chunked.norms, whole.norms)
-    close(per_sample_grads(model, layout, flat, batch, memory_budget_bytes=tiny),
-          per_sample_grads(model, layout, flat, batch))
-    close(mean_grad(model, layout, flat, batch, memory_budget_bytes=tiny),
-          mean_grad(model, layout, flat, batch))
+    close(
+        per_sample_grads(model, layout, flat, batch, memory_budget_bytes=tiny),
+        per_sample_grads(model, layout, flat, batch),
+    )
+    close(
+        mean_grad(model, layout, flat, batch, memory_budget_bytes=tiny), mean_grad(model, layout, flat, batch)
+    )
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn"])
@@ -255,8 +266,10 @@ def test_each_silo_result_does_not_depend_on_the_other_silos(name):
     batch = random_batch(name, num_silos=4, batch_size=5)
     order = [2, 0, 3]
     subset = SiloBatch(batch.x[order], batch.y[order], batch.mask[order])
-    close(clipped_grad_sum(model, layout, flat[order], subset, clip=0.1).sum,
-          clipped_grad_sum(model, layout, flat, batch, clip=0.1).sum[order])
+    close(
+        clipped_grad_sum(model, layout, flat[order], subset, clip=0.1).sum,
+        clipped_grad_sum(model, layout, flat, batch, clip=0.1).sum[order],
+    )
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -23,8 +23,12 @@ def test_a_silo_gets_the_same_noise_whatever_the_batching_and_order():
 
 def test_seed_silo_round_and_stream_each_change_the_noise():
     base = noise([1])[0]
-    for other in (noise([2])[0], noise([1], seed=8)[0], noise([1], round=4)[0],
-                  noise([1], stream=SAMPLING_STREAM)[0]):
+    for other in (
+        noise([2])[0],
+        noise([1], seed=8)[0],
+        noise([1], round=4)[0],
+        noise([1], stream=SAMPLING_STREAM)[0],
+    ):
         assert not torch.equal(base, other)
 
 

@@ -7,8 +7,14 @@ from tests.dpfl.engine.factories import model_and_layout
 def test_layout_records_names_shapes_and_offsets():
     model, layout = model_and_layout("mlp")  # 6 → 5 → 4 → 3
     assert layout.names == ("1.weight", "1.bias", "3.weight", "3.bias", "5.weight", "5.bias")
-    assert layout.shapes == (torch.Size([5, 6]), torch.Size([5]), torch.Size([4, 5]), torch.Size([4]),
-                             torch.Size([3, 4]), torch.Size([3]))
+    assert layout.shapes == (
+        torch.Size([5, 6]),
+        torch.Size([5]),
+        torch.Size([4, 5]),
+        torch.Size([4]),
+        torch.Size([3, 4]),
+        torch.Size([3]),
+    )
     assert layout.offsets == (0, 30, 35, 55, 59, 71)
     assert layout.size == 74 == sum(p.numel() for p in model.parameters())
 

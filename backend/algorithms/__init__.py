@@ -1,0 +1,1 @@
+"""The algorithm catalogue: what each registered algorithm is and which parameters it takes."""

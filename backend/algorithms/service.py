@@ -1,0 +1,28 @@
+"""The algorithm catalogue, generated from the dpfl registry (never written by hand)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpfl.algorithms import algorithm_class, registered_algorithms
+
+__all__ = ["catalogue"]
+
+
+def catalogue() -> list[dict[str, Any]]:
+    """Returns every registered algorithm with its paper, notion, params schema and defaults, by name."""
+    out = []
+    for name in sorted(registered_algorithms()):
+        cls = algorithm_class(name)
+        out.append(
+            {
+                "name": name,
+                "paper": cls.paper,
+                "notion": cls.notion,
+                "private": cls.notion != "none",
+                "summary": cls.summary,
+                "params_schema": cls.Params.model_json_schema(),
+                "defaults": cls.Params().model_dump(mode="json"),
+            }
+        )
+    return out

@@ -1,0 +1,1 @@
+"""Datasets: the registry's catalogue with availability on this server, and CSV uploads."""

@@ -1,0 +1,41 @@
+"""Datasets and uploads as the API shows them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = ["DatasetList", "DatasetRead", "UploadRead"]
+
+
+class DatasetRead(BaseModel):
+    name: str = Field(description="registry key, used as `dataset.name` in a RunSpec")
+    description: str
+    num_classes: int | None = Field(description="None when it depends on the data (csv)")
+    natural_silos: int | None
+    license: str
+    source: str
+    options: dict[str, Any] = Field(description="the loader's options and their defaults")
+    available: bool = Field(description="whether its files are on this server (always for bundled data)")
+    unavailable_reason: str | None = Field(description="which files are missing and where they go")
+
+
+class UploadRead(BaseModel):
+    name: str
+    label: str = Field(description="the label column")
+    num_rows: int
+    num_classes: int
+    columns: list[str]
+    filename: str | None = Field(description="the file name the client sent")
+    path: str = Field(description="where the server stores it")
+    size_bytes: int
+    uploaded_at: str
+    spec_dataset: dict[str, Any] = Field(
+        description="the `dataset` block that uses this upload in a RunSpec (add `silos`, `partition`)"
+    )
+
+
+class DatasetList(BaseModel):
+    datasets: list[DatasetRead]
+    uploads: list[UploadRead]

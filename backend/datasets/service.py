@@ -1,0 +1,163 @@
+"""The dataset catalogue (from the dpfl registry) and uploaded CSV files.
+
+An upload is stored as `<cache_dir>/uploads/<name>.csv` beside a `<name>.json` record of what
+was validated (label, rows, classes, columns). It is used in a RunSpec through the `csv`
+loader: the upload's `spec_dataset` is the exact `dataset` block to put in a spec. Uploads are
+never overwritten, so a run's spec keeps naming the data it ran on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from backend.datasets.upload import Form
+from backend.db import utcnow
+from backend.errors import Conflict
+from backend.settings import Settings
+from dpfl.data import dataset_info, load_dataset, locate, registered_datasets
+from dpfl.errors import DatasetUnavailable, SpecError
+
+__all__ = ["catalogue", "list_uploads", "staging", "store_upload", "uploads_dir"]
+
+NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+# The csv loader's fields, as the upload form names them.
+_FORM_FIELD = {"dataset.label": "label"}
+
+
+def uploads_dir(settings: Settings) -> Path:
+    """Returns the folder of uploaded CSV files."""
+    return settings.cache_dir / "uploads"
+
+
+def catalogue(settings: Settings) -> dict[str, Any]:
+    """Returns every registered dataset with its availability here, and the uploaded CSV files."""
+    return {
+        "datasets": [_entry(name, settings) for name in registered_datasets()],
+        "uploads": list_uploads(settings),
+    }
+
+
+def _entry(name: str, settings: Settings) -> dict[str, Any]:
+    info = dataset_info(name)
+    reason = None
+    try:  # bundled and generated data need no files: locate([]) finds them all
+        locate(info.files, search_dirs=settings.data_dirs, cache_dir=settings.cache_dir, download=False)
+    except DatasetUnavailable as exc:
+        reason = str(exc)
+    return {
+        "name": info.name,
+        "description": info.description,
+        "num_classes": info.num_classes,
+        "natural_silos": info.natural_silos,
+        "license": info.license,
+        "source": info.source_url,
+        "options": dict(info.options),
+        "available": reason is None,
+        "unavailable_reason": reason,
+    }
+
+
+def list_uploads(settings: Settings) -> list[dict[str, Any]]:
+    """Returns the uploaded CSV files, by name."""
+    folder = uploads_dir(settings)
+    out = []
+    for record_path in sorted(folder.glob("*.json")):
+        try:
+            record = json.loads(record_path.read_text())
+        except (OSError, ValueError):
+            continue  # a record being written right now, or damaged: not listed
+        if (folder / f"{record.get('name')}.csv").is_file():
+            out.append(_upload_read(record, folder))
+    return out
+
+
+@contextlib.contextmanager
+def staging(settings: Settings) -> Iterator[Path]:
+    """Yields a private folder beside the uploads for one upload in progress; removed afterwards."""
+    folder = uploads_dir(settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".incoming-") as tmp:
+        yield Path(tmp)
+
+
+def store_upload(settings: Settings, *, form: Form) -> dict[str, Any]:
+    """Validates a received CSV with the `csv` loader and stores it under its name; returns its record.
+
+    Raises:
+        SpecError: a field is missing or invalid, or the csv loader refuses the file (422,
+            naming `file`, `name` or `label`).
+        Conflict: an upload of that name exists (409).
+    """
+    name, label = form.fields.get("name", ""), form.fields.get("label", "")
+    if form.file is None:
+        raise SpecError("file", "is required; send the CSV file as the multipart field `file`.")
+    if not NAME.fullmatch(name):
+        raise SpecError(
+            "name",
+            "must be snake_case (lower-case letters, digits and _, starting with a letter), "
+            f"1 to 40 characters; got {name!r}.",
+        )
+    if name in registered_datasets():
+        raise SpecError("name", f"is a registered dataset; got {name!r}. Choose another name.")
+    if not label:
+        raise SpecError("label", "is required; give the name of the label column.")
+    folder = uploads_dir(settings)
+    target = folder / f"{name}.csv"
+    if target.exists():
+        raise _taken(name)
+    staged = form.file.rename(form.file.with_name(target.name))  # loader messages name <name>.csv
+    try:
+        data = load_dataset("csv", path=str(staged), label=label)
+    except SpecError as exc:
+        raise SpecError(_FORM_FIELD.get(exc.field, "file"), exc.reason) from None
+    try:
+        os.link(staged, target)  # atomic: of two uploads with one name, exactly one wins
+    except FileExistsError:
+        raise _taken(name) from None
+    record = {
+        "name": name,
+        "label": label,
+        "num_rows": len(data.y_train) + len(data.y_test),
+        "num_classes": data.num_classes,
+        "columns": _header(target),
+        "filename": form.filename,
+        "uploaded_at": utcnow().isoformat(),
+    }
+    _write_json(folder / f"{name}.json", record)
+    return _upload_read(record, folder)
+
+
+def _taken(name: str) -> Conflict:
+    return Conflict(f"an upload named {name!r} exists; uploads are never replaced, so choose another name")
+
+
+def _upload_read(record: dict[str, Any], folder: Path) -> dict[str, Any]:
+    path = folder / f"{record['name']}.csv"
+    return record | {
+        "path": str(path),
+        "size_bytes": path.stat().st_size,
+        "spec_dataset": {"name": "csv", "options": {"path": str(path), "label": record["label"]}},
+    }
+
+
+def _header(path: Path) -> list[str]:
+    """Returns the column names: the first non-blank row, as the csv loader reads it."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        for row in csv.reader(handle):
+            if any(cell.strip() for cell in row):
+                return [cell.strip() for cell in row]
+    return []
+
+
+def _write_json(path: Path, record: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, path)  # readers see the old record or the whole new one

@@ -1,0 +1,1 @@
+"""Live run status and progress as Server-Sent Events."""

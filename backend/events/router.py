@@ -1,0 +1,45 @@
+"""HTTP for the event stream."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from backend.deps import DatabaseDep
+from backend.events import service
+from backend.events.stream import run_events
+
+router = APIRouter(prefix="/events", tags=["events"])
+
+ERRORS = {
+    200: {"content": {"text/event-stream": {}}, "description": "`run` events, one per change of a run"},
+    404: {"description": "no run or sweep with this id"},
+    422: {"description": "`since` or `Last-Event-ID` is not an ISO 8601 timestamp"},
+}
+
+
+@router.get("", response_class=StreamingResponse, responses=ERRORS)
+async def stream_events(
+    request: Request,
+    database: DatabaseDep,
+    run: str | None = None,
+    sweep: str | None = None,
+    since: Annotated[str | None, Query(description="ISO 8601: resume after this time")] = None,
+    timeout: Annotated[float | None, Query(gt=0, le=86_400, description="close after seconds")] = None,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
+    """Server-Sent Events of run status and progress, optionally for one run or one sweep."""
+    start = service.parse_since(last_event_id, field="Last-Event-ID") or service.parse_since(since)
+
+    def watcher() -> service.RunWatcher:
+        with database.session() as session:
+            return service.open_watcher(session, run_id=run, sweep_id=sweep, since=start)
+
+    return StreamingResponse(
+        run_events(request, database, await run_in_threadpool(watcher), timeout_s=timeout),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

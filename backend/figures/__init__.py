@@ -1,0 +1,1 @@
+"""Figure JSON for the browser, built by dpfl.plots from the same data the API serves."""

@@ -1,0 +1,1 @@
+"""Service health: the database, the broker, and the workers seen lately."""

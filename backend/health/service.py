@@ -1,0 +1,95 @@
+"""Health checks: SELECT 1 on the database, a connection to the broker, and live workers.
+
+Workers are seen two ways. Every worker beats on the row of the run it holds, so a heartbeat
+within `heartbeat_timeout_s` on any run names a live worker on every broker. Where the broker
+supports Celery's remote control (Redis, not the embedded filesystem transport), idle workers
+also answer a ping.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+from celery import Celery
+from sqlalchemy import select, text
+
+from backend.db import Database
+from backend.models import Run
+from backend.settings import Settings
+
+__all__ = ["health"]
+
+log = logging.getLogger(__name__)
+
+PING_TIMEOUT_S = 1.0
+BROKER_TIMEOUT_S = 2.0
+
+
+def health(database: Database, celery: Celery, *, settings: Settings) -> dict[str, Any]:
+    """Returns {"database", "broker", "workers", "version"}: "ok" or the error met, and workers seen."""
+    database_status = _status(_select_one, database)
+    broker_status = _status(_connect, celery)
+    workers: set[str] = set()
+    if database_status == "ok":
+        workers |= _seen(_heartbeats, database, settings)
+    if broker_status == "ok" and not settings.embedded:  # the filesystem transport has no remote control
+        workers |= _seen(_ping, celery)
+    return {
+        "database": database_status,
+        "broker": broker_status,
+        "workers": sorted(workers),
+        "version": _version(),
+    }
+
+
+def _status(probe: Callable[..., None], *args: Any) -> str:
+    """Returns "ok" when the probe succeeds, else the first line of its error."""
+    try:
+        probe(*args)
+    except Exception as exc:  # a health check reports any failure, it never raises
+        log.warning("health check %s failed: %s", probe.__name__, exc)
+        return f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return "ok"
+
+
+def _seen(probe: Callable[..., set[str]], *args: Any) -> set[str]:
+    """Returns the workers the probe names, or none when it fails."""
+    try:
+        return probe(*args)
+    except Exception as exc:  # one way of seeing workers failing must not hide the other
+        log.warning("health check %s failed: %s", probe.__name__, exc)
+        return set()
+
+
+def _select_one(database: Database) -> None:
+    with database.engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+
+
+def _connect(celery: Celery) -> None:
+    with celery.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=BROKER_TIMEOUT_S)
+
+
+def _heartbeats(database: Database, settings: Settings) -> set[str]:
+    cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=settings.heartbeat_timeout_s)
+    with database.session() as session:
+        names = session.scalars(
+            select(Run.worker).where(Run.heartbeat_at >= cutoff, Run.worker.is_not(None)).distinct()
+        )
+        return set(names)
+
+
+def _ping(celery: Celery) -> set[str]:
+    return set(celery.control.inspect(timeout=PING_TIMEOUT_S).ping() or {})
+
+
+def _version() -> str:
+    try:
+        return metadata.version("dpfl-explorer")
+    except metadata.PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,1 @@
+"""Privacy projections: a spec's noise multiplier and ε per round, before anything runs."""

@@ -1,0 +1,20 @@
+"""A spec's privacy projection as the API shows it."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+__all__ = ["ProjectionRead"]
+
+
+class ProjectionRead(BaseModel):
+    notion: str = Field(description="the algorithm's privacy notion (`none` for a non-private run)")
+    epsilon: float | None = Field(description="projected ε after the last round (None: not private)")
+    target_epsilon: float | None = Field(description="the spec's ε target, when it gives one")
+    noise_multiplier: float | list[float] | None = Field(
+        description="σ: calibrated to the ε target, or the spec's own; one per silo where it varies"
+    )
+    delta: float | None
+    accountant: str | None
+    planned_epsilon: list[float] = Field(description="projected ε after each round, from round 1")
+    budget: float | None = Field(description="the dataset's remaining ε budget; None when it has none")

@@ -1,0 +1,57 @@
+"""Projecting a spec's privacy without running it: σ, ε per round, and the budget left.
+
+`backend.runs.service.project` validates the spec and projects it the way admission does;
+for an ε target it stops at the target (calibration meets it). Here σ is calibrated too,
+which needs the algorithm's plan and so the partition: the dataset is loaded, once per spec.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from backend.budgets.service import get_budget
+from backend.errors import NotFound
+from backend.runs import service as runs
+from backend.settings import Settings
+from dpfl import runner
+from dpfl.spec import RunSpec
+
+__all__ = ["project"]
+
+
+@functools.lru_cache(maxsize=32)
+def _calibrated(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> runner.Privacy:
+    # Cached: the new-run form asks again for the same spec as the user edits other fields.
+    return runner.project(runner.prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir))
+
+
+def project(session: Session, *, spec: RunSpec, settings: Settings) -> dict[str, Any]:
+    """Returns the spec's notion, σ, δ, accountant, ε per round and at the end, and the budget left.
+
+    Raises:
+        SpecError: the spec is invalid or beyond this server's limits (422 naming the field).
+        DatasetUnavailable: the dataset's files are missing (σ needs the partition).
+    """
+    runs.check_limits(spec, settings)
+    out = runs.project(spec, settings) | {
+        "target_epsilon": None if spec.privacy is None else spec.privacy.epsilon
+    }
+    if spec.privacy is not None and out["noise_multiplier"] is None:
+        plan = _calibrated(spec, tuple(settings.data_dirs), settings.cache_dir)
+        out |= {
+            "epsilon": plan.planned_epsilon[-1] if plan.planned_epsilon else 0.0,
+            "noise_multiplier": plan.noise_multiplier,
+            "planned_epsilon": plan.planned_epsilon,
+        }
+    return out | {"budget": _remaining(session, spec.dataset.name)}
+
+
+def _remaining(session: Session, dataset: str) -> float | None:
+    try:
+        return get_budget(session, dataset)["remaining"]
+    except NotFound:
+        return None

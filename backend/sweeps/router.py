@@ -1,0 +1,87 @@
+"""HTTP for sweeps: submit a grid, list, read, and the per-(algorithm, ε) summary as JSON or CSV."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from celery import Celery, group
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from backend.deps import SessionDep, SettingsDep, WriteGuard
+from backend.queue import EXECUTE_RUN
+from backend.sweeps import service
+from backend.sweeps.export import summary_csv
+from backend.sweeps.grid import PointError
+from backend.sweeps.schemas import SweepCreate, SweepCreated, SweepDetail, SweepPage, SweepSummary
+
+router = APIRouter(prefix="/sweeps", tags=["sweeps"])
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "no sweep with this id"},
+    409: {"description": "the sweep's runs would overspend a dataset's privacy budget; nothing was created"},
+    422: {"description": "a field of the base or the grid is invalid; `detail[].loc` names it"},
+}
+
+
+def _enqueue(celery: Celery, run_ids: Sequence[str]) -> None:
+    # one group: the broker connection is opened once for all of the sweep's messages
+    group(celery.signature(EXECUTE_RUN, args=[run_id]) for run_id in run_ids).apply_async()
+
+
+@router.post("", status_code=201, response_model=SweepCreated, responses=ERRORS, dependencies=[WriteGuard])
+def create_sweep(request: Request, session: SessionDep, settings: SettingsDep, body: SweepCreate) -> Any:
+    """Expand the grid over the base spec, admit every point against its budget, and queue the runs."""
+    try:
+        sweep, runs = service.create_sweep(
+            session, name=body.name, base=body.base, grid=body.grid, settings=settings
+        )
+    except PointError as exc:
+        session.rollback()
+        # loc keeps a dotted grid key whole (["body", "grid", "privacy.epsilon"]), as FastAPI does for keys
+        error = {"loc": ["body", *exc.loc], "msg": exc.reason, "type": "value_error"}
+        return JSONResponse({"detail": [error], "error": "SpecError"}, status_code=422)
+    session.commit()  # the workers must find the rows before the messages
+    if runs:
+        _enqueue(request.app.state.celery, [run.id for run in runs])
+    return service.created(sweep, runs)
+
+
+@router.get("", response_model=SweepPage)
+def list_sweeps(
+    session: SessionDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Any:
+    """List sweeps, newest first, with how many of their runs are in each status."""
+    items, total = service.list_sweeps(session, limit=limit, offset=offset)
+    next_offset = offset + limit if offset + limit < total else None
+    return {"items": items, "total": total, "offset": offset, "limit": limit, "next_offset": next_offset}
+
+
+@router.get("/{sweep_id}", response_model=SweepDetail, responses=ERRORS)
+def get_sweep(sweep_id: str, session: SessionDep) -> Any:
+    """The sweep, its grid, its runs, their status counts and mean progress."""
+    return service.detail(session, sweep_id)
+
+
+@router.get("/{sweep_id}/summary", response_model=SweepSummary, responses=ERRORS)
+def get_summary(sweep_id: str, session: SessionDep) -> Any:
+    """Accuracy and ε spent per (algorithm, ε) over the succeeded runs, the Pareto front, the reference."""
+    return service.summary(session, sweep_id)
+
+
+@router.get(
+    "/{sweep_id}/summary.csv",
+    response_class=Response,
+    responses={**ERRORS, 200: {"content": {"text/csv": {}}, "description": "one line per (algorithm, ε)"}},
+)
+def get_summary_csv(sweep_id: str, session: SessionDep) -> Response:
+    """The summary rows as CSV."""
+    rows = service.summary(session, sweep_id)["rows"]
+    return Response(
+        summary_csv(rows),
+        media_type="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="sweep-{sweep_id}-summary.csv"'},
+    )

@@ -1,0 +1,125 @@
+"""Sweep resources as the API takes and shows them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend.runs.schemas import RunRead
+
+__all__ = [
+    "ParetoPoint",
+    "ReferenceLine",
+    "SummaryRow",
+    "SweepCreate",
+    "SweepCreated",
+    "SweepDetail",
+    "SweepPage",
+    "SweepRead",
+    "SweepSummary",
+]
+
+
+class SweepCreate(BaseModel):
+    """A base run spec and a grid of field values; every combination becomes a run."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "ε sweep on digits",
+                    "base": {
+                        "params": {"lr": 0.5, "batch_size": 64},
+                        "params_by_algorithm": {"isrl_mbsgd": {"clip": 1.0}},
+                        "dataset": {"name": "digits", "silos": 4},
+                        "rounds": 20,
+                        "privacy": {"delta": 1e-5},
+                    },
+                    "grid": {
+                        "algorithm": ["isrl_mbsgd", "fedavg"],
+                        "privacy.epsilon": [0.5, 1, 2],
+                        "seed": [0, 1, 2],
+                    },
+                }
+            ]
+        },
+    )
+
+    name: str = Field("", max_length=200)
+    base: dict[str, Any] = Field(
+        description="a RunSpec, plus optional `params_by_algorithm: {name: {param: value}}`"
+    )
+    grid: dict[str, Any] = Field(
+        default_factory=dict, description="dotted spec field → list of values, e.g. `privacy.epsilon: [1, 2]`"
+    )
+
+
+class SweepRead(BaseModel):
+    """A sweep, how many of its runs are in each status, and their mean progress in [0, 1]."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str
+    created_at: dt.datetime
+    num_runs: int
+    base: dict[str, Any]
+    grid: dict[str, Any]
+    counts: dict[str, int]
+    progress: float
+
+
+class SweepCreated(SweepRead):
+    run_ids: list[str]
+
+
+class SweepDetail(SweepRead):
+    runs: list[RunRead]
+
+
+class SweepPage(BaseModel):
+    items: list[SweepRead]
+    total: int
+    offset: int
+    limit: int
+    next_offset: int | None
+
+
+class SummaryRow(BaseModel):
+    """The succeeded runs of one algorithm at one privacy target (usually one per seed)."""
+
+    algorithm: str
+    notion: str
+    target_epsilon: float | None
+    noise_multiplier: float | None
+    n: int
+    accuracy_mean: float | None
+    accuracy_std: float | None = Field(description="sample standard deviation (ddof 1); null when n = 1")
+    epsilon_mean: float | None = Field(description="mean ε spent; null for a non-private algorithm")
+    epsilon_max: float | None
+
+
+class ParetoPoint(BaseModel):
+    algorithm: str
+    epsilon: float
+    accuracy: float
+
+
+class ReferenceLine(BaseModel):
+    """A non-private algorithm's accuracy, drawn across the accuracy-against-ε plot."""
+
+    algorithm: str
+    n: int
+    accuracy_mean: float | None
+    accuracy_std: float | None
+
+
+class SweepSummary(BaseModel):
+    sweep_id: str
+    counts: dict[str, int]
+    rows: list[SummaryRow]
+    pareto: list[ParetoPoint]
+    reference: list[ReferenceLine]

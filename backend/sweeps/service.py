@@ -1,0 +1,224 @@
+"""Rules and queries for sweeps. Services flush; the request that called them commits.
+
+A sweep is created whole or not at all: every point is validated before anything is written,
+then the sweep row and one run per point are added through `runs.create_run`, which admits
+each against its dataset's budget. Any refusal raises, and the request rolls everything back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from backend.budgets.service import usage
+from backend.errors import BudgetExceeded, NotFound
+from backend.models import Budget, Run, RunStatus, Sweep
+from backend.runs import service as runs
+from backend.settings import Settings
+from backend.sweeps.grid import Point, PointError, expand, locate
+from backend.sweeps.summary import Outcome, pareto_front, reference, summary_rows
+from dpfl.algorithms import algorithm_class
+from dpfl.errors import SpecError, UnknownNameError
+from dpfl.spec import RunSpec, parse_spec
+
+__all__ = ["create_sweep", "created", "describe", "detail", "get_sweep", "list_sweeps", "summary"]
+
+# where a registry lookup's name sits in a spec (as backend.errors reports it for single runs)
+_UNKNOWN_FIELDS = {
+    "algorithm": "algorithm",
+    "model": "model.name",
+    "accountant": "privacy.accountant",
+    "partition kind": "dataset.partition.kind",
+}
+
+
+def create_sweep(
+    session: Session, *, name: str, base: Mapping[str, Any], grid: Mapping[str, Any], settings: Settings
+) -> tuple[Sweep, list[Run]]:
+    """Expands the grid, validates every point, and adds the sweep and its queued runs.
+
+    Raises:
+        PointError: a field of the base, the grid or one point is invalid (422).
+        BudgetExceeded: the sweep's runs would overspend a dataset's budget (409).
+    """
+    points = expand(base, grid, max_points=settings.max_sweep_points)
+    specs = [_validated(i, points, base, settings) for i in range(len(points))]
+    _check_budgets(session, specs)
+    sweep = Sweep(name=name, base=dict(base), grid=dict(grid), num_runs=len(specs))
+    session.add(sweep)
+    session.flush()
+    created_runs = []
+    for i, spec in enumerate(specs):
+        try:
+            created_runs.append(runs.create_run(session, spec=spec, settings=settings, sweep_id=sweep.id))
+        except BudgetExceeded as exc:
+            raise BudgetExceeded(
+                f"{exc.message} (point {i + 1} of {len(specs)}); no run of the sweep was created"
+            ) from None
+        except (SpecError, UnknownNameError) as exc:
+            raise _point_error(exc, i, points, base) from None
+    return sweep, created_runs
+
+
+def get_sweep(session: Session, sweep_id: str) -> Sweep:
+    """Returns the sweep; raises NotFound (404) naming the id."""
+    sweep = session.get(Sweep, sweep_id)
+    if sweep is None:
+        raise NotFound(f"sweep {sweep_id!r} does not exist")
+    return sweep
+
+
+def list_sweeps(session: Session, *, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """Returns one page of sweeps, newest first, with their runs' status counts; and the total."""
+    total = session.scalar(select(func.count()).select_from(Sweep)) or 0
+    rows = session.scalars(
+        select(Sweep).order_by(Sweep.created_at.desc(), Sweep.id.desc()).limit(limit).offset(offset)
+    ).all()
+    return describe(session, rows), total
+
+
+def describe(session: Session, sweeps: Sequence[Sweep]) -> list[dict[str, Any]]:
+    """Returns each sweep as the API shows it, with its runs' status counts and mean progress."""
+    found = session.execute(
+        select(Run.sweep_id, Run.status, func.count(), func.coalesce(func.sum(Run.progress), 0.0))
+        .where(Run.sweep_id.in_([s.id for s in sweeps]))
+        .group_by(Run.sweep_id, Run.status)
+    ).all()
+    counts: dict[str, dict[str, int]] = defaultdict(_no_counts)
+    progress: dict[str, float] = defaultdict(float)
+    for sweep_id, status, count, progress_sum in found:
+        counts[sweep_id][status] = count
+        progress[sweep_id] += float(progress_sum)
+    out = []
+    for sweep in sweeps:
+        num = sum(counts[sweep.id].values())
+        out.append(_view(sweep, counts[sweep.id], progress[sweep.id] / num if num else 0.0))
+    return out
+
+
+def created(sweep: Sweep, created_runs: Sequence[Run]) -> dict[str, Any]:
+    """Returns a just-created sweep as the API shows it, with its run ids in point order."""
+    counts = _no_counts() | {RunStatus.queued.value: len(created_runs)}
+    return _view(sweep, counts, 0.0) | {"run_ids": [r.id for r in created_runs]}
+
+
+def detail(session: Session, sweep_id: str) -> dict[str, Any]:
+    """Returns the sweep with its runs (oldest first), their status counts and mean progress."""
+    sweep = get_sweep(session, sweep_id)
+    rows = session.scalars(select(Run).where(Run.sweep_id == sweep_id).order_by(Run.created_at, Run.id)).all()
+    counts = _no_counts()
+    for run in rows:
+        counts[run.status] += 1
+    progress = math.fsum(r.progress for r in rows) / len(rows) if rows else 0.0
+    return _view(sweep, counts, progress) | {"runs": rows}
+
+
+def summary(session: Session, sweep_id: str) -> dict[str, Any]:
+    """Returns the sweep's succeeded runs summarised per (algorithm, ε), its Pareto front and reference."""
+    sweep = get_sweep(session, sweep_id)
+    counts = _no_counts()
+    for status, count in session.execute(
+        select(Run.status, func.count()).where(Run.sweep_id == sweep.id).group_by(Run.status)
+    ):
+        counts[status] = count
+    succeeded = session.execute(
+        select(
+            Run.algorithm, Run.notion, Run.target_epsilon, Run.spec, Run.final_accuracy, Run.epsilon
+        ).where(Run.sweep_id == sweep.id, Run.status == RunStatus.succeeded)
+    ).all()
+    rows = summary_rows(
+        Outcome(
+            algorithm=algorithm,
+            notion=notion,
+            target_epsilon=target,
+            noise_multiplier=(spec.get("privacy") or {}).get("noise_multiplier"),
+            accuracy=accuracy,
+            epsilon=epsilon,
+        )
+        for algorithm, notion, target, spec, accuracy, epsilon in succeeded
+    )
+    return {
+        "sweep_id": sweep.id,
+        "counts": counts,
+        "rows": rows,
+        "pareto": pareto_front(rows),
+        "reference": reference(rows),
+    }
+
+
+def _no_counts() -> dict[str, int]:
+    return {status.value: 0 for status in RunStatus}
+
+
+def _view(sweep: Sweep, counts: dict[str, int], progress: float) -> dict[str, Any]:
+    return {
+        "id": sweep.id,
+        "name": sweep.name,
+        "created_at": sweep.created_at,
+        "num_runs": sweep.num_runs,
+        "base": sweep.base,
+        "grid": sweep.grid,
+        "counts": counts,
+        "progress": progress,
+    }
+
+
+def _validated(index: int, points: Sequence[Point], base: Mapping[str, Any], settings: Settings) -> RunSpec:
+    # The checks of runs.create_run that need no data, so a bad point is refused before any write.
+    point = points[index]
+    try:
+        spec = parse_spec(point.data)
+        runs.check_limits(spec, settings)
+        cls = algorithm_class(spec.algorithm)
+        cls.parse_params(spec.params)
+        if spec.privacy is None and cls.notion != "none":
+            raise SpecError(
+                "privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`."
+            )
+    except (SpecError, UnknownNameError) as exc:
+        raise _point_error(exc, index, points, base) from None
+    return spec
+
+
+def _point_error(
+    exc: SpecError | UnknownNameError, index: int, points: Sequence[Point], base: Mapping[str, Any]
+) -> PointError:
+    if isinstance(exc, PointError):
+        return exc
+    if isinstance(exc, SpecError):
+        field, reason = exc.field, exc.reason
+    else:
+        field, reason = _UNKNOWN_FIELDS.get(exc.kind, exc.kind.replace(" ", "_")), str(exc)
+    point = points[index]
+    where = ", ".join(f"{key}={json.dumps(value)}" for key, value in point.overrides.items())
+    if where:
+        reason = f"{reason} (point {index + 1} of {len(points)}: {where})"
+    return PointError(locate(field, point, base), reason)
+
+
+def _check_budgets(session: Session, specs: Iterable[RunSpec]) -> None:
+    # The sum of the ε targets is known before any run is projected, so an overspending sweep is
+    # refused with its total; runs.create_run still admits each run under the budget's lock.
+    needs: dict[str, list[float]] = defaultdict(list)
+    for spec in specs:
+        privacy = spec.privacy
+        if privacy is not None and privacy.epsilon is not None and privacy.calibration != "paper":
+            needs[spec.dataset.name].append(privacy.epsilon)
+    for dataset, targets in needs.items():
+        budget = session.get(Budget, dataset)
+        if budget is None:
+            continue
+        used = usage(session, dataset)
+        remaining = budget.total_epsilon - used["spent"] - used["reserved"]
+        total = math.fsum(targets)
+        if total > remaining + 1e-12:
+            raise BudgetExceeded(
+                f"dataset {dataset!r} has ε {max(remaining, 0):.4g} left of {budget.total_epsilon:.4g}; "
+                f"this sweep's {len(targets)} private runs need {total:.4g} in all"
+            )

@@ -1,0 +1,118 @@
+"""A sweep's results reduced to what the compare page plots: one row per (algorithm, privacy target).
+
+Pure functions over plain records, so the statistics are tested with numbers and no database.
+
+- A row groups the succeeded runs of one algorithm at one target ε (runs given a noise
+  multiplier instead are grouped by it), typically one run per seed. Accuracy is summarised
+  by its mean and sample standard deviation (ddof = 1; undefined, so None, for one run), the
+  ε actually spent by its mean and maximum.
+- The Pareto frontier is taken over the private rows: lower ε and higher mean accuracy are
+  both better, and a row is on the frontier unless another row has ε ≤ and accuracy ≥ with
+  at least one strict. A row's ε is its target, or the mean ε spent when it has no target.
+- The non-private rows (notion "none") are the reference line drawn across the plot.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Outcome", "pareto_front", "reference", "summary_rows"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One succeeded run: how it was configured and what it reached.
+
+    Attributes:
+        target_epsilon: the ε it was calibrated to, None for a noise-multiplier target or a
+            non-private run.
+        noise_multiplier: the σ it was given instead of an ε target, else None.
+        accuracy: final test accuracy in [0, 1], None if it was never evaluated.
+        epsilon: the ε its ledger adds up to, None for a non-private run.
+    """
+
+    algorithm: str
+    notion: str
+    target_epsilon: float | None
+    noise_multiplier: float | None
+    accuracy: float | None
+    epsilon: float | None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _std(values: Sequence[float]) -> float | None:
+    return statistics.stdev(values) if len(values) > 1 else None  # sample std, ddof = 1
+
+
+def _row_key(row: dict[str, Any]) -> tuple:
+    eps, sigma = row["target_epsilon"], row["noise_multiplier"]
+    return (row["algorithm"], eps is not None, eps or 0.0, sigma is not None, sigma or 0.0)
+
+
+def summary_rows(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
+    """Returns one row per (algorithm, target ε, noise multiplier), sorted by algorithm then ε.
+
+    Each row: algorithm, notion, target_epsilon, noise_multiplier, n (runs), accuracy_mean,
+    accuracy_std (None when n = 1), epsilon_mean and epsilon_max (None for non-private rows).
+    """
+    groups: dict[tuple, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        groups[(o.algorithm, o.notion, o.target_epsilon, o.noise_multiplier)].append(o)
+    rows = []
+    for (algorithm, notion, target, sigma), members in groups.items():
+        accuracies = [o.accuracy for o in members if o.accuracy is not None]
+        spent = [o.epsilon for o in members if o.epsilon is not None]
+        rows.append(
+            {
+                "algorithm": algorithm,
+                "notion": notion,
+                "target_epsilon": target,
+                "noise_multiplier": sigma,
+                "n": len(members),
+                "accuracy_mean": _mean(accuracies),
+                "accuracy_std": _std(accuracies),
+                "epsilon_mean": _mean(spent),
+                "epsilon_max": max(spent) if spent else None,
+            }
+        )
+    return sorted(rows, key=_row_key)
+
+
+def pareto_front(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Returns the private rows on the Pareto frontier as {algorithm, epsilon, accuracy}, by ε.
+
+    Rows without a mean accuracy or an ε are left out.
+    """
+    points = []
+    for row in rows:
+        eps = row["target_epsilon"] if row["target_epsilon"] is not None else row["epsilon_mean"]
+        if row["notion"] != "none" and eps is not None and row["accuracy_mean"] is not None:
+            points.append({"algorithm": row["algorithm"], "epsilon": eps, "accuracy": row["accuracy_mean"]})
+
+    def dominated(p: dict[str, Any]) -> bool:
+        return any(
+            q["epsilon"] <= p["epsilon"]
+            and q["accuracy"] >= p["accuracy"]
+            and (q["epsilon"] < p["epsilon"] or q["accuracy"] > p["accuracy"])
+            for q in points
+        )
+
+    front = [p for p in points if not dominated(p)]
+    return sorted(front, key=lambda p: (p["epsilon"], -p["accuracy"], p["algorithm"]))
+
+
+def reference(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Returns the non-private rows as {algorithm, n, accuracy_mean, accuracy_std}: the reference line."""
+    return [
+        {k: row[k] for k in ("algorithm", "n", "accuracy_mean", "accuracy_std")}
+        for row in rows
+        if row["notion"] == "none"
+    ]

@@ -1,0 +1,474 @@
+"""API benchmark: the runs list under load, a 200-point sweep submission, and live events.
+
+One config (CONFIG below). A fresh Postgres database gets 10,000 runs with 10 metric rows each
+(bulk-inserted with SQLAlchemy core, then ANALYZEd), and the app is served by a real uvicorn
+process on a free loopback port, with Redis as its broker. Then:
+
+(a) `GET /api/runs?limit=50` from a second process (benchmarks/api_load.py): 100 keep-alive
+    connections send requests back to back; after a warm-up, 2,000 are measured. One
+    connection alone is measured too, as the reference: the time of the request itself,
+    without queueing behind the 99 others. Target: p99 < 50 ms under the load.
+(b) `POST /api/sweeps` with 200 points (`privacy.epsilon` over 200 values): median of 5 after
+    one warm-up. Target < 1 s. Not measured when the endpoint is absent (404/405).
+(c) `GET /api/events`: 20 runs are updated (progress, round, `updated_at`) at 10 Hz each for
+    5 s by this process, as 20 workers would; the lag of an update is the time from its
+    commit until an event shows that run at that round or later. Target: p95 lag < 1 s.
+    Not measured when the endpoint is absent.
+
+The database is dropped and the server stopped at the end. Exit status 1 when a measured
+target is missed. Usage: python benchmarks/api.py
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import platform
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import redis
+import uvicorn
+from sqlalchemy import create_engine, insert, text, update
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from backend import migrate
+from backend.models import RoundMetric, Run
+from benchmarks.api_load import percentile
+from benchmarks.report import write_section
+
+CONFIG: dict[str, Any] = {
+    "postgres_admin": "postgresql://postgres@127.0.0.1:5432/postgres",
+    "redis": "redis://127.0.0.1:6379/15",  # a database index of the benchmark's own, emptied after
+    "runs": 10_000,
+    "metrics_per_run": 10,
+    "list": {"path": "/api/runs?limit=50", "concurrency": 100, "requests": 2000, "warmup": 200},
+    "list_reference": {"concurrency": 1, "requests": 300, "warmup": 50},
+    "list_max_seconds": 120.0,
+    "list_target_p99_ms": 50.0,
+    "sweep": {"points": 200, "repeats": 5, "target_s": 1.0},
+    "events": {"runs": 20, "hz": 10.0, "seconds": 5.0, "target_p95_s": 1.0},
+}
+SPEC = {
+    "algorithm": "isrl_mbsgd",
+    "params": {"lr": 0.5, "batch_size": 64, "clip": 1.0},
+    "dataset": {"name": "digits", "silos": 4},
+    "model": {"name": "mlp", "hidden": [32]},
+    "rounds": 20,
+    "privacy": {"epsilon": 1.0, "delta": 1e-5},
+}
+
+
+@contextlib.contextmanager
+def fresh_database() -> Iterator[str]:
+    """Yields the URL of a new, migrated Postgres database; drops it afterwards."""
+    name = f"dpfl_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(CONFIG["postgres_admin"], autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    try:
+        migrate.upgrade(url)
+        yield url
+    finally:
+        with psycopg.connect(CONFIG["postgres_admin"], autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def seed(url: str) -> list[str]:
+    """Inserts the runs and their metrics; returns the ids of the runs seeded as running."""
+    rng = random.Random(0)
+    now = dt.datetime.now(dt.UTC)
+    statuses = ["succeeded"] * 85 + ["failed"] * 8 + ["cancelled"] * 5 + ["running", "queued"]
+    runs, metrics, running = [], [], []
+    for i in range(CONFIG["runs"]):
+        algorithm = rng.choice(["isrl_mbsgd", "fedavg"])
+        private = algorithm != "fedavg"
+        target = rng.choice([0.5, 1.0, 2.0, 4.0, 8.0]) if private else None
+        status = rng.choice(statuses)
+        # a minute apart, the newest an hour ago: every run has finished (or last written) by now
+        created = now - dt.timedelta(seconds=3600 + (CONFIG["runs"] - i) * 60 + rng.random())
+        started = created + dt.timedelta(seconds=rng.uniform(0.1, 5))
+        finished = started + dt.timedelta(seconds=rng.uniform(5, 300)) if status != "running" else None
+        rounds = 100
+        run_id = uuid.uuid4().hex[:16]
+        done = rounds if status == "succeeded" else rng.randint(0, rounds - 1)
+        spec = SPEC | {
+            "algorithm": algorithm,
+            "rounds": rounds,
+            "seed": i,
+            "privacy": None if target is None else {"epsilon": target, "delta": 1e-5},
+        }
+        runs.append(
+            {
+                "id": run_id,
+                "created_at": created,
+                "updated_at": finished or started,
+                "status": status,
+                "algorithm": algorithm,
+                "dataset": rng.choice(["digits", "mnist", "heart", "adult"]),
+                "sweep_id": None,
+                "spec": spec,
+                "rounds": rounds,
+                "current_round": done,
+                "progress": done / rounds,
+                "notion": "record" if private else "none",
+                "target_epsilon": target,
+                "projected_epsilon": target,
+                "epsilon": None if target is None else target * done / rounds,
+                "delta": 1e-5 if private else None,
+                "accountant": "rdp" if private else None,
+                "noise_multiplier": rng.uniform(0.5, 5) if private else None,
+                "final_accuracy": rng.uniform(0.5, 0.98) if done else None,
+                "final_loss": rng.uniform(0.05, 2.0) if done else None,
+                "label_histogram": [[rng.randint(0, 500) for _ in range(10)] for _ in range(4)],
+                "timings": {"setup_s": 0.4, "train_s": 12.0, "eval_s": 1.1, "total_s": 13.5},
+                "error": "internal error in worker (run x); see worker log" if status == "failed" else None,
+                "worker": "w1@bench",
+                "attempts": 1,
+                "cancel_requested": status == "cancelled",
+                "started_at": started,
+                "finished_at": finished,
+                "heartbeat_at": finished or now,
+            }
+        )
+        if status == "running":
+            running.append(run_id)
+        for k in range(1, CONFIG["metrics_per_run"] + 1):
+            metrics.append(
+                {
+                    "run_id": run_id,
+                    "round": k * rounds // CONFIG["metrics_per_run"],
+                    "accuracy": rng.uniform(0.1, 0.98),
+                    "loss": rng.uniform(0.05, 2.3),
+                    "train_loss": rng.uniform(0.05, 2.3),
+                    "epsilon": None if target is None else target * k / CONFIG["metrics_per_run"],
+                    "metrics": {"clip_fraction": rng.random()},
+                }
+            )
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        for table, rows in ((Run.__table__, runs), (RoundMetric.__table__, metrics)):
+            for start in range(0, len(rows), 5000):
+                conn.execute(insert(table), rows[start : start + 5000])
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("ANALYZE"))
+    engine.dispose()
+    return running
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def server(url: str, home: Path) -> Iterator[str]:
+    """Yields the base URL of `uvicorn backend.main:app` on a free loopback port (one process)."""
+    port = free_port()
+    env = os.environ | {
+        "DPFL_HOME": str(home),
+        "DPFL_DATABASE_URL": url,
+        "DPFL_BROKER_URL": CONFIG["redis"],
+        "DPFL_DATA_DIR": os.environ.get("DPFL_DATA_DIR", str(ROOT.parent / "shared" / "data")),
+        "DPFL_HOST": "127.0.0.1",
+        "DPFL_API_TOKENS": "",
+        # the seeded "running" runs have no worker: keep the reaper from re-queueing them
+        "DPFL_HEARTBEAT_TIMEOUT_S": "86400",
+    }
+    log = (home / "uvicorn.log").open("w")
+    cmd = [sys.executable, "-m", "uvicorn", "backend.main:app", "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(
+        [*cmd, "--log-level", "warning", "--no-access-log"], cwd=ROOT, env=env, stdout=log, stderr=log
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"uvicorn did not start:\n{(home / 'uvicorn.log').read_text()[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{base}/api/runs?limit=1", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def load(base: str, *, concurrency: int, requests: int, warmup: int) -> dict[str, Any]:
+    """Returns the load generator's result for GET list path (run in a process of its own)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.api_load",
+        "--url",
+        base + CONFIG["list"]["path"],
+        "--concurrency",
+        str(concurrency),
+        "--requests",
+        str(requests),
+        "--warmup",
+        str(warmup),
+        "--max-seconds",
+        str(CONFIG["list_max_seconds"]),
+    ]
+    done = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=CONFIG["list_max_seconds"] + 60, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure_list(base: str) -> dict[str, dict[str, Any]]:
+    """Returns the loaded and the single-connection measurements of the runs list."""
+    page = httpx.get(base + CONFIG["list"]["path"], timeout=30).json()
+    assert page["total"] >= CONFIG["runs"] and len(page["items"]) == 50, page.get("total")
+    ref = CONFIG["list_reference"]
+    single = load(base, concurrency=ref["concurrency"], requests=ref["requests"], warmup=ref["warmup"])
+    cfg = CONFIG["list"]
+    loaded = load(base, concurrency=cfg["concurrency"], requests=cfg["requests"], warmup=cfg["warmup"])
+    return {"single": single, "loaded": loaded}
+
+
+def sweep_body(points: int) -> dict[str, Any]:
+    """Returns a sweep of `points` ISRL-DP MB-SGD runs on digits over ε."""
+    return {
+        "name": "benchmark",
+        "base": SPEC,
+        "grid": {"privacy.epsilon": [round(0.1 + 0.05 * i, 4) for i in range(points)]},
+    }
+
+
+def measure_sweep(base: str) -> dict[str, Any] | None:
+    """Returns the submission times of the sweep (s), or None when POST /api/sweeps does not exist."""
+    cfg = CONFIG["sweep"]
+    body = sweep_body(cfg["points"])
+    times = []
+    with httpx.Client(base_url=base, timeout=60) as http:
+        for i in range(cfg["repeats"] + 1):  # the first is the warm-up
+            t0 = time.perf_counter()
+            res = http.post("/api/sweeps", json=body)
+            elapsed = time.perf_counter() - t0
+            if res.status_code in (404, 405):
+                return None
+            if res.status_code != 201:
+                raise RuntimeError(f"POST /api/sweeps: HTTP {res.status_code}: {res.text[:500]}")
+            if i:
+                times.append(elapsed)
+    return {"median_s": statistics.median(times), "max_s": max(times), "repeats": len(times)}
+
+
+class EventReader(threading.Thread):
+    """Reads `GET /api/events` and notes when each `run` event arrives (perf_counter seconds)."""
+
+    def __init__(self, base: str, timeout_s: float):
+        super().__init__(daemon=True, name="sse")
+        self.base, self.timeout_s = base, timeout_s
+        self.events: list[tuple[float, dict[str, Any]]] = []
+        self.status: int | None = None
+        self.connected = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with httpx.stream(
+                "GET",
+                f"{self.base}/api/events",
+                params={"timeout": self.timeout_s},
+                timeout=httpx.Timeout(10, read=self.timeout_s + 30),
+            ) as res:
+                self.status = res.status_code
+                self.connected.set()
+                if res.status_code != 200:
+                    return
+                kind, data = None, None
+                for line in res.iter_lines():
+                    if line.startswith("event:"):
+                        kind = line[6:].strip()
+                    elif line.startswith("data:"):
+                        data = line[5:].strip()
+                    elif line == "" and data is not None:
+                        if kind == "run":
+                            self.events.append((time.perf_counter(), json.loads(data)))
+                        kind, data = None, None
+        except BaseException as exc:  # reported by the caller
+            self.error = exc
+        finally:
+            self.connected.set()
+
+
+def measure_events(base: str, url: str, running: list[str]) -> dict[str, Any] | None:
+    """Returns the lag of events behind database updates (s), or None when /api/events does not exist."""
+    cfg = CONFIG["events"]
+    ids = running[: cfg["runs"]]
+    assert len(ids) == cfg["runs"], f"only {len(ids)} running runs seeded"
+    ticks = round(cfg["hz"] * cfg["seconds"])
+    engine = create_engine(url)
+    with engine.begin() as conn:  # rounds enough for the updates below
+        conn.execute(update(Run).where(Run.id.in_(ids)).values(rounds=10_000, current_round=0))
+    reader = EventReader(base, timeout_s=cfg["seconds"] + 8)
+    reader.start()
+    reader.connected.wait(15)
+    if reader.status in (404, 405):
+        engine.dispose()
+        return None
+    if reader.status != 200:
+        raise RuntimeError(f"GET /api/events: HTTP {reader.status} ({reader.error})")
+    time.sleep(1.5)  # the snapshot of active runs arrives first
+    committed: list[tuple[str, int, float]] = []
+    start = time.perf_counter()
+    with engine.connect() as conn:
+        for tick in range(1, ticks + 1):
+            for run_id in ids:  # one transaction per run, as its worker writes
+                conn.execute(
+                    update(Run)
+                    .where(Run.id == run_id)
+                    .values(current_round=tick, progress=tick / 10_000, updated_at=dt.datetime.now(dt.UTC))
+                )
+                conn.commit()
+                committed.append((run_id, tick, time.perf_counter()))
+            pause = start + tick / cfg["hz"] - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+    reader.join(timeout=cfg["seconds"] + 40)
+    engine.dispose()
+    arrivals: dict[str, list[tuple[float, int]]] = {run_id: [] for run_id in ids}
+    for at, data in reader.events:
+        if data["id"] in arrivals:
+            arrivals[data["id"]].append((at, data["current_round"]))
+    lags, missed = [], 0
+    for run_id, tick, at in committed:
+        seen = [t for t, r in arrivals[run_id] if r >= tick and t >= at - 0.001]
+        if seen:
+            lags.append(max(min(seen) - at, 0.0))
+        else:
+            missed += 1
+    lags.sort()
+    return {
+        "updates": len(committed),
+        "events": sum(len(a) for a in arrivals.values()),
+        "missed": missed,
+        "p50_s": percentile(lags, 50),
+        "p95_s": percentile(lags, 95),
+        "max_s": lags[-1] if lags else math.nan,
+        "rate_hz": len(committed) / (time.perf_counter() - start),
+    }
+
+
+def _ms(x: float) -> str:
+    return f"{x:.1f}"
+
+
+def table(lists: dict[str, dict[str, Any]], sweep: dict | None, events: dict | None) -> tuple[str, bool]:
+    """Returns the markdown of the results, and whether every measured target was met."""
+    cfg, ok = CONFIG, True
+    loaded, single = lists["loaded"], lists["single"]
+    list_met = loaded["p99_ms"] < cfg["list_target_p99_ms"] and loaded["errors"] == 0
+    ok &= list_met
+    rows = [
+        "| measure | result | target | met |",
+        "|---|---|---|:-:|",
+        f"| (a) `GET {cfg['list']['path']}`, {loaded['concurrency']} concurrent connections: "
+        f"p50 / p95 / p99 / max | {_ms(loaded['p50_ms'])} / {_ms(loaded['p95_ms'])} / "
+        f"**{_ms(loaded['p99_ms'])}** / {_ms(loaded['max_ms'])} ms "
+        f"({loaded['requests']:,} requests, {loaded['errors']} errors) | p99 < {cfg['list_target_p99_ms']:g} ms "
+        f"| {'yes' if list_met else 'NO'} |",
+        f"| (a) throughput under that load | {loaded['throughput_rps']:,.0f} requests/s | — | — |",
+        f"| (a) reference: one connection, p50 / p95 / p99 | {_ms(single['p50_ms'])} / "
+        f"{_ms(single['p95_ms'])} / {_ms(single['p99_ms'])} ms ({single['throughput_rps']:,.0f} requests/s) "
+        "| — | — |",
+    ]
+    points = cfg["sweep"]["points"]
+    if sweep is None:
+        rows.append(f"| (b) `POST /api/sweeps`, {points} points | not measured: endpoint not present | < 1 s | — |")
+    else:
+        met = sweep["median_s"] < cfg["sweep"]["target_s"]
+        ok &= met
+        rows.append(
+            f"| (b) `POST /api/sweeps`, {points} points: median (max) of {sweep['repeats']} "
+            f"| **{sweep['median_s']:.3f} s** ({sweep['max_s']:.3f} s) | < {cfg['sweep']['target_s']:g} s "
+            f"| {'yes' if met else 'NO'} |"
+        )
+    ev = cfg["events"]
+    label = f"(c) `GET /api/events`, {ev['runs']} runs updated at {ev['hz']:g} Hz for {ev['seconds']:g} s"
+    if events is None:
+        rows.append(f"| {label} | not measured: endpoint not present | p95 lag < {ev['target_p95_s']:g} s | — |")
+    else:
+        met = events["p95_s"] < ev["target_p95_s"] and events["missed"] == 0
+        ok &= met
+        rows.append(
+            f"| {label}: lag p50 / p95 / max | {events['p50_s']:.3f} / **{events['p95_s']:.3f}** / "
+            f"{events['max_s']:.3f} s ({events['updates']:,} updates at {events['rate_hz']:.0f}/s, "
+            f"{events['events']:,} events, {events['missed']} never shown) "
+            f"| p95 lag < {ev['target_p95_s']:g} s | {'yes' if met else 'NO'} |"
+        )
+    with psycopg.connect(CONFIG["postgres_admin"]) as conn:
+        pg = conn.execute("SHOW server_version").fetchone()[0]
+    text_ = "\n".join(
+        [
+            f"A fresh Postgres database with {cfg['runs']:,} runs and {cfg['metrics_per_run']} metric rows "
+            "each; the app served by one uvicorn process on loopback, Redis as the broker. (a) is "
+            "measured from a second process (`benchmarks/api_load.py`, closed loop: each connection "
+            f"sends its next request when the last one is answered; {cfg['list']['warmup']} warm-up "
+            "requests first). (b) creates the sweep's 200 runs and queues them. (c) counts the time from "
+            "an update's commit to the first event showing that run at that round or later (the stream "
+            "coalesces updates between its polls).",
+            "",
+            *rows,
+            "",
+            f"Machine: {platform.platform()}, {os.cpu_count()} cores (server, load generator and "
+            f"database share them), Python {platform.python_version()}, uvicorn {uvicorn.__version__}, "
+            f"PostgreSQL {pg}.",
+        ]
+    )
+    return text_, ok
+
+
+def main() -> int:
+    client = redis.Redis.from_url(CONFIG["redis"])
+    client.flushdb()
+    try:
+        with tempfile.TemporaryDirectory(prefix="dpfl-bench-") as tmp, fresh_database() as url:
+            t0 = time.perf_counter()
+            running = seed(url)
+            print(f"seeded {CONFIG['runs']:,} runs in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            with server(url, Path(tmp)) as base:
+                lists = measure_list(base)
+                print(f"list: {json.dumps(lists)}", file=sys.stderr)
+                events = measure_events(base, url, running)
+                print(f"events: {events}", file=sys.stderr)
+                sweep = measure_sweep(base)
+                print(f"sweep: {sweep}", file=sys.stderr)
+    finally:
+        client.flushdb()  # the sweeps' messages: no worker ever runs them
+        client.close()
+    body, ok = table(lists, sweep, events)
+    print(body)
+    write_section("API: runs list, sweep submission and live events", body)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""The pieces every figure shares: the layout, the empty-figure message, hover text, JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import plotly.graph_objects as go
+
+from dpfl.plots.colours import FAINT_GREY
+
+__all__ = ["to_json"]
+
+_FONT = {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "size": 13}
+_MARGIN = {"l": 64, "r": 24, "t": 56, "b": 56}
+
+
+def _layout(*, kind: str, title: str, **overrides: Any) -> dict[str, Any]:
+    """Returns the layout every figure starts from, with `overrides` (axes, barmode, …) on top.
+
+    Args:
+        kind: the figure's name, stored as ``layout.meta.figure`` so the browser knows how to read
+            a click. It is also the default ``uirevision``: ``Plotly.react`` then keeps the user's
+            zoom and hidden legend entries while live updates redraw the figure. The browser sets
+            its own (e.g. the run id) when the figure's subject changes.
+        title: the figure's title.
+        **overrides: any layout property; replaces the default of the same name.
+    """
+    return {
+        "template": "plotly_white",
+        "font": _FONT,
+        "margin": _MARGIN,
+        "title": {"text": title, "x": 0.01, "xanchor": "left"},
+        "hovermode": "closest",
+        "meta": {"figure": kind},
+        "uirevision": kind,
+        **overrides,
+    }
+
+
+def _no_data(fig: go.Figure, message: str) -> go.Figure:
+    """Returns `fig` with `message` centred on it, the figure's answer to empty input."""
+    fig.add_annotation(
+        text=message,
+        name="no-data",
+        xref="paper",
+        yref="paper",
+        x=0.5,
+        y=0.5,
+        showarrow=False,
+        font={"size": 16, "color": FAINT_GREY},
+    )
+    return fig
+
+
+def _hover(*lines: str) -> str:
+    """Returns a hovertemplate of `lines`, without Plotly's secondary box (the trace name)."""
+    return "<br>".join(lines) + "<extra></extra>"
+
+
+def _floats(values: Iterable[Any]) -> list[float]:
+    """Returns `values` as Python floats.
+
+    Plotly 6+ writes NumPy arrays as base64 typed arrays; plain lists keep the figure JSON readable
+    by the tests, the CSV export and anyone reading the API's answer.
+    """
+    return [float(v) for v in values]
+
+
+def to_json(fig: go.Figure) -> dict[str, Any]:
+    """Returns the figure as the JSON object the API sends and ``Plotly.react`` draws.
+
+    Non-finite numbers (an ε of ∞) become ``null``, so the result always passes
+    ``json.dumps(..., allow_nan=False)``.
+    """
+    return json.loads(fig.to_json())

@@ -1,0 +1,84 @@
+// The only caller of fetch: every API path is defined here once.
+
+/** @typedef {{id: string, status: string, algorithm: string, dataset: string, sweep_id: ?string,
+ *   progress: number, current_round: number, rounds: number, target_epsilon: ?number,
+ *   epsilon: ?number, delta: ?number, noise_multiplier: any, final_accuracy: ?number,
+ *   duration_s: ?number, error: ?string, notion: string, cancel_requested: boolean}} Run */
+
+export class ApiError extends Error {
+  /** @param {number} status @param {any} detail */
+  constructor(status, detail) {
+    super(typeof detail === "string" ? detail : Array.isArray(detail) ? detail.map((d) => d.msg).join("; ") : `HTTP ${status}`);
+    this.status = status;
+    this.detail = detail;
+  }
+
+  /** Field errors as {"privacy.epsilon": "message"} from a 422 body's loc paths. */
+  get fields() {
+    if (!Array.isArray(this.detail)) return {};
+    return Object.fromEntries(this.detail.map((d) => [d.loc.filter((p) => p !== "body").join("."), d.msg]));
+  }
+}
+
+export async function request(path, init = {}) {
+  const headers = { ...(init.body && !(init.body instanceof FormData) ? { "content-type": "application/json" } : {}), ...init.headers };
+  const token = localStorage.getItem("dpfl.token");
+  if (token) headers.authorization = `Bearer ${token}`;
+  const res = await fetch(`/api${path}`, { ...init, headers });
+  if (res.status === 204) return null;
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new ApiError(res.status, body.detail ?? res.statusText);
+  return body;
+}
+
+const post = (path, body) => request(path, { method: "POST", body: JSON.stringify(body ?? {}) });
+const query = (params) => {
+  const q = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ""));
+  return q.toString() ? `?${q}` : "";
+};
+
+export const api = {
+  algorithms: () => request("/algorithms"),
+  datasets: () => request("/datasets"),
+  listRuns: (params = {}) => request(`/runs${query(params)}`),
+  runsCsvUrl: (params = {}) => `/api/runs.csv${query(params)}`,
+  getRun: (id) => request(`/runs/${encodeURIComponent(id)}`),
+  createRun: (spec) => post("/runs", spec),
+  cancelRun: (id) => post(`/runs/${encodeURIComponent(id)}/cancel`),
+  metrics: (id) => request(`/runs/${encodeURIComponent(id)}/metrics`),
+  ledger: (id, accountant) => request(`/runs/${encodeURIComponent(id)}/ledger${query({ accountant })}`),
+  spec: (id) => request(`/runs/${encodeURIComponent(id)}/spec`),
+  runFigures: (id, accountant) => request(`/runs/${encodeURIComponent(id)}/figures${query({ accountant })}`),
+  project: (spec) => post("/privacy/project", spec),
+  listSweeps: () => request("/sweeps"),
+  getSweep: (id) => request(`/sweeps/${encodeURIComponent(id)}`),
+  createSweep: (body) => post("/sweeps", body),
+  summary: (id) => request(`/sweeps/${encodeURIComponent(id)}/summary`),
+  summaryCsvUrl: (id) => `/api/sweeps/${encodeURIComponent(id)}/summary.csv`,
+  tradeoffFigure: (params) => request(`/figures/tradeoff${query(params)}`),
+  spentFigure: (runs) => request(`/figures/spent${query({ runs: runs.join(",") })}`),
+  listBudgets: () => request("/budgets"),
+  getBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`),
+  putBudget: (dataset, total) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "PUT", body: JSON.stringify({ total_epsilon: total }) }),
+};
+
+/**
+ * Calls `onRun(run)` for every run change, over Server-Sent Events, falling back to polling
+ * `poll()` every 3 s when the stream fails. Returns a function that stops listening.
+ */
+export function subscribe(params, onRun, poll) {
+  let source = null;
+  let timer = null;
+  const startPolling = () => {
+    if (timer) return;
+    timer = setInterval(() => poll().catch(() => {}), 3000);
+  };
+  if ("EventSource" in window) {
+    source = new EventSource(`/api/events${query(params)}`);
+    source.addEventListener("run", (e) => onRun(JSON.parse(e.data)));
+    source.onerror = () => { if (source.readyState === EventSource.CLOSED) startPolling(); };
+  } else {
+    startPolling();
+  }
+  return () => { source?.close(); clearInterval(timer); };
+}

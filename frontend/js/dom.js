@@ -1,0 +1,69 @@
+// Builds DOM nodes; user-controlled text is always set with textContent, never innerHTML.
+
+/**
+ * Returns a new element. `attrs` may hold `class`, `dataset`, event handlers (`onclick`) and
+ * plain attributes; children are nodes or strings (inserted as text).
+ * @param {string} tag
+ * @param {Record<string, any>} [attrs]
+ * @param {...(Node|string|number|null|undefined)} children
+ */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") el.className = value;
+    else if (key === "dataset") Object.assign(el.dataset, value);
+    else if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
+    else if (key === "value") el.value = value;
+    else if (key === "checked") el.checked = Boolean(value);
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+/** Removes every child of `el` and appends `children`. */
+export function replace(el, ...children) {
+  el.replaceChildren();
+  for (const child of children.flat()) if (child) el.append(child);
+  return el;
+}
+
+/** Formats a number for tables: `digits` significant digits, "–" for null. */
+export function fmt(value, digits = 3) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "–";
+  if (typeof value !== "number") return String(value);
+  if (!Number.isFinite(value)) return "∞";
+  return Number(value.toPrecision(digits)).toString();
+}
+
+/** Returns a status chip. */
+export function chip(status) {
+  return h("span", { class: `chip ${status}`, dataset: { status } }, status);
+}
+
+/** Returns a progress bar showing `fraction` (0..1). */
+export function progressBar(fraction) {
+  const inner = h("span", { style: `width:${Math.round((fraction || 0) * 100)}%` });
+  return h("div", { class: "bar", role: "progressbar", "aria-valuenow": Math.round((fraction || 0) * 100) }, inner);
+}
+
+/** Shows `message` in the page banner (errors the user must see); `null` hides it. */
+export function banner(message) {
+  const el = document.getElementById("banner");
+  el.textContent = message ?? "";
+  el.hidden = !message;
+}
+
+/** Downloads `text` as a file named `name`. */
+export function download(name, text, type = "text/plain") {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = h("a", { href: url, download: name });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  URL.revokeObjectURL(url);
+}

@@ -1,0 +1,94 @@
+// Run detail: status and live progress, learning curves, ε per party, partition, ledger
+// (accountant switchable), the spec as YAML, cancel and clone-and-edit.
+import { api, subscribe } from "../api.js";
+import { draw } from "../charts.js";
+import { banner, chip, fmt, h, progressBar, replace } from "../dom.js";
+import { go, setParams } from "../state.js";
+
+/** Returns `value` as YAML (the subset specs use: maps, lists, scalars). */
+export function toYaml(value, indent = "") {
+  if (Array.isArray(value)) {
+    if (value.every((v) => typeof v !== "object" || v === null)) return `[${value.map((v) => JSON.stringify(v)).join(", ")}]`;
+    return value.map((v) => `\n${indent}- ${toYaml(v, `${indent}  `).trimStart()}`).join("");
+  }
+  if (value && typeof value === "object") {
+    return Object.entries(value).map(([k, v]) => {
+      const inner = toYaml(v, `${indent}  `);
+      return `\n${indent}${k}:${v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length ? inner : ` ${inner.trimStart()}`}`;
+    }).join("");
+  }
+  return value === null ? "null" : typeof value === "string" ? value : String(value);
+}
+
+export async function render(root, { id, params }) {
+  const accountant = params.accountant ?? "";
+  const header = h("div");
+  const charts = { learning: h("div", { class: "chart", id: "chart-learning" }), epsilon: h("div", { class: "chart", id: "chart-epsilon" }),
+    partition: h("div", { class: "chart", id: "chart-partition" }) };
+  const ledgerBox = h("div");
+  const specBox = h("pre", { class: "spec" });
+
+  async function loadHeader() {
+    const run = await api.getRun(id);
+    const finished = ["succeeded", "failed", "cancelled"].includes(run.status);
+    replace(header,
+      h("h1", {}, `${run.algorithm} on ${run.dataset} `, chip(run.status)),
+      h("div", { class: "toolbar" },
+        progressBar(run.progress), h("span", { class: "muted round" }, `round ${run.current_round} of ${run.rounds}`),
+        h("button", { class: "danger", disabled: finished || run.cancel_requested, onclick: async () => {
+          try { await api.cancelRun(id); await loadHeader(); } catch (err) { banner(`Could not cancel: ${err.message}`); }
+        } }, run.cancel_requested && !finished ? "cancelling…" : "Cancel"),
+        h("button", { onclick: () => go("new", { from: id }) }, "Clone and edit")),
+      run.error ? h("p", { class: "error-text run-error" }, run.error) : null,
+      h("dl", { class: "kv" },
+        h("dt", {}, "privacy"), h("dd", {}, run.notion === "none" ? "not private" : `${run.notion}-level, δ = ${run.delta}, ${run.accountant}`),
+        h("dt", {}, "ε target / spent"), h("dd", { class: "eps" }, `${fmt(run.target_epsilon)} / ${fmt(run.epsilon, 4)}`),
+        h("dt", {}, "noise multiplier"), h("dd", {}, Array.isArray(run.noise_multiplier) ? `${fmt(Math.min(...run.noise_multiplier))}–${fmt(Math.max(...run.noise_multiplier))} (per silo)` : fmt(run.noise_multiplier, 4)),
+        h("dt", {}, "accuracy / loss"), h("dd", { class: "acc" }, `${fmt(run.final_accuracy)} / ${fmt(run.final_loss)}`),
+        h("dt", {}, "worker"), h("dd", {}, run.worker ?? "–"),
+        h("dt", {}, "duration"), h("dd", {}, run.duration_s == null ? "–" : `${fmt(run.duration_s, 3)} s`)));
+    return run;
+  }
+
+  async function loadCharts() {
+    const figures = await api.runFigures(id, accountant || undefined);
+    for (const [key, el] of Object.entries(charts)) if (figures[key]) draw(el, figures[key]);
+  }
+
+  async function loadLedger() {
+    const select = h("select", { name: "accountant", onchange: (e) => { setParams({ accountant: e.target.value }); render(root, { id, params: { accountant: e.target.value } }); } },
+      ["", "rdp", "pld", "gdp"].map((a) => h("option", { value: a, selected: a === accountant ? "" : null }, a || "the run's own")));
+    try {
+      const ledger = await api.ledger(id, accountant || undefined);
+      const rows = ledger.events.slice(0, 500).map((e) => h("tr", {}, h("td", { class: "num" }, e.round), h("td", {}, e.party),
+        h("td", {}, e.events.map((ev) => JSON.stringify(ev)).join("; ")),
+        h("td", { class: "num" }, fmt(ledger.parties[e.party]?.[ledger.rounds.indexOf(e.round)], 4))));
+      replace(ledgerBox, h("div", { class: "toolbar" }, h("label", {}, "accountant", select),
+        h("span", { class: "ledger-eps" }, `ε = ${fmt(ledger.epsilon, 5)} at δ = ${ledger.delta} (${ledger.accountant})`)),
+        h("table", { class: "grid ledger" }, h("thead", {}, h("tr", {}, ["round", "party", "releases", "ε after"].map((c) => h("th", {}, c)))), h("tbody", {}, rows)),
+        ledger.events.length > 500 ? h("p", { class: "muted" }, `first 500 of ${ledger.events.length} rows`) : null);
+    } catch (err) {
+      replace(ledgerBox, h("div", { class: "toolbar" }, h("label", {}, "accountant", select)), h("p", { class: "error-text" }, `Could not account this ledger: ${err.message}`));
+    }
+  }
+
+  replace(root, header,
+    h("div", { class: "cards" }, h("div", { class: "card" }, h("h2", {}, "Accuracy and loss per round"), charts.learning),
+      h("div", { class: "card" }, h("h2", {}, "ε spent per round, per party"), charts.epsilon),
+      h("div", { class: "card" }, h("h2", {}, "Partition: labels per silo"), charts.partition)),
+    h("h2", {}, "Ledger"), ledgerBox,
+    h("h2", {}, "Spec ", h("button", { onclick: () => navigator.clipboard?.writeText(specBox.textContent) }, "Copy YAML")), specBox);
+
+  const run = await loadHeader();
+  specBox.textContent = toYaml(await api.spec(id)).trimStart();
+  await Promise.all([loadCharts(), loadLedger()]);
+  if (["succeeded", "failed", "cancelled"].includes(run.status)) return null;
+  let lastRound = run.current_round;
+  const refresh = async (ev) => {
+    await loadHeader();
+    if (ev && ev.current_round === lastRound && !["succeeded", "failed", "cancelled"].includes(ev.status)) return;
+    lastRound = ev?.current_round ?? lastRound;
+    await Promise.all([loadCharts(), loadLedger()]);
+  };
+  return subscribe({ run: id }, (ev) => refresh(ev).catch(() => {}), () => refresh(null));
+}

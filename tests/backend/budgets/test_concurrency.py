@@ -1,0 +1,178 @@
+"""Budget admission under concurrency, through a real HTTP server, and settlement when a run ends.
+
+FastAPI's TestClient runs one request at a time, so it cannot race two admissions. Here uvicorn
+serves the app on a loopback port and 20 threads post at once (released together by a barrier).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import update
+
+from backend.db import Database
+from backend.main import create_app
+from backend.models import Run
+from worker import execution
+
+pytestmark = pytest.mark.service
+
+SPEC = {
+    "algorithm": "isrl_mbsgd",
+    "params": {"lr": 0.5, "batch_size": 64, "clip": 1.0},
+    "dataset": {"name": "digits", "silos": 4},
+    "model": {"name": "mlp", "hidden": [32]},
+    "rounds": 3,
+    "privacy": {"epsilon": 1.0, "delta": 1e-5},
+}
+CLIENTS = 20
+
+
+@contextlib.contextmanager
+def serve(app: FastAPI) -> Iterator[str]:
+    """Yields the base URL of `app` served by uvicorn in a thread on a free loopback port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))  # bound before the thread starts: no race for the port
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        sock.close()
+
+
+def post_together(url: str, n: int) -> list[httpx.Response]:
+    """Returns the responses of `n` POST /api/runs sent from `n` threads released at one instant."""
+    barrier = threading.Barrier(n, timeout=30)
+    responses: list[httpx.Response | BaseException] = [RuntimeError("not sent")] * n
+
+    def send(i: int) -> None:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            http.get("/api/runs", params={"limit": 1})  # connect first, so the posts leave together
+            barrier.wait()
+            try:
+                responses[i] = http.post("/api/runs", json=SPEC)
+            except httpx.HTTPError as exc:
+                responses[i] = exc
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    failed = [r for r in responses if not isinstance(r, httpx.Response)]
+    assert not failed, failed
+    return responses  # type: ignore[return-value]
+
+
+def test_concurrent_admissions_cannot_overspend(settings):
+    app = create_app(settings)
+    with serve(app) as url:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            assert http.put("/api/budgets/digits", json={"total_epsilon": 10.0}).status_code == 200
+        responses = post_together(url, CLIENTS)
+        with httpx.Client(base_url=url, timeout=30) as http:
+            budget = http.get("/api/budgets/digits").json()
+            listed = http.get("/api/runs", params={"limit": 500}).json()
+
+    codes = sorted(r.status_code for r in responses)
+    assert codes == [201] * 10 + [409] * 10, [r.text for r in responses if r.status_code not in (201, 409)]
+    for r in responses:
+        if r.status_code == 409:
+            assert r.json() == {
+                "detail": "dataset 'digits' has ε 0 left of 10; this run needs 1",
+                "error": "BudgetExceeded",
+            }
+    admitted = {r.json()["id"] for r in responses if r.status_code == 201}
+    assert (budget["reserved"], budget["spent"], budget["remaining"]) == (10.0, 0.0, 0.0)
+    assert {c["run_id"] for c in budget["charges"]} == admitted
+    assert all(c["reserved"] == 1.0 and not c["settled"] for c in budget["charges"])
+    # a refused admission leaves no run behind: its transaction was rolled back whole
+    assert listed["total"] == 10 and {r["id"] for r in listed["items"]} == admitted
+
+
+def _run_to_the_end(settings, run_id: str) -> None:
+    database = Database(settings.database_url)
+    try:
+        assert execution.claim(database, run_id, worker="test")
+        execution.execute(database, settings, run_id)
+    finally:
+        database.engine.dispose()
+
+
+def test_a_finished_run_is_charged_its_real_epsilon(settings):
+    with TestClient(create_app(settings)) as client:
+        client.put("/api/budgets/digits", json={"total_epsilon": 10.0})
+        spec = SPEC | {"privacy": {"epsilon": 3.0, "delta": 1e-5}}
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+        assert client.get("/api/budgets/digits").json()["reserved"] == 3.0
+        _run_to_the_end(settings, run_id)
+        run = client.get(f"/api/runs/{run_id}").json()
+        ledger = client.get(f"/api/runs/{run_id}/ledger").json()
+        budget = client.get("/api/budgets/digits").json()
+    assert run["status"] == "succeeded", run["error"]
+    spent = ledger["epsilon"]  # recomputed from the stored releases
+    assert 2.9 < spent <= 3.0 + 1e-9  # calibrated to the target ε = 3
+    assert run["epsilon"] == pytest.approx(spent, rel=1e-12)
+    assert budget["charges"] == [
+        {"run_id": run_id, "reserved": 3.0, "spent": pytest.approx(spent), "settled": True}
+    ]
+    assert budget["reserved"] == 0.0
+    assert budget["spent"] == pytest.approx(spent)
+    assert budget["remaining"] == pytest.approx(10.0 - spent)  # 3 - spent of the reservation refunded
+
+
+def test_a_run_stopped_early_is_charged_what_it_released(settings):
+    with TestClient(create_app(settings)) as client:
+        client.put("/api/budgets/digits", json={"total_epsilon": 10.0})
+        run_id = client.post(
+            "/api/runs",
+            json=SPEC | {"rounds": 400, "eval_every": 50, "privacy": {"epsilon": 4.0, "delta": 1e-5}},
+        ).json()["id"]
+        database = Database(settings.database_url)
+
+        def cancel_after_round_5() -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                if client.get(f"/api/runs/{run_id}").json()["current_round"] >= 5:
+                    with database.session() as session:
+                        session.execute(update(Run).where(Run.id == run_id).values(cancel_requested=True))
+                    return
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=cancel_after_round_5)
+        watcher.start()
+        try:
+            _run_to_the_end(settings, run_id)
+        finally:
+            watcher.join(timeout=130)
+            database.engine.dispose()
+        run = client.get(f"/api/runs/{run_id}").json()
+        ledger = client.get(f"/api/runs/{run_id}/ledger").json()
+        budget = client.get("/api/budgets/digits").json()
+    assert run["status"] == "cancelled"
+    assert 5 <= run["current_round"] < 400
+    spent = ledger["epsilon"]
+    assert 0 < spent < 4.0
+    assert run["epsilon"] == pytest.approx(spent, rel=1e-12)
+    assert budget["charges"][0]["spent"] == pytest.approx(spent) and budget["charges"][0]["settled"]
+    assert (budget["reserved"], budget["spent"]) == (0.0, pytest.approx(spent))
+    assert budget["remaining"] == pytest.approx(10.0 - spent)  # the unreleased part came back

@@ -1,0 +1,316 @@
+"""The sweeps API and the runs CSV against a real database (Postgres and SQLite), no worker."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.main import create_app
+from dpfl import runner
+from dpfl.spec import parse_spec
+
+pytestmark = pytest.mark.service
+
+BASE = {
+    "params": {"lr": 0.5, "batch_size": 64},
+    "params_by_algorithm": {"isrl_mbsgd": {"clip": 1.0}},
+    "dataset": {"name": "digits", "silos": 4},
+    "model": {"name": "mlp", "hidden": [16]},
+    "rounds": 3,
+    "privacy": {"delta": 1e-5},
+}
+GRID = {"algorithm": ["isrl_mbsgd", "fedavg"], "privacy.epsilon": [0.5, 1, 2], "seed": [0, 1]}
+RUN_COLUMNS = [
+    "id",
+    "status",
+    "algorithm",
+    "dataset",
+    "sweep_id",
+    "target_epsilon",
+    "epsilon",
+    "delta",
+    "noise_multiplier",
+    "final_accuracy",
+    "final_loss",
+    "rounds",
+    "created_at",
+    "duration_s",
+]
+NO_RUNS = {"queued": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
+
+
+def submit(client, base=BASE, grid=GRID, headers=None, **extra):
+    return client.post("/api/sweeps", json={"base": base, "grid": grid, **extra}, headers=headers)
+
+
+def assert_nothing_created(client):
+    assert client.get("/api/sweeps").json()["total"] == 0
+    assert client.get("/api/runs").json()["total"] == 0
+
+
+def test_sweep_with_fedavg_runs_it_once_per_seed(client):
+    res = submit(client, name="ε on digits")
+    assert res.status_code == 201
+    body = res.json()
+    assert (body["name"], body["num_runs"], body["grid"], body["base"]) == ("ε on digits", 8, GRID, BASE)
+    assert body["counts"] == NO_RUNS | {"queued": 8} and body["progress"] == 0.0
+    assert len(set(body["run_ids"])) == 8
+    runs = [client.get(f"/api/runs/{run_id}").json() for run_id in body["run_ids"]]
+    assert [(r["algorithm"], r["target_epsilon"], r["sweep_id"]) for r in runs] == [
+        ("isrl_mbsgd", eps, body["id"]) for eps in (0.5, 0.5, 1.0, 1.0, 2.0, 2.0)
+    ] + [("fedavg", None, body["id"])] * 2
+    specs = [client.get(f"/api/runs/{run_id}/spec").json() for run_id in body["run_ids"]]
+    assert [s["seed"] for s in specs] == [0, 1] * 4
+    assert specs[0]["params"] == {"lr": 0.5, "batch_size": 64, "clip": 1.0}
+    assert specs[-1]["privacy"] is None and specs[-1]["params"]["lr"] == 0.5
+    listed = client.get("/api/runs", params={"sweep": body["id"]}).json()
+    assert listed["total"] == 8
+
+
+def test_sweep_detail_has_its_runs_counts_and_progress(client):
+    body = submit(client).json()
+    res = client.get(f"/api/sweeps/{body['id']}")
+    assert res.status_code == 200
+    detail = res.json()
+    assert {k: detail[k] for k in ("id", "name", "num_runs", "grid", "counts", "progress")} == {
+        "id": body["id"],
+        "name": "",
+        "num_runs": 8,
+        "grid": GRID,
+        "counts": NO_RUNS | {"queued": 8},
+        "progress": 0.0,
+    }
+    assert sorted(r["id"] for r in detail["runs"]) == sorted(body["run_ids"])
+    assert {r["status"] for r in detail["runs"]} == {"queued"}
+    client.post(f"/api/runs/{body['run_ids'][0]}/cancel")
+    assert client.get(f"/api/sweeps/{body['id']}").json()["counts"] == NO_RUNS | {"queued": 7, "cancelled": 1}
+
+
+def test_sweeps_are_listed_newest_first_with_status_counts(client):
+    first = submit(client, grid={"algorithm": ["fedavg"], "seed": [0, 1]}, name="first").json()
+    second = submit(client, name="second").json()
+    client.post(f"/api/runs/{second['run_ids'][0]}/cancel")
+    page = client.get("/api/sweeps").json()
+    assert (page["total"], page["next_offset"]) == (2, None)
+    assert [(s["id"], s["name"], s["num_runs"]) for s in page["items"]] == [
+        (second["id"], "second", 8),
+        (first["id"], "first", 2),
+    ]
+    assert page["items"][0]["counts"] == NO_RUNS | {"queued": 7, "cancelled": 1}
+    assert page["items"][1]["counts"] == NO_RUNS | {"queued": 2}
+    one = client.get("/api/sweeps", params={"limit": 1}).json()
+    assert [s["id"] for s in one["items"]] == [second["id"]] and one["next_offset"] == 1
+
+
+@pytest.mark.parametrize(
+    ("base", "grid", "loc", "msg"),
+    [
+        (
+            BASE,
+            GRID | {"privacy.epsilon": [1, -1]},
+            ["body", "grid", "privacy.epsilon"],
+            'input should be greater than 0; got -1. (point 3 of 6: algorithm="isrl_mbsgd", '
+            "privacy.epsilon=-1, seed=0)",
+        ),
+        (
+            BASE | {"algorithm": "isrl_mbsgd", "privacy": {"epsilon": 1.0}},
+            {"colour": ["red"]},
+            ["body", "grid", "colour"],
+            'is not a known field. (point 1 of 1: colour="red")',
+        ),
+        (
+            BASE,
+            {"algorithm": ["isrl_mbsgd", "nope"]},
+            ["body", "grid", "algorithm"],
+            "unknown algorithm 'nope'; registered: fedavg, isrl_mbsgd",
+        ),
+        (
+            BASE | {"rounds": 0},
+            GRID,
+            ["body", "base", "rounds"],
+            'input should be greater than or equal to 1; got 0. (point 1 of 8: algorithm="isrl_mbsgd", '
+            "privacy.epsilon=0.5, seed=0)",
+        ),
+        (
+            BASE | {"params": {"lr": 0.5, "clip": 1.0}, "params_by_algorithm": {}},
+            GRID,
+            ["body", "base", "params", "clip"],
+            'is not a known field. (point 7 of 8: algorithm="fedavg", seed=0)',
+        ),
+        (
+            BASE | {"params_by_algorithm": {"isrl_mbsgd": {"clip": -1}}},
+            GRID,
+            ["body", "base", "params_by_algorithm", "isrl_mbsgd", "clip"],
+            'input should be greater than 0; got -1. (point 1 of 8: algorithm="isrl_mbsgd", '
+            "privacy.epsilon=0.5, seed=0)",
+        ),
+        (
+            BASE | {"algorithm": "isrl_mbsgd", "privacy": None},
+            {"seed": [0]},
+            ["body", "base", "privacy"],
+            "is required for isrl_mbsgd: give `epsilon` or `noise_multiplier`. (point 1 of 1: seed=0)",
+        ),
+        (
+            BASE,
+            GRID | {"rounds": [3, 5000]},
+            ["body", "grid", "rounds"],
+            'must be ≤ 2000 on this server; got 5000. (point 2 of 16: algorithm="isrl_mbsgd", '
+            "privacy.epsilon=0.5, seed=0, rounds=5000)",
+        ),
+    ],
+)
+def test_bad_field_is_422_naming_it_and_creates_nothing(client, base, grid, loc, msg):
+    res = submit(client, base, grid)
+    assert res.status_code == 422
+    assert res.json() == {"detail": [{"loc": loc, "msg": msg, "type": "value_error"}], "error": "SpecError"}
+    assert_nothing_created(client)
+
+
+def test_too_many_points_is_422_saying_how_many(client):
+    res = submit(
+        client, BASE | {"algorithm": "isrl_mbsgd"}, {"privacy.epsilon": [1, 2, 3], "seed": list(range(167))}
+    )
+    assert res.status_code == 422
+    assert res.json() == {
+        "detail": [
+            {
+                "loc": ["body", "grid"],
+                "msg": "has 501 points; a sweep may have at most 500 on this server. "
+                "Give fewer values or split the sweep.",
+                "type": "value_error",
+            }
+        ],
+        "error": "SpecError",
+    }
+    assert_nothing_created(client)
+
+
+def test_a_malformed_body_is_422(client):
+    res = client.post("/api/sweeps", json={"base": BASE, "grid": GRID, "colour": "red"})
+    assert res.status_code == 422
+    assert res.json()["detail"][0]["loc"] == ["body", "colour"]
+    assert client.post("/api/sweeps", json={"grid": GRID}).json()["detail"][0]["loc"] == ["body", "base"]
+
+
+def test_overspending_sweep_is_409_and_creates_no_run(client):
+    assert client.put("/api/budgets/digits", json={"total_epsilon": 5.0}).status_code == 200
+    res = submit(
+        client, grid={"algorithm": ["isrl_mbsgd", "fedavg"], "privacy.epsilon": [1, 2], "seed": [0, 1]}
+    )
+    assert res.status_code == 409
+    assert res.json() == {
+        "detail": "dataset 'digits' has ε 5 left of 5; this sweep's 4 private runs need 6 in all",
+        "error": "BudgetExceeded",
+    }
+    assert_nothing_created(client)
+    budget = client.get("/api/budgets/digits").json()
+    assert (budget["reserved"], budget["remaining"], budget["charges"]) == (0.0, 5.0, [])
+
+
+def test_a_run_refused_on_admission_rolls_back_the_whole_sweep(client, settings, tmp_path):
+    # noise-multiplier targets are projected run by run, so the second run is refused by admission
+    client.put("/api/budgets/digits", json={"total_epsilon": 5.0})
+    base = BASE | {"algorithm": "isrl_mbsgd", "privacy": {"noise_multiplier": 1.0, "delta": 1e-5}}
+    spec = {k: v for k, v in base.items() if k != "params_by_algorithm"} | {
+        "params": BASE["params"] | {"clip": 1.0}
+    }
+    needs = [
+        runner.project(
+            runner.prepare(
+                parse_spec(spec | {"seed": seed}), data_dirs=settings.data_dirs, cache_dir=tmp_path
+            )
+        ).planned_epsilon[-1]
+        for seed in (0, 1)
+    ]
+    assert 2.5 < needs[0] < 5 and 2.5 < needs[1] < 5  # one run fits, two do not
+    res = submit(client, base, {"seed": [0, 1]})
+    assert res.status_code == 409
+    assert res.json() == {
+        "detail": f"dataset 'digits' has ε {5 - needs[0]:.4g} left of 5; this run needs {needs[1]:.4g} "
+        "(point 2 of 2); no run of the sweep was created",
+        "error": "BudgetExceeded",
+    }
+    assert_nothing_created(client)
+    assert client.get("/api/budgets/digits").json()["remaining"] == 5.0
+
+
+def test_unknown_sweep_is_404(client):
+    for path in ("/api/sweeps/nope", "/api/sweeps/nope/summary", "/api/sweeps/nope/summary.csv"):
+        res = client.get(path)
+        assert res.status_code == 404, path
+        assert res.json() == {"detail": "sweep 'nope' does not exist", "error": "NotFound"}
+
+
+def test_summary_of_a_queued_sweep_is_empty_with_its_counts(client):
+    sweep_id = submit(client).json()["id"]
+    res = client.get(f"/api/sweeps/{sweep_id}/summary")
+    assert res.status_code == 200
+    assert res.json() == {
+        "sweep_id": sweep_id,
+        "counts": NO_RUNS | {"queued": 8},
+        "rows": [],
+        "pareto": [],
+        "reference": [],
+    }
+    text = client.get(f"/api/sweeps/{sweep_id}/summary.csv").text
+    assert list(csv.reader(io.StringIO(text))) == [
+        [
+            "algorithm",
+            "notion",
+            "target_epsilon",
+            "noise_multiplier",
+            "n",
+            "accuracy_mean",
+            "accuracy_std",
+            "epsilon_mean",
+            "epsilon_max",
+        ]
+    ]
+
+
+def test_runs_csv_is_its_own_path_with_the_runs_filters(client):
+    sweep = submit(client).json()
+    other = client.post(
+        "/api/runs", json={"algorithm": "fedavg", "dataset": {"name": "digits", "silos": 4}, "rounds": 3}
+    )
+    assert other.status_code == 201
+    res = client.get("/api/runs.csv")
+    assert res.status_code == 200
+    assert res.headers["content-type"] == "text/csv; charset=utf-8"
+    assert res.headers["x-total-count"] == "9"
+    table = list(csv.DictReader(io.StringIO(res.text)))
+    assert list(table[0]) == RUN_COLUMNS and len(table) == 9
+    assert table[0]["id"] == other.json()["id"]  # newest first, as GET /api/runs
+    assert (table[0]["sweep_id"], table[0]["target_epsilon"], table[0]["status"]) == ("", "", "queued")
+    only = list(csv.DictReader(io.StringIO(client.get("/api/runs.csv", params={"sweep": sweep["id"]}).text)))
+    assert sorted(r["id"] for r in only) == sorted(sweep["run_ids"])
+    eps = client.get(
+        "/api/runs.csv", params={"sweep": sweep["id"], "algorithm": "isrl_mbsgd", "sort": "target_epsilon"}
+    )
+    assert [r["target_epsilon"] for r in csv.DictReader(io.StringIO(eps.text))] == [
+        "0.5",
+        "0.5",
+        "1.0",
+        "1.0",
+        "2.0",
+        "2.0",
+    ]
+    assert all(r["created_at"].endswith("+00:00") for r in only)  # UTC, also from SQLite
+    assert sorted(r["delta"] for r in only) == ["", ""] + ["1e-05"] * 6  # fedavg has none
+    bad = client.get("/api/runs.csv", params={"sort": "colour"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "sort"]
+
+
+def test_submitting_a_sweep_needs_a_token_when_tokens_are_set(settings):
+    guarded = settings.model_copy(update={"api_tokens": "s3cret"})
+    with TestClient(create_app(guarded)) as c:
+        assert submit(c).status_code == 401
+        assert submit(c, headers={"Authorization": "Bearer wrong"}).status_code == 403
+        res = c.post(
+            "/api/sweeps", json={"base": BASE, "grid": GRID}, headers={"Authorization": "Bearer s3cret"}
+        )
+        assert res.status_code == 201
+        assert c.get("/api/sweeps").status_code == 200  # reads stay open

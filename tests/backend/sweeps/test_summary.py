@@ -1,0 +1,132 @@
+"""Sweep summary statistics and their CSV, on hand-made numbers (no database)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+
+import pytest
+
+from backend.sweeps.export import SUMMARY_COLUMNS, summary_csv
+from backend.sweeps.summary import Outcome, pareto_front, reference, summary_rows
+
+
+def private(algorithm: str, eps: float, accuracy: float | None, spent: float | None = None) -> Outcome:
+    return Outcome(algorithm, "record", eps, None, accuracy, eps if spent is None else spent)
+
+
+def fedavg(accuracy: float) -> Outcome:
+    return Outcome("fedavg", "none", None, None, accuracy, None)
+
+
+def test_two_seeds_give_mean_and_sample_std():
+    (row,) = summary_rows([private("isrl_mbsgd", 1.0, 0.8, 0.98), private("isrl_mbsgd", 1.0, 0.9, 1.0)])
+    assert row == {
+        "algorithm": "isrl_mbsgd",
+        "notion": "record",
+        "target_epsilon": 1.0,
+        "noise_multiplier": None,
+        "n": 2,
+        "accuracy_mean": pytest.approx(0.85, abs=1e-15),
+        "accuracy_std": pytest.approx(0.07071067811865474, rel=1e-12),  # |0.9 - 0.8| / √2 (ddof = 1)
+        "epsilon_mean": pytest.approx(0.99, abs=1e-15),
+        "epsilon_max": 1.0,
+    }
+
+
+def test_three_seeds_std_matches_the_sample_formula():
+    (row,) = summary_rows([private("a", 2.0, acc) for acc in (0.70, 0.75, 0.86)])
+    # mean 0.77; squared deviations 0.0049, 0.0004, 0.0081 sum to 0.0134; / (3 - 1) = 0.0067
+    assert row["accuracy_mean"] == pytest.approx(0.77, abs=1e-15)
+    assert row["accuracy_std"] == pytest.approx(0.0067**0.5, rel=1e-12)
+    assert row["accuracy_std"] == pytest.approx(statistics.stdev([0.70, 0.75, 0.86]), rel=1e-12)
+
+
+def test_a_single_run_has_no_std():
+    (row,) = summary_rows([private("a", 2.0, 0.6)])
+    assert (row["n"], row["accuracy_mean"], row["accuracy_std"]) == (1, 0.6, None)
+
+
+def test_rows_are_grouped_and_sorted_by_algorithm_then_epsilon():
+    rows = summary_rows(
+        [
+            private("isrl_mbsgd", 4.0, 0.7),
+            fedavg(0.9),
+            private("isrl_mbsgd", 0.5, 0.5),
+            private("dp_fedavg", 1.0, 0.6),
+            private("isrl_mbsgd", 4.0, 0.8),
+            fedavg(0.92),
+        ]
+    )
+    assert [(r["algorithm"], r["target_epsilon"], r["n"]) for r in rows] == [
+        ("dp_fedavg", 1.0, 1),
+        ("fedavg", None, 2),
+        ("isrl_mbsgd", 0.5, 1),
+        ("isrl_mbsgd", 4.0, 2),
+    ]
+    fed = rows[1]
+    assert (fed["epsilon_mean"], fed["epsilon_max"]) == (None, None)
+
+
+def test_noise_multiplier_runs_are_grouped_by_it_and_placed_by_the_epsilon_spent():
+    outcomes = [
+        Outcome("a", "record", None, 2.0, 0.6, 1.1),
+        Outcome("a", "record", None, 2.0, 0.7, 1.3),
+        Outcome("a", "record", None, 1.0, 0.8, 3.0),
+    ]
+    rows = summary_rows(outcomes)
+    assert [(r["noise_multiplier"], r["n"]) for r in rows] == [(1.0, 1), (2.0, 2)]
+    assert pareto_front(rows) == [
+        {"algorithm": "a", "epsilon": pytest.approx(1.2), "accuracy": pytest.approx(0.65)},
+        {"algorithm": "a", "epsilon": 3.0, "accuracy": 0.8},
+    ]
+
+
+def test_pareto_front_of_a_hand_made_example():
+    # (ε, accuracy): A(0.5, .60) B(1, .70) C(1, .65) D(2, .70) E(4, .85) F(3, .90) G(4, .90)
+    # C is beaten by B (same ε, higher accuracy); D by B (lower ε, same accuracy); E and G by F.
+    rows = summary_rows(
+        [
+            private("a", 0.5, 0.60),
+            private("a", 1.0, 0.70),
+            private("b", 1.0, 0.65),
+            private("b", 2.0, 0.70),
+            private("a", 4.0, 0.85),
+            private("b", 3.0, 0.90),
+            private("b", 4.0, 0.90),
+            fedavg(0.99),  # the non-private reference is never on the front
+        ]
+    )
+    assert pareto_front(rows) == [
+        {"algorithm": "a", "epsilon": 0.5, "accuracy": 0.60},
+        {"algorithm": "a", "epsilon": 1.0, "accuracy": 0.70},
+        {"algorithm": "b", "epsilon": 3.0, "accuracy": 0.90},
+    ]
+
+
+def test_equal_points_are_both_on_the_front():
+    rows = summary_rows([private("a", 1.0, 0.7), private("b", 1.0, 0.7)])
+    assert [p["algorithm"] for p in pareto_front(rows)] == ["a", "b"]
+
+
+def test_reference_is_the_non_private_rows():
+    rows = summary_rows([fedavg(0.9), fedavg(0.8), private("a", 1.0, 0.5)])
+    assert reference(rows) == [
+        {
+            "algorithm": "fedavg",
+            "n": 2,
+            "accuracy_mean": pytest.approx(0.85),
+            "accuracy_std": pytest.approx(0.0707106781, rel=1e-9),
+        }
+    ]
+
+
+def test_summary_csv_has_a_header_and_one_line_per_row():
+    rows = summary_rows([fedavg(0.9), private("a", 1.0, 0.5, 0.97)])
+    lines = list(csv.reader(io.StringIO(summary_csv(rows))))
+    assert lines == [
+        list(SUMMARY_COLUMNS),
+        ["a", "record", "1.0", "", "1", "0.5", "", "0.97", "0.97"],
+        ["fedavg", "none", "", "", "1", "0.9", "", "", ""],
+    ]
