@@ -14,13 +14,16 @@ export async function render(root) {
   const spent = h("div", { class: "chart", id: "chart-spent" });
   const summaryBox = h("div");
 
+  let lastCounts = "";
   async function load() {
     setParams(state);
     banner(null);
     try {
       if (state.sweep) {
-        draw(tradeoff, await api.tradeoffFigure({ sweep: state.sweep, log: state.log }));
         const summary = await api.summary(state.sweep);
+        lastCounts = JSON.stringify(summary.counts);
+        draw(tradeoff, await api.tradeoffFigure({ sweep: state.sweep, log: state.log }));
+        tradeoff.dataset.counts = lastCounts;
         replace(summaryBox, h("p", { class: "muted" }, `${summary.rows.length} points; ${Object.entries(summary.counts ?? {}).map(([k, v]) => `${v} ${k}`).join(", ")}`));
       }
       const runs = state.runs ? state.runs.split(",") : [];
@@ -45,4 +48,11 @@ export async function render(root) {
     h("div", { class: "card" }, tradeoff, summaryBox),
     h("div", { class: "card", hidden: true }, h("h2", {}, "Accuracy against ε spent so far"), spent));
   await load();
+  // Redraw as the sweep's runs finish: poll its counts, redraw only when they change.
+  const timer = setInterval(async () => {
+    if (!state.sweep) return;
+    const counts = JSON.stringify((await api.summary(state.sweep).catch(() => ({}))).counts);
+    if (counts && counts !== lastCounts) await load();
+  }, 2000);
+  return () => clearInterval(timer);
 }

@@ -62,8 +62,16 @@ function readSpec(form, algorithms) {
   return spec;
 }
 
+/** Clears the error shown beside the field that holds `input` (the user is fixing it). */
+function clearError(input) {
+  const el = input.closest?.(".field[data-field]");
+  if (!el) return;
+  el.classList.remove("invalid");
+  el.querySelector(".error").textContent = "";
+}
+
 function showErrors(form, fields) {
-  for (const el of form.querySelectorAll(".field")) {
+  for (const el of form.querySelectorAll(".field[data-field]")) {
     const message = fields[el.dataset.field];
     el.classList.toggle("invalid", Boolean(message));
     el.querySelector(".error").textContent = message ?? "";
@@ -107,7 +115,7 @@ export async function render(root, { params }) {
       h("input", { type: "checkbox", name: "sweep.algorithms", value: a.name, checked: a.name === initial.algorithm || !a.private }), ` ${a.name}`)))),
     field("seeds (comma-separated)", "grid.seed", h("input", { name: "sweep.seeds", value: "0, 1, 2" })));
 
-  const form = h("form", { class: "spec", novalidate: true, onsubmit: (e) => { e.preventDefault(); submit(); }, oninput: () => changed(), onchange: () => changed() },
+  const form = h("form", { class: "spec", novalidate: true, onsubmit: (e) => { e.preventDefault(); submit(); }, oninput: (e) => { clearError(e.target); changed(); }, onchange: () => changed() },
     h("div", {},
       h("fieldset", {}, h("legend", {}, "Algorithm"),
         field("algorithm", "algorithm", h("select", { name: "algorithm", onchange: () => { renderParams(); } },
@@ -150,7 +158,6 @@ export async function render(root, { params }) {
       try {
         const p = await api.project(spec);
         if (mine !== seq) return;
-        showErrors(form, {});
         const parts = p.notion === "none" ? ["not private: no ε is spent"]
           : [`σ = ${fmt(p.noise_multiplier?.length ? Math.max(...p.noise_multiplier) : p.noise_multiplier, 4)}`,
              `projected ε = ${fmt(p.epsilon, 4)} at δ = ${p.delta} (${p.accountant}, ${p.notion}-level)`];
@@ -176,11 +183,15 @@ export async function render(root, { params }) {
       const list = (name) => form.elements[name].value.split(",").map((s) => s.trim()).filter(Boolean).map(Number);
       const grid = { algorithm: [...form.querySelectorAll("input[name='sweep.algorithms']:checked")].map((b) => b.value),
         "privacy.epsilon": list("sweep.epsilons"), seed: list("sweep.seeds") };
-      const sweep = await api.createSweep({ base: { ...spec, privacy: spec.privacy ?? { epsilon: 1, delta: 1e-5 } }, grid });
+      // The form's params belong to the chosen algorithm; the sweep's other algorithms keep their defaults.
+      const base = { ...spec, params: {}, params_by_algorithm: { [spec.algorithm]: spec.params },
+        privacy: spec.privacy ?? { epsilon: 1, delta: 1e-5 } };
+      const sweep = await api.createSweep({ base, grid });
       go("compare", { sweep: sweep.id });
     } catch (err) {
       if (err instanceof ApiError && err.status === 422) {
-        const fields = Object.fromEntries(Object.entries(err.fields).map(([k, m]) => [k.replace(/^base\./, ""), m]));
+        const fields = Object.fromEntries(Object.entries(err.fields).map(([k, m]) =>
+          [k.replace(/^base\./, "").replace(/^params_by_algorithm\.[^.]+\./, "params."), m]));
         const rest = showErrors(form, fields);
         banner(`Could not start ${sweepMode ? "sweep" : "run"}: ${rest || "see the fields marked in red"}`);
       } else {

@@ -1,0 +1,134 @@
+"""The dashboard in a real Chromium against `dpfl up`: submit, watch, compare, cancel, errors."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import shoot
+
+pytestmark = pytest.mark.browser
+
+SMALL = {"rounds": "6", "dataset.silos": "4", "eval_every": "1"}
+
+
+def fill_form(page: Page, values: dict[str, str]) -> None:
+    for name, value in values.items():
+        page.fill(f"[name='{name}']", value)
+
+
+def wait_status(page: Page, statuses: str, timeout_s: float = 90) -> str:
+    chip = page.locator("h1 .chip")
+    expect(chip).to_have_text(re.compile(statuses), timeout=timeout_s * 1000)
+    return chip.inner_text()
+
+
+def test_submit_a_run_from_the_form_and_watch_it_finish(page: Page, server):
+    page.goto("/#/new")
+    expect(page.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
+    fill_form(page, SMALL | {"rounds": "40"})
+    expect(page.locator(".projection")).to_contain_text("σ = ", timeout=30_000)
+    shoot(page, "new-run")
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"#/runs/[0-9a-f]+$"))
+    seen = set()
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        seen.add(int(page.locator("[role=progressbar]").first.get_attribute("aria-valuenow")))
+        if page.locator("h1 .chip").inner_text() in ("succeeded", "failed"):
+            break
+        time.sleep(0.2)
+    assert wait_status(page, "succeeded") == "succeeded"
+    assert page.locator("[role=progressbar]").first.get_attribute("aria-valuenow") == "100"
+    assert len(seen - {0, 100}) >= 1, f"the progress bar never showed an intermediate value: {sorted(seen)}"
+    expect(page.locator("#chart-learning .main-svg").first).to_be_visible(timeout=20_000)
+    expect(page.locator("#chart-epsilon .main-svg").first).to_be_visible()
+    expect(page.locator(".ledger-eps")).to_contain_text("(rdp)")
+    page.select_option("select[name=accountant]", "pld")
+    expect(page.locator(".ledger-eps")).to_contain_text("(pld)", timeout=20_000)
+    assert "accountant=pld" in page.url
+    shoot(page, "run-detail")
+
+
+def test_bad_field_shows_the_api_message_beside_it(page: Page):
+    page.goto("/#/new")
+    fill_form(page, {"rounds": "0"})
+    page.click("button[type=submit]")
+    field = page.locator(".field[data-field='rounds']")
+    expect(field.locator(".error")).to_have_text("input should be greater than or equal to 1; got 0.")
+    expect(field).to_have_class(re.compile("invalid"))
+    expect(page.locator("#banner")).to_contain_text("Could not start run")
+
+
+def test_sweep_draws_one_trace_per_algorithm_with_bands_and_the_url_reproduces_it(
+    page: Page, server, browser
+):
+    page.goto("/#/new?mode=sweep")
+    fill_form(page, SMALL | {"sweep.epsilons": "1, 8", "sweep.seeds": "0, 1"})
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"#/compare\?sweep=[0-9a-f]+"))
+    sweep = re.search(r"sweep=([0-9a-f]+)", page.url).group(1)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        counts = httpx.get(f"{server}/api/sweeps/{sweep}/summary").json()["counts"]
+        if counts["queued"] == counts["running"] == 0:
+            break
+        time.sleep(1)
+    assert counts["succeeded"] == 6, counts  # isrl_mbsgd at 2 ε × 2 seeds, fedavg once per seed
+    page.wait_for_function(
+        "() => { const c = document.getElementById('chart-tradeoff'); "
+        "return c && c.data && c.data.some(t => t.meta && t.meta.role === 'band'); }",
+        timeout=30_000,
+    )
+    roles = page.evaluate(
+        "document.getElementById('chart-tradeoff').data.map(t => [t.meta?.role, t.meta?.algorithm])"
+    )
+    assert ["mean", "isrl_mbsgd"] in roles and ["band", "isrl_mbsgd"] in roles
+    assert len([r for r in roles if r[0] == "mean"]) == 1  # one line per private algorithm
+    assert page.evaluate("document.getElementById('chart-tradeoff').layout.xaxis.type") == "log"
+    page.uncheck("input[name=log]")
+    page.wait_for_function("() => document.getElementById('chart-tradeoff').layout.xaxis.type === 'linear'")
+    shoot(page, "compare")
+    link = page.url
+    assert "log=0" in link
+    other = browser.new_page(viewport={"width": 1400, "height": 900})
+    other.goto(link)
+    other.wait_for_function(
+        "() => { const c = document.getElementById('chart-tradeoff'); return c && c.layout && "
+        "c.layout.xaxis.type === 'linear' && c.data.length > 0; }",
+        timeout=30_000,
+    )
+    assert other.evaluate("document.querySelector('select[name=sweep]').value") == sweep
+    other.close()
+
+
+def test_cancel_a_running_run(page: Page, server):
+    spec = {
+        "algorithm": "isrl_mbsgd",
+        "dataset": {"name": "digits", "silos": 4},
+        "rounds": 1500,
+        "eval_every": 50,
+        "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+    }
+    run_id = httpx.post(f"{server}/api/runs", json=spec).json()["id"]
+    page.goto(f"/#/runs/{run_id}")
+    wait_status(page, "running")
+    page.click("button:has-text('Cancel')")
+    assert wait_status(page, "cancelled") == "cancelled"
+    body = httpx.get(f"{server}/api/runs/{run_id}").json()
+    assert body["status"] == "cancelled" and 0 < body["current_round"] < 1500
+
+
+def test_runs_and_budgets_pages(page: Page, server):
+    httpx.put(f"{server}/api/budgets/digits", json={"total_epsilon": 100.0})
+    page.goto("/#/runs")
+    expect(page.locator("table.runs tbody tr").first).to_be_visible()
+    expect(page.locator("table.runs .chip").first).to_be_visible()
+    shoot(page, "runs")
+    page.goto("/#/budgets")
+    expect(page.locator(".card[data-dataset='digits'] .remaining")).to_be_visible()
+    shoot(page, "budgets")
