@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 export DPFL_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: install up test lint bench clean
+.PHONY: install up test lint bench bench-api clean
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -28,6 +28,11 @@ bench: install
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,bench]"
 	$(PY) benchmarks/ledger.py
 	$(PY) benchmarks/engine.py
+	$(PY) benchmarks/api.py
+
+# The API under load: needs PostgreSQL and Redis on 127.0.0.1 (.ci/services.sh starts them).
+bench-api: install
+	$(PY) benchmarks/api.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -49,7 +49,9 @@ class _Connection:
         head = await self.reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         status = int(lines[0].split(" ", 2)[1])
-        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+        headers = {
+            k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)
+        }
         if "content-length" not in headers:
             raise RuntimeError(f"response without Content-Length: {lines[0]}")
         body = await self.reader.readexactly(int(headers["content-length"]))
@@ -100,11 +102,10 @@ async def run_load(
                 conn.close()
                 errors.append(f"{type(exc).__name__}: {exc}")
                 continue
-            elapsed = time.perf_counter() - t0
+            if measured:  # an error response is a latency too (a 500 may come after a long stall)
+                latencies.append(time.perf_counter() - t0)
             if status != 200:
                 errors.append(f"HTTP {status}: {body[:200]!r}")
-            elif measured:
-                latencies.append(elapsed)
 
     await asyncio.gather(*(client(c) for c in connections))
     end = time.perf_counter()
