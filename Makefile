@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 up: install
-	$(VENV)/bin/dpfl up
+	$(VENV)/bin/dpfl up --demo
 
 # pytest exits 5 when it collects no test: not a failure of the suite.
 test: install

@@ -7,11 +7,13 @@ timeout longer than the longest run. Outcomes go on the run row, never to a resu
 
 from __future__ import annotations
 
-from celery import Celery
+from collections.abc import Sequence
+
+from celery import Celery, group
 
 from backend.settings import Settings
 
-__all__ = ["EXECUTE_RUN", "enqueue_run", "make_celery"]
+__all__ = ["EXECUTE_RUN", "enqueue_run", "enqueue_runs", "make_celery"]
 
 EXECUTE_RUN = "dpfl.execute_run"
 
@@ -51,3 +53,8 @@ def make_celery(settings: Settings) -> Celery:
 def enqueue_run(celery: Celery, run_id: str) -> None:
     """Queues one run by id (the only argument a task takes)."""
     celery.send_task(EXECUTE_RUN, args=[run_id])
+
+
+def enqueue_runs(celery: Celery, run_ids: Sequence[str]) -> None:
+    """Queues many runs as one Celery group: the broker connection is opened once for all."""
+    group(celery.signature(EXECUTE_RUN, args=[run_id]) for run_id in run_ids).apply_async()

@@ -408,6 +408,12 @@ def table(
     loaded, single = lists["loaded"], lists["single"]
     list_met = loaded["p99_ms"] < cfg["list_target_p99_ms"] and loaded["errors"] == 0
     needed = loaded["concurrency"] / cfg["list_target_p99_ms"] * 1e3  # Little's law
+    error_note = (
+        f"; {loaded['errors']} failed, {loaded['errors_measured']} of them measured, with "
+        f"`{loaded['first_error'][:40]}` after {loaded['error_median_s']:.1f} s (median)"
+        if loaded["errors"]
+        else ", no errors"
+    )
     ok &= list_met
     rows = [
         "| measure | result | target | met |",
@@ -415,7 +421,7 @@ def table(
         f"| (a) `GET {cfg['list']['path']}`, {loaded['concurrency']} concurrent connections: "
         f"p50 / p95 / p99 / max | {_ms(loaded['p50_ms'])} / {_ms(loaded['p95_ms'])} / "
         f"**{_ms(loaded['p99_ms'])}** / {_ms(loaded['max_ms'])} ms "
-        f"({loaded['requests']:,} requests, {loaded['errors']} errors) "
+        f"({loaded['requests']:,} requests{error_note}) "
         f"| p99 < {cfg['list_target_p99_ms']:g} ms | {'yes' if list_met else 'NO'} |",
         f"| (a) throughput under that load | {loaded['throughput_rps']:,.0f} requests/s "
         f"(closed loop, so a mean wait of {loaded['concurrency']} / throughput = "

@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import math
+import statistics
 import sys
 import time
 from urllib.parse import urlsplit
@@ -78,7 +79,7 @@ async def run_load(
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     connections = [_Connection(host, port, target) for _ in range(concurrency)]
     latencies: list[float] = []
-    errors: list[str] = []
+    errors: list[tuple[bool, float, str]] = []  # (measured, seconds taken, what)
     budget = {"warmup": warmup, "measured": requests}
     deadline = time.monotonic() + max_seconds
     start_measuring: list[float] = []
@@ -100,12 +101,13 @@ async def run_load(
                 status, body = await conn.get()
             except (OSError, asyncio.IncompleteReadError, RuntimeError, ValueError) as exc:
                 conn.close()
-                errors.append(f"{type(exc).__name__}: {exc}")
+                errors.append((measured, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"))
                 continue
+            elapsed = time.perf_counter() - t0
             if measured:  # an error response is a latency too (a 500 may come after a long stall)
-                latencies.append(time.perf_counter() - t0)
+                latencies.append(elapsed)
             if status != 200:
-                errors.append(f"HTTP {status}: {body[:200]!r}")
+                errors.append((measured, elapsed, f"HTTP {status}: {body[:200]!r}"))
 
     await asyncio.gather(*(client(c) for c in connections))
     end = time.perf_counter()
@@ -117,7 +119,9 @@ async def run_load(
         "concurrency": concurrency,
         "requests": len(latencies),
         "errors": len(errors),
-        "first_error": errors[0] if errors else "",
+        "errors_measured": sum(measured for measured, _, _ in errors),
+        "error_median_s": statistics.median(t for _, t, _ in errors) if errors else math.nan,
+        "first_error": errors[0][2] if errors else "",
         "p50_ms": percentile(latencies, 50) * 1e3,
         "p95_ms": percentile(latencies, 95) * 1e3,
         "p99_ms": percentile(latencies, 99) * 1e3,

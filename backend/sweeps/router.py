@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any
 
-from celery import Celery, group
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from backend.deps import SessionDep, SettingsDep, WriteGuard
-from backend.queue import EXECUTE_RUN
+from backend.queue import enqueue_runs
 from backend.sweeps import service
 from backend.sweeps.export import summary_csv
 from backend.sweeps.grid import PointError
@@ -23,11 +21,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"description": "the sweep's runs would overspend a dataset's privacy budget; nothing was created"},
     422: {"description": "a field of the base or the grid is invalid; `detail[].loc` names it"},
 }
-
-
-def _enqueue(celery: Celery, run_ids: Sequence[str]) -> None:
-    # one group: the broker connection is opened once for all of the sweep's messages
-    group(celery.signature(EXECUTE_RUN, args=[run_id]) for run_id in run_ids).apply_async()
 
 
 @router.post("", status_code=201, response_model=SweepCreated, responses=ERRORS, dependencies=[WriteGuard])
@@ -44,7 +37,7 @@ def create_sweep(request: Request, session: SessionDep, settings: SettingsDep, b
         return JSONResponse({"detail": [error], "error": "SpecError"}, status_code=422)
     session.commit()  # the workers must find the rows before the messages
     if runs:
-        _enqueue(request.app.state.celery, [run.id for run in runs])
+        enqueue_runs(request.app.state.celery, [run.id for run in runs])
     return service.created(sweep, runs)
 
 

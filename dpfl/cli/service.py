@@ -21,6 +21,8 @@ db_app = typer.Typer(help="The database schema (Alembic migrations).", no_args_i
 
 
 def _settings():
+    # The service modules are imported inside these commands, so `dpfl privacy` and `dpfl run`
+    # start without loading FastAPI, SQLAlchemy and Celery.
     from backend.settings import get_settings
 
     settings = get_settings()
@@ -73,6 +75,9 @@ def up(
     host: Annotated[str | None, typer.Option(help="bind address (default DPFL_HOST, 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="port (default DPFL_PORT, 8000)")] = None,
     workers: Annotated[int, typer.Option(help="worker processes to start beside the API")] = 1,
+    demo: Annotated[
+        bool, typer.Option(help="queue a small demo sweep on first start (no sweep yet)")
+    ] = False,
 ) -> None:
     """Start DP-FL Explorer: upgrade the database, start a worker and serve the API."""
     import uvicorn
@@ -84,6 +89,11 @@ def up(
     if host is not None:
         os.environ["DPFL_HOST"] = host
     migrate.upgrade(settings.database_url)
+    if demo:
+        from backend.demo import seed_demo
+
+        if (sweep_id := seed_demo(settings)) is not None:
+            print(f"queued the demo sweep {sweep_id}; open Compare to watch its curves appear")
     # uvicorn re-raises the SIGTERM it caught after shutting down; make that an exception, not
     # an abrupt exit, so the workers below are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

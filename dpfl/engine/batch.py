@@ -89,8 +89,10 @@ class SiloBatch:
         ys = torch.as_tensor(y)
         if xs.dtype != dtype:
             xs = xs.to(dtype)
-        rows = [torch.as_tensor(np.asarray(i) if not isinstance(i, torch.Tensor) else i, dtype=torch.long)
-                for i in indices]
+        rows = [
+            torch.as_tensor(np.asarray(i) if not isinstance(i, torch.Tensor) else i, dtype=torch.long)
+            for i in indices
+        ]
         if not rows:
             raise ValueError("SiloBatch.from_indices needs at least one silo's indices")
         lengths = [len(r) for r in rows]

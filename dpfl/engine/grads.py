@@ -117,8 +117,10 @@ def clipped_grad_sum(
     _check(layout, flat_params, batch)
     stack = ghost.linear_stack(model) if method in ("auto", "ghost") else None
     if method == "ghost" and stack is None:
-        raise ValueError(f"method='ghost' needs a Sequential of Linear layers and elementwise activations; "
-                         f"got {type(model).__name__}; use method='per_sample' or 'auto'")
+        raise ValueError(
+            f"method='ghost' needs a Sequential of Linear layers and elementwise activations; "
+            f"got {type(model).__name__}; use method='per_sample' or 'auto'"
+        )
     total = torch.zeros(batch.num_silos, layout.size, dtype=flat_params.dtype)
     norms = torch.zeros(batch.num_silos, batch.batch_size, dtype=flat_params.dtype)
     per_sample = ghost.bytes_per_sample(stack) if stack else _generic_bytes_per_sample(layout, batch)
@@ -207,8 +209,10 @@ def evaluate(
 def _check(layout: ParamLayout, flat_params: torch.Tensor, batch: SiloBatch) -> None:
     shape = tuple(flat_params.shape)
     if shape not in ((layout.size,), (batch.num_silos, layout.size)):
-        raise ValueError(f"flat_params must be [P] = ({layout.size},) or [S, P] = "
-                         f"({batch.num_silos}, {layout.size}); got {shape}")
+        raise ValueError(
+            f"flat_params must be [P] = ({layout.size},) or [S, P] = "
+            f"({batch.num_silos}, {layout.size}); got {shape}"
+        )
 
 
 def _clip_factors(norms: torch.Tensor, mask: torch.Tensor, clip: float) -> torch.Tensor:

@@ -66,8 +66,10 @@ class ParamLayout:
         Writing into a view writes into ``flat``; autograd flows from the views to ``flat``.
         """
         if flat.shape[-1] != self.size:
-            raise ValueError(f"flat parameters must have {self.size} entries in the last dimension; "
-                             f"got shape {tuple(flat.shape)}")
+            raise ValueError(
+                f"flat parameters must have {self.size} entries in the last dimension; "
+                f"got shape {tuple(flat.shape)}"
+            )
         lead = flat.shape[:-1]
         return {
             name: flat.narrow(-1, offset, shape.numel()).view(*lead, *shape)
