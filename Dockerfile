@@ -23,7 +23,7 @@ COPY frontend frontend
 RUN pip install -c constraints.txt --extra-index-url https://download.pytorch.org/whl/cpu . \
     && useradd --create-home --uid 1000 dpfl
 
-# Celery refuses nothing as root with JSON, but nothing here needs root either.
+# Nothing here needs root (and Celery warns when a worker runs as root).
 USER dpfl
 EXPOSE 8000
 CMD ["sh", "-c", "dpfl db upgrade && exec uvicorn backend.main:app --host 0.0.0.0 --port 8000"]

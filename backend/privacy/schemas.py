@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 __all__ = ["ProjectionRead"]
@@ -18,3 +20,5 @@ class ProjectionRead(BaseModel):
     accountant: str | None
     planned_epsilon: list[float] = Field(description="projected ε after each round, from round 1")
     budget: float | None = Field(description="the dataset's remaining ε budget; None when it has none")
+    label_histogram: list[list[int]] = Field(description="records per class in each silo, [silos][classes]")
+    partition_figure: dict[str, Any] = Field(description="the histogram as Plotly figure JSON")

@@ -8,6 +8,7 @@ which needs the algorithm's plan and so the partition: the dataset is loaded, on
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +18,11 @@ from backend.budgets.service import get_budget
 from backend.errors import NotFound
 from backend.runs import service as runs
 from backend.settings import Settings
-from dpfl import runner
-from dpfl.spec import RunSpec
+from dpfl import plots
+from dpfl.data import load_dataset, partition
+from dpfl.spec import DatasetSpec, RunSpec
 
 __all__ = ["project"]
-
-
-@functools.lru_cache(maxsize=32)
-def _calibrated(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> runner.Privacy:
-    # Cached: the new-run form asks again for the same spec as the user edits other fields.
-    return runner.project(runner.prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir))
 
 
 def project(session: Session, *, spec: RunSpec, settings: Settings) -> dict[str, Any]:
@@ -41,13 +37,30 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> dict[str,
         "target_epsilon": None if spec.privacy is None else spec.privacy.epsilon
     }
     if spec.privacy is not None and out["noise_multiplier"] is None:
-        plan = _calibrated(spec, tuple(settings.data_dirs), settings.cache_dir)
+        plan = runs.planned_privacy(spec, settings)
         out |= {
             "epsilon": plan.planned_epsilon[-1] if plan.planned_epsilon else 0.0,
             "noise_multiplier": plan.noise_multiplier,
             "planned_epsilon": plan.planned_epsilon,
         }
-    return out | {"budget": _remaining(session, spec.dataset.name)}
+    key = json.dumps(spec.dataset.model_dump(mode="json"), sort_keys=True)  # a DatasetSpec holds dicts
+    histogram = _label_histogram(key, spec.seed, tuple(settings.data_dirs), settings.cache_dir)
+    return out | {
+        "budget": _remaining(session, spec.dataset.name),
+        "label_histogram": histogram,
+        "partition_figure": plots.to_json(plots.label_histogram(histogram)),
+    }
+
+
+@functools.lru_cache(maxsize=32)
+def _label_histogram(dataset_json: str, seed: int, data_dirs: tuple[Path, ...], cache_dir: Path) -> list:
+    # Labels only: feature transforms (PCA) do not change them, so they are skipped.
+    dataset = DatasetSpec.model_validate_json(dataset_json)
+    data = load_dataset(dataset.name, search_dirs=data_dirs, cache_dir=cache_dir, **dataset.options)
+    split = partition(
+        data, kind=dataset.partition.kind, num_silos=dataset.silos, seed=seed, **dataset.partition.options()
+    )
+    return split.label_histogram().tolist()
 
 
 def _remaining(session: Session, dataset: str) -> float | None:

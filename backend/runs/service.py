@@ -32,6 +32,7 @@ __all__ = [
     "ledger",
     "list_runs",
     "metrics",
+    "planned_privacy",
     "project",
     "requeue_stale",
 ]
@@ -56,9 +57,15 @@ def check_limits(spec: RunSpec, settings: Settings) -> None:
         )
 
 
+def planned_privacy(spec: RunSpec, settings: Settings) -> runner.Privacy:
+    """Returns σ and the planned ε per round of `spec`, calibrating σ for an ε target (loads the data)."""
+    return _planned(spec, tuple(settings.data_dirs), settings.cache_dir)
+
+
 @functools.lru_cache(maxsize=32)
-def _projection(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> runner.Privacy:
-    # Cached: a sweep submits many specs over the same data, and a spec is hashable.
+def _planned(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> runner.Privacy:
+    # Cached: a sweep submits many specs over the same data, and the new-run form asks again
+    # for the same spec as the user edits other fields; a spec is hashable.
     return runner.project(runner.prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir))
 
 
@@ -90,7 +97,7 @@ def project(spec: RunSpec, settings: Settings) -> dict[str, Any]:
         return out
     if not needs_plan:
         return out | {"epsilon": privacy.epsilon}
-    plan = _projection(spec, tuple(settings.data_dirs), settings.cache_dir)
+    plan = planned_privacy(spec, settings)
     return out | {
         "epsilon": plan.planned_epsilon[-1] if plan.planned_epsilon else 0.0,
         "noise_multiplier": plan.noise_multiplier,

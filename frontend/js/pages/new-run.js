@@ -1,6 +1,7 @@
 // New run / new sweep: a form generated from the algorithm's params JSON Schema, with the
 // projected ε (or calibrated σ) updated as the form changes, and API errors beside fields.
 import { ApiError, api } from "../api.js";
+import { draw } from "../charts.js";
 import { banner, fmt, h, replace } from "../dom.js";
 import { current, go } from "../state.js";
 
@@ -89,6 +90,7 @@ export async function render(root, { params }) {
   const about = h("p", { class: "muted about" });
   const paramBox = h("div");
   const projection = h("div", { class: "projection", "aria-live": "polite" }, "…");
+  const partitionChart = h("div", { class: "chart small", id: "chart-partition-preview" });
   const privacyBox = h("fieldset", { class: "privacy" });
   const eps0 = initial.privacy?.epsilon ?? 3;
   const epsLabel = h("strong", { class: "eps-value" }, `ε = ${eps0}`);
@@ -135,7 +137,7 @@ export async function render(root, { params }) {
         field("evaluate every", "eval_every", number("eval_every", initial.eval_every ?? 1, { min: 1, step: 1 })),
         field("seed", "seed", number("seed", initial.seed ?? 0, { min: 0, step: 1 }))),
     ),
-    h("div", {}, privacyBox, sweepBox, h("h2", {}, "Before it runs"), projection,
+    h("div", {}, privacyBox, sweepBox, h("h2", {}, "Before it runs"), projection, partitionChart,
       h("p", {}, h("button", { type: "submit", class: "primary" }, sweepMode ? "Start sweep" : "Start run"), " ",
         h("a", { href: sweepMode ? "#/new" : "#/new?mode=sweep" }, sweepMode ? "single run instead" : "sweep instead"))));
 
@@ -161,9 +163,10 @@ export async function render(root, { params }) {
         const parts = p.notion === "none" ? ["not private: no ε is spent"]
           : [`σ = ${fmt(p.noise_multiplier?.length ? Math.max(...p.noise_multiplier) : p.noise_multiplier, 4)}`,
              `projected ε = ${fmt(p.epsilon, 4)} at δ = ${p.delta} (${p.accountant}, ${p.notion}-level)`];
-        if (p.budget) parts.push(`budget: this run needs ${fmt(p.epsilon)} of ${fmt(p.budget.remaining)} remaining on ${spec.dataset.name}`);
+        if (p.budget !== null && p.budget !== undefined) parts.push(`budget: this run needs ${fmt(p.epsilon)} of ${fmt(p.budget)} remaining on ${spec.dataset.name}`);
         projection.textContent = parts.join(" · ");
         projection.dataset.noiseMultiplier = JSON.stringify(p.noise_multiplier);
+        if (p.partition_figure) draw(partitionChart, p.partition_figure);
       } catch (err) {
         if (mine !== seq) return;
         projection.textContent = `Cannot project: ${err instanceof ApiError && err.status === 422 ? showErrors(form, err.fields) || "see the fields marked" : err.message}`;

@@ -88,6 +88,10 @@ def test_concurrent_admissions_cannot_overspend(settings):
     with serve(app) as url:
         with httpx.Client(base_url=url, timeout=30) as http:
             assert http.put("/api/budgets/digits", json={"total_epsilon": 10.0}).status_code == 200
+            # the request's session commits after its response is sent: wait to see the budget
+            deadline = time.monotonic() + 10
+            while http.get("/api/budgets/digits").status_code != 200 and time.monotonic() < deadline:
+                time.sleep(0.05)
         responses = post_together(url, CLIENTS)
         with httpx.Client(base_url=url, timeout=30) as http:
             budget = http.get("/api/budgets/digits").json()

@@ -57,7 +57,10 @@ def test_noise_multiplier_spec_projects_its_epsilon(client):
 
 def test_non_private_algorithm_projects_nothing(client):
     spec = {"algorithm": "fedavg", "dataset": {"name": "digits", "silos": 4}, "rounds": 2}
-    assert client.post("/api/privacy/project", json=spec).json() == {
+    body = client.post("/api/privacy/project", json=spec).json()
+    assert body.pop("partition_figure")["data"]
+    assert body == {
+        "label_histogram": body["label_histogram"],
         "notion": "none",
         "epsilon": None,
         "target_epsilon": None,
@@ -106,3 +109,17 @@ def test_missing_dataset_files_are_422(settings):
     assert res.status_code == 422
     assert res.json()["error"] == "DatasetUnavailable"
     assert res.json()["detail"].startswith("4 dataset file(s) missing:")
+
+
+def test_the_partition_histogram_is_shown_before_running(client):
+    spec = {
+        "algorithm": "fedavg",
+        "dataset": {"name": "digits", "silos": 5, "partition": {"kind": "shards", "labels_per_silo": 2}},
+        "rounds": 2,
+    }
+    body = client.post("/api/privacy/project", json=spec).json()
+    histogram = body["label_histogram"]
+    assert len(histogram) == 5 and sum(map(sum, histogram)) == 1438  # digits' training rows
+    assert all(sum(1 for count in silo if count) <= 2 for silo in histogram)  # two labels per silo
+    bars = body["partition_figure"]["data"]
+    assert sum(sum(trace["y"]) for trace in bars) == 1438
