@@ -53,7 +53,10 @@ class Database:
         kwargs = (
             {"connect_args": {"check_same_thread": False, "timeout": 30}}
             if self.is_sqlite
-            else {"pool_size": 20, "max_overflow": 20, "pool_pre_ping": True}
+            # More connections than the 40 threads FastAPI runs sync endpoints on: a request holds its
+            # connection until after its response is serialised on another thread, so a smaller
+            # pool can leave every thread waiting for a connection that a waiting thread holds.
+            else {"pool_size": 20, "max_overflow": 40, "pool_pre_ping": True}
         )
         self.engine: Engine = create_engine(url, **kwargs)
         if self.is_sqlite:

@@ -32,4 +32,6 @@ def get_budget(dataset: str, session: SessionDep) -> dict[str, Any]:
 @router.put("/{dataset}", dependencies=[WriteGuard])
 def put_budget(dataset: str, body: BudgetUpdate, session: SessionDep) -> dict[str, Any]:
     """Set a dataset's total ε budget."""
-    return service.put_budget(session, dataset=dataset, total_epsilon=body.total_epsilon)
+    budget = service.put_budget(session, dataset=dataset, total_epsilon=body.total_epsilon)
+    session.commit()  # committed before the answer: the next admission sees the budget
+    return budget

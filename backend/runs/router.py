@@ -143,13 +143,16 @@ def get_run(run_id: str, session: SessionDep) -> Any:
 @router.post("/{run_id}/cancel", response_model=RunRead, responses=ERRORS, dependencies=[WriteGuard])
 def cancel_run(run_id: str, session: SessionDep) -> Any:
     """Cancel a queued run now, or ask a running one to stop after its current round."""
-    return service.cancel_run(session, run_id)
+    run = service.cancel_run(session, run_id)
+    session.commit()  # committed before the answer: a client that reads next sees it
+    return run
 
 
 @router.delete("/{run_id}", status_code=204, responses=ERRORS, dependencies=[WriteGuard])
 def delete_run(run_id: str, session: SessionDep) -> Response:
     """Delete a finished run with its metrics and ledger."""
     service.delete_run(session, run_id)
+    session.commit()
     return Response(status_code=204)
 
 
