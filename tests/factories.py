@@ -59,3 +59,15 @@ def run_cli(capsys, *args: str) -> tuple[int, str, str]:
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def service_spec(**overrides: Any) -> dict[str, Any]:
+    """Returns a small ISRL-DP run on digits (4 silos, 3 rounds, ε = 2) as the JSON the API takes."""
+    return {
+        "algorithm": "isrl_mbsgd",
+        "params": {"lr": 0.5, "batch_size": 64, "clip": 1.0},
+        "dataset": {"name": "digits", "silos": 4},
+        "model": {"name": "mlp", "hidden": [32]},
+        "rounds": 3,
+        "privacy": {"epsilon": 2.0, "delta": 1e-5},
+    } | overrides

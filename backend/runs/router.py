@@ -7,9 +7,10 @@ import datetime as dt
 import io
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
 from backend.deps import SessionDep, SettingsDep, WriteGuard
 from backend.models import Run
@@ -59,28 +60,38 @@ def create_run(
     return run
 
 
+@dataclass
+class RunFilters:
+    """The filters and order GET /runs and GET /runs.csv share (query parameters)."""
+
+    status: str | None = None
+    algorithm: str | None = None
+    dataset: str | None = None
+    sweep: str | None = None
+    sort: str = "-created_at"
+
+    def query(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "algorithm": self.algorithm,
+            "dataset": self.dataset,
+            "sweep_id": self.sweep,
+            "sort": self.sort,
+        }
+
+
+FiltersDep = Annotated[RunFilters, Depends()]
+
+
 @router.get("", response_model=RunPage)
 def list_runs(
     session: SessionDep,
-    status: str | None = None,
-    algorithm: str | None = None,
-    dataset: str | None = None,
-    sweep: str | None = None,
-    sort: str = "-created_at",
+    filters: FiltersDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> Any:
     """List runs, filtered and sorted (`sort=-epsilon`), one page at a time."""
-    rows, total = service.list_runs(
-        session,
-        status=status,
-        algorithm=algorithm,
-        dataset=dataset,
-        sweep_id=sweep,
-        sort=sort,
-        limit=limit,
-        offset=offset,
-    )
+    rows, total = service.list_runs(session, **filters.query(), limit=limit, offset=offset)
     next_offset = offset + limit if offset + limit < total else None
     return {"items": rows, "total": total, "offset": offset, "limit": limit, "next_offset": next_offset}
 
@@ -94,25 +105,9 @@ def list_runs(
         422: ERRORS[422],
     },
 )
-def export_runs(
-    session: SessionDep,
-    status: str | None = None,
-    algorithm: str | None = None,
-    dataset: str | None = None,
-    sweep: str | None = None,
-    sort: str = "-created_at",
-) -> Response:
+def export_runs(session: SessionDep, filters: FiltersDep) -> Response:
     """The runs matching the filters of GET /runs as CSV (at most 100,000; X-Total-Count: all matches)."""
-    rows, total = service.list_runs(
-        session,
-        status=status,
-        algorithm=algorithm,
-        dataset=dataset,
-        sweep_id=sweep,
-        sort=sort,
-        limit=CSV_MAX_ROWS,
-        offset=0,
-    )
+    rows, total = service.list_runs(session, **filters.query(), limit=CSV_MAX_ROWS, offset=0)
     return Response(
         _runs_csv(rows),
         media_type="text/csv",

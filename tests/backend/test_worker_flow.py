@@ -13,18 +13,11 @@ from backend.main import create_app
 from dpfl.runner import run as run_locally
 from dpfl.spec import parse_spec
 from tests.backend.conftest import WorkerProcess, wait_for
+from tests.factories import service_spec
 
 pytestmark = pytest.mark.service
 
-SPEC = {
-    "algorithm": "isrl_mbsgd",
-    "params": {"lr": 0.5, "batch_size": 64, "clip": 1.0},
-    "dataset": {"name": "digits", "silos": 4},
-    "model": {"name": "mlp", "hidden": [32]},
-    "rounds": 6,
-    "eval_every": 2,
-    "privacy": {"noise_multiplier": 1.5, "delta": 1e-5},
-}
+SPEC = service_spec(rounds=6, eval_every=2, privacy={"noise_multiplier": 1.5, "delta": 1e-5})
 
 
 def test_run_completes_and_its_ledger_matches_the_runner(client, worker):

@@ -22,18 +22,12 @@ from sqlalchemy import update
 from backend.db import Database
 from backend.main import create_app
 from backend.models import Run
+from tests.factories import service_spec
 from worker import execution
 
 pytestmark = pytest.mark.service
 
-SPEC = {
-    "algorithm": "isrl_mbsgd",
-    "params": {"lr": 0.5, "batch_size": 64, "clip": 1.0},
-    "dataset": {"name": "digits", "silos": 4},
-    "model": {"name": "mlp", "hidden": [32]},
-    "rounds": 3,
-    "privacy": {"epsilon": 1.0, "delta": 1e-5},
-}
+SPEC = service_spec(privacy={"epsilon": 1.0, "delta": 1e-5})
 CLIENTS = 20
 
 

@@ -9,17 +9,11 @@ import time
 import pytest
 
 from tests.backend.conftest import wait_for
+from tests.factories import service_spec
 
 pytestmark = pytest.mark.service
 
-SPEC = {
-    "algorithm": "isrl_mbsgd",
-    "params": {"lr": 0.5, "batch_size": 64, "clip": 1.0},
-    "dataset": {"name": "digits", "silos": 4},
-    "model": {"name": "mlp", "hidden": [32]},
-    "rounds": 5,
-    "privacy": {"noise_multiplier": 1.5, "delta": 1e-5},
-}
+SPEC = service_spec(rounds=5, privacy={"noise_multiplier": 1.5, "delta": 1e-5})
 
 
 def events(response, *, until: set[str] = frozenset()):

@@ -8,17 +8,11 @@ from fastapi.testclient import TestClient
 from backend.main import create_app
 from dpfl import runner
 from dpfl.spec import parse_spec
+from tests.factories import service_spec
 
 pytestmark = pytest.mark.service
 
-SPEC = {
-    "algorithm": "isrl_mbsgd",
-    "params": {"lr": 0.5, "batch_size": 64, "clip": 1.0},
-    "dataset": {"name": "digits", "silos": 4},
-    "model": {"name": "mlp", "hidden": [32]},
-    "rounds": 3,
-    "privacy": {"epsilon": 3.0, "delta": 1e-5},
-}
+SPEC = service_spec(privacy={"epsilon": 3.0, "delta": 1e-5})
 
 
 def local_plan(spec: dict) -> runner.Privacy:

@@ -6,17 +6,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.main import create_app
+from tests.factories import service_spec
 
 pytestmark = pytest.mark.service
 
-DIGITS = {
-    "algorithm": "isrl_mbsgd",
-    "params": {"lr": 0.5, "batch_size": 64, "clip": 1.0},
-    "dataset": {"name": "digits", "silos": 4},
-    "model": {"name": "mlp", "hidden": [32]},
-    "rounds": 3,
-    "privacy": {"epsilon": 2.0, "delta": 1e-5},
-}
+DIGITS = service_spec()
 
 
 def submit(client, spec=DIGITS, **headers):
