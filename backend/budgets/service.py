@@ -3,18 +3,27 @@
 Admission is atomic: it first updates the budget's row, which takes the row lock on Postgres
 and the database's write lock on SQLite, so two concurrent admissions serialise and cannot
 together overspend. Charged = settled spending + open reservations.
+
+A run is charged its ε: for per-silo notions (record-level ISRL-DP) that is the maximum over
+silos, which is sound whatever the partition. For a dataset with natural silos (the four
+hospitals of `heart`), the budget also shows each silo's own spending: a record-level run on
+the natural partition is charged to each silo the ε of that silo's releases, and any other
+run its whole ε. Admission uses the dataset-level figures.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
 from backend.errors import BudgetExceeded, NotFound
-from backend.models import Budget, BudgetCharge, Run
+from backend.models import Budget, BudgetCharge, LedgerEventRow, Run
+from dpfl.data import dataset_info, registered_datasets
+from dpfl.privacy.ledger import Ledger
 
 __all__ = ["get_budget", "list_budgets", "put_budget", "reserve", "settle", "usage"]
 
@@ -82,6 +91,7 @@ def get_budget(session: Session, dataset: str) -> dict:
         "total_epsilon": budget.total_epsilon,
         **use,
         "remaining": budget.total_epsilon - use["spent"] - use["reserved"],
+        "silos": _silo_usage(session, dataset, budget.total_epsilon, charges),
         "charges": [
             {
                 "run_id": c.run_id,
@@ -92,6 +102,38 @@ def get_budget(session: Session, dataset: str) -> dict:
             for c in charges
         ],
     }
+
+
+def _silo_usage(session: Session, dataset: str, total: float, charges: Sequence[BudgetCharge]) -> dict | None:
+    """Returns silo ↦ {spent, reserved, remaining} for a dataset with natural silos, else None."""
+    natural = dataset_info(dataset).natural_silos if dataset in registered_datasets() else None
+    if not natural:
+        return None
+    silos = {f"silo-{i}": {"spent": 0.0, "reserved": 0.0} for i in range(natural)}
+    for charge in charges:
+        if charge.settled_at is None:
+            for use in silos.values():
+                use["reserved"] += charge.reserved
+            continue
+        per_silo = _spent_per_silo(session, session.get(Run, charge.run_id))
+        for name, use in silos.items():
+            use["spent"] += per_silo.get(name, 0.0) if per_silo is not None else charge.spent or 0.0
+    return {name: use | {"remaining": total - use["spent"] - use["reserved"]} for name, use in silos.items()}
+
+
+def _spent_per_silo(session: Session, run: Run) -> dict[str, float] | None:
+    """Returns party ↦ ε from the run's ledger when its silos are the dataset's own, else None."""
+    if (
+        run.notion != "record"
+        or (run.spec.get("dataset") or {}).get("partition", {}).get("kind") != "natural"
+    ):
+        return None
+    rows = session.scalars(select(LedgerEventRow).where(LedgerEventRow.run_id == run.id)).all()
+    book = Ledger.from_json({"round": r.round, "party": r.party, "event": e} for r in rows for e in r.events)
+    if not book.entries:
+        return {}
+    curves = book.epsilon_curves(delta=run.delta, accountant=run.accountant or "rdp")
+    return {party: float(curve[-1]) for party, curve in curves.items()}
 
 
 def list_budgets(session: Session) -> list[dict]:

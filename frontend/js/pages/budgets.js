@@ -10,6 +10,9 @@ export async function render(root) {
       h("h2", {}, b.dataset),
       h("dl", { class: "kv" }, h("dt", {}, "total ε"), h("dd", {}, fmt(b.total_epsilon)), h("dt", {}, "spent"), h("dd", {}, fmt(b.spent, 4)),
         h("dt", {}, "reserved"), h("dd", {}, fmt(b.reserved, 4)), h("dt", {}, "remaining"), h("dd", { class: "remaining" }, fmt(b.remaining, 4))),
+      b.silos ? h("table", { class: "grid silos" }, h("thead", {}, h("tr", {}, ["silo", "spent", "reserved", "remaining"].map((c) => h("th", {}, c)))),
+        h("tbody", {}, Object.entries(b.silos).map(([name, s]) => h("tr", {}, h("td", {}, name), h("td", { class: "num" }, fmt(s.spent, 4)),
+          h("td", { class: "num" }, fmt(s.reserved, 4)), h("td", { class: "num" }, fmt(s.remaining, 4)))))) : null,
       h("table", { class: "grid" }, h("thead", {}, h("tr", {}, ["run", "reserved", "spent", "settled"].map((c) => h("th", {}, c)))),
         h("tbody", {}, b.charges.map((c) => h("tr", {}, h("td", {}, h("a", { href: `#/runs/${c.run_id}` }, c.run_id)),
           h("td", { class: "num" }, fmt(c.reserved)), h("td", { class: "num" }, fmt(c.spent, 4)), h("td", {}, c.settled ? "yes" : "no"))))))) 

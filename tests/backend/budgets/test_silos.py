@@ -1,0 +1,65 @@
+"""Per-silo budget figures for a dataset with natural silos (heart's four hospitals)."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.db import Database
+from backend.main import create_app
+from tests.factories import data_dir, service_spec
+from worker import execution
+
+pytestmark = pytest.mark.service
+
+
+def _run(settings, run_id: str) -> None:
+    database = Database(settings.database_url)
+    try:
+        assert execution.claim(database, run_id, worker="test")
+        execution.execute(database, settings, run_id)
+    finally:
+        database.engine.dispose()
+
+
+def test_each_hospital_is_charged_its_own_releases(settings):
+    data_dir()  # heart's files come from DPFL_DATA_DIR
+    natural = service_spec(
+        dataset={"name": "heart", "silos": 4, "partition": {"kind": "natural"}},
+        params={"lr": 0.5, "batch_size": 16, "clip": 1.0},
+        rounds=4,
+        participation=2,
+        privacy={"noise_multiplier": 2.0, "delta": 1e-5},
+    )
+    shuffled = natural | {
+        "dataset": {"name": "heart", "silos": 4, "partition": {"kind": "iid"}},
+        "participation": None,
+    }
+    with TestClient(create_app(settings)) as client:
+        client.put("/api/budgets/heart", json={"total_epsilon": 20.0})
+        first = client.post("/api/runs", json=natural).json()["id"]
+        second = client.post("/api/runs", json=shuffled).json()["id"]
+        _run(settings, first)
+        open_view = client.get("/api/budgets/heart").json()
+        _run(settings, second)
+        parties = client.get(f"/api/runs/{first}/ledger").json()["parties"]
+        whole = client.get(f"/api/runs/{second}").json()["epsilon"]
+        budget = client.get("/api/budgets/heart").json()
+    reserved_second = open_view["silos"]["silo-0"]["reserved"]
+    assert reserved_second == pytest.approx(open_view["reserved"]) and reserved_second > 0
+    own = {name: curve[-1] for name, curve in parties.items()}
+    assert len(set(round(v, 9) for v in own.values())) > 1  # 2 of 4 silos a round: they differ
+    for name, use in budget["silos"].items():
+        # the natural run charges each hospital its own ε; the iid run (silos are not the
+        # hospitals) charges each its whole ε
+        assert use["spent"] == pytest.approx(own.get(name, 0.0) + whole, rel=1e-9)
+        assert use["remaining"] == pytest.approx(20.0 - use["spent"])
+        assert use["reserved"] == 0.0
+    assert budget["spent"] == pytest.approx(
+        max(own.values()) + whole, rel=1e-9
+    )  # the dataset level: the maximum
+
+
+def test_datasets_without_natural_silos_have_no_silo_view(client):
+    client.put("/api/budgets/digits", json={"total_epsilon": 5.0})
+    assert client.get("/api/budgets/digits").json()["silos"] is None
