@@ -21,6 +21,7 @@ from backend.api import api
 from backend.db import Database
 from backend.queue import enqueue_run, make_celery
 from backend.runs import service as runs
+from backend.runs.pages import PageCache, RunPages
 from backend.settings import Settings, get_settings
 
 __all__ = ["create_app"]
@@ -77,6 +78,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.database = database
     app.state.celery = make_celery(settings)
+    app.state.run_pages = PageCache()
+    app.add_middleware(RunPages, cache=app.state.run_pages)
     errors.install(app)
     app.include_router(api)
     # The browser app: no build step; plotly.min.js comes from the installed plotly package so

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
 from backend.deps import SessionDep, SettingsDep, WriteGuard
 from backend.models import Run
@@ -84,16 +85,28 @@ FiltersDep = Annotated[RunFilters, Depends()]
 
 
 @router.get("", response_model=RunPage)
-def list_runs(
-    session: SessionDep,
+async def list_runs(
+    request: Request,
     filters: FiltersDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
-) -> Any:
+) -> Response:
     """List runs, filtered and sorted (`sort=-epsilon`), one page at a time."""
-    rows, total = service.list_runs(session, **filters.query(), limit=limit, offset=offset)
-    next_offset = offset + limit if offset + limit < total else None
-    return {"items": rows, "total": total, "offset": offset, "limit": limit, "next_offset": next_offset}
+    database, cache = request.app.state.database, request.app.state.run_pages
+
+    def page() -> bytes:
+        with database.session() as session:
+            rows, total = service.list_runs(session, **filters.query(), limit=limit, offset=offset)
+            next_offset = offset + limit if offset + limit < total else None
+            return (
+                RunPage(items=rows, total=total, offset=offset, limit=limit, next_offset=next_offset)
+                .model_dump_json()
+                .encode()
+            )
+
+    # keyed by the raw query string, as backend.runs.pages.RunPages looks pages up before routing
+    body = await cache.get(request.scope["query_string"], lambda: run_in_threadpool(page))
+    return Response(body, media_type="application/json")
 
 
 # ".csv" joins the prefix as /runs.csv, a path of its own: /runs/{run_id} needs the slash
