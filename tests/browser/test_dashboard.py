@@ -129,6 +129,9 @@ def test_runs_and_budgets_pages(page: Page, server):
     expect(page.locator("table.runs tbody tr").first).to_be_visible()
     expect(page.locator("table.runs .chip").first).to_be_visible()
     shoot(page, "runs")
+    page.select_option("select[name=status]", "cancelled")
+    expect(page.locator("table.runs tbody tr")).to_have_count(1)  # the run cancelled above
+    assert "status=cancelled" in page.url
     page.goto("/#/budgets")
     expect(page.locator(".card[data-dataset='digits'] .remaining")).to_be_visible()
     shoot(page, "budgets")

@@ -77,7 +77,12 @@ def test_partial_participation_releases_only_for_chosen_silos():
 @pytest.mark.parametrize(
     ("overrides", "error", "message"),
     [
-        ({"algorithm": "sgd"}, UnknownNameError, "unknown algorithm 'sgd'; registered: fedavg, isrl_mbsgd"),
+        (
+            {"algorithm": "sgd"},
+            UnknownNameError,
+            "unknown algorithm 'sgd'; registered: fedavg, isrl_localsgd, isrl_mbsgd, isrl_proxsgd, "
+            "isrl_spider, sdp_mbsgd",
+        ),
         ({"params": {"lr": -1}}, SpecError, "`params.lr` input should be greater than 0; got -1."),
         ({"params": {"learning_rate": 1}}, SpecError, "`params.learning_rate` is not a known field."),
         ({"privacy": {"epsilon": 1.0}}, SpecError, "`privacy` must be omitted: fedavg is not private."),

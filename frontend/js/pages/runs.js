@@ -36,10 +36,10 @@ function toCsv(runs) {
 
 export async function render(root) {
   const params = current().params;
-  const state = { status: params.status ?? "", algorithm: params.algorithm ?? "", sort: params.sort ?? "-created_at",
+  const state = { status: params.status ?? "", algorithm: params.algorithm ?? "", dataset: params.dataset ?? "", sort: params.sort ?? "-created_at",
     offset: Number(params.offset ?? 0) };
   const selected = new Set();
-  const algorithms = await api.algorithms();
+  const [algorithms, { datasets }] = await Promise.all([api.algorithms(), api.datasets()]);
   const tbody = h("tbody");
   const pager = h("div", { class: "pager" });
   let visible = [];
@@ -74,6 +74,7 @@ export async function render(root) {
     h("div", { class: "toolbar" },
       filter("status", ["queued", "running", "succeeded", "failed", "cancelled"]),
       filter("algorithm", algorithms.map((a) => a.name)),
+      filter("dataset", datasets.map((d) => d.name)),
       h("button", { onclick: () => selected.size && go("compare", { runs: [...selected].join(",") }) }, "Compare selected"),
       h("button", { onclick: () => download("runs.csv", toCsv(visible), "text/csv") }, "Export CSV")),
     h("table", { class: "grid runs" }, h("thead", {}, head), tbody),

@@ -48,7 +48,8 @@ def test_noise_multiplier_run_is_projected_from_its_plan(client):
         (
             {"algorithm": "nope"},
             ["body", "algorithm"],
-            "unknown algorithm 'nope'; registered: fedavg, isrl_mbsgd",
+            "unknown algorithm 'nope'; registered: fedavg, isrl_localsgd, isrl_mbsgd, isrl_proxsgd, "
+            "isrl_spider, sdp_mbsgd",
         ),
         ({"rounds": 5000}, ["body", "rounds"], "must be ≤ 2000 on this server; got 5000."),
         ({"colour": "red"}, ["body", "colour"], "is not a known field."),

@@ -79,13 +79,15 @@ def test_duplicates_do_not_count_against_the_limit():
             BASE,
             {"algorithm": ["isrl_mbsgd", "nope"]},
             ("grid", "algorithm"),
-            "unknown algorithm 'nope'; registered: fedavg, isrl_mbsgd",
+            "unknown algorithm 'nope'; registered: fedavg, isrl_localsgd, isrl_mbsgd, isrl_proxsgd, "
+            "isrl_spider, sdp_mbsgd",
         ),
         (
             BASE | {"params_by_algorithm": {"nope": {}}},
             {"algorithm": ["fedavg"]},
             ("base", "params_by_algorithm", "nope"),
-            "unknown algorithm 'nope'; registered: fedavg, isrl_mbsgd",
+            "unknown algorithm 'nope'; registered: fedavg, isrl_localsgd, isrl_mbsgd, isrl_proxsgd, "
+            "isrl_spider, sdp_mbsgd",
         ),
         (
             BASE | {"algorithm": "isrl_mbsgd", "rounds": 3},

@@ -125,7 +125,8 @@ def test_sweeps_are_listed_newest_first_with_status_counts(client):
             BASE,
             {"algorithm": ["isrl_mbsgd", "nope"]},
             ["body", "grid", "algorithm"],
-            "unknown algorithm 'nope'; registered: fedavg, isrl_mbsgd",
+            "unknown algorithm 'nope'; registered: fedavg, isrl_localsgd, isrl_mbsgd, isrl_proxsgd, "
+            "isrl_spider, sdp_mbsgd",
         ),
         (
             BASE | {"rounds": 0},
