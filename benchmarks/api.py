@@ -469,7 +469,8 @@ def table(
             f"sends its next request when the last one is answered; {cfg['list']['warmup']} warm-up "
             "requests first; enough requests to span several expiries of the list's 1 s micro-cache, "
             "`backend/runs/pages.py`, whose pages are rebuilt in the background: a rebuild is one query "
-            "and serialisation, about 12 ms, the list's cost before the cache). (b) creates the sweep's 200 runs and queues them. (c) counts the time from "
+            "and serialisation, about 12 ms, the list's cost before the cache). (b) creates the "
+            "sweep's 200 runs and queues them. (c) counts the time from "
             "an update's commit to the first event showing that run at that round or later (the stream "
             "coalesces updates between its polls).",
             "",
