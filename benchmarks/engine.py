@@ -120,22 +120,30 @@ def make_rounds(x: torch.Tensor, y: torch.Tensor) -> tuple[dict[str, Round], tor
     num_silos, n, _ = x.shape
     k, clip, seed, lr = CONFIG["batch_size"], CONFIG["clip"], CONFIG["seed"], CONFIG["learning_rate"]
     noise_std = CONFIG["noise_multiplier"] * clip / k  # std of a silo's released mean gradient
-    model = build_model("mlp", input_shape=(x.shape[2],), num_classes=CONFIG["num_classes"],
-                        hidden=CONFIG["hidden"], seed=seed)
+    model = build_model(
+        "mlp",
+        input_shape=(x.shape[2],),
+        num_classes=CONFIG["num_classes"],
+        hidden=CONFIG["hidden"],
+        seed=seed,
+    )
     layout = ParamLayout.of(model)
     silos = list(range(num_silos))
     all_x, all_y = x.reshape(num_silos * n, -1), y.reshape(-1)
 
     def minibatch(r: int) -> SiloBatch:
         # Silo s's records are rows s·n … s·n + n − 1 of all_x.
-        index = [s * n + sample_without_replacement(n, k, silo_generator(seed, s, r, SAMPLING_STREAM))
-                 for s in silos]
+        index = [
+            s * n + sample_without_replacement(n, k, silo_generator(seed, s, r, SAMPLING_STREAM))
+            for s in silos
+        ]
         return SiloBatch.from_indices(all_x, all_y, index)
 
     def vectorised(w: torch.Tensor, r: int) -> torch.Tensor:
         clipped = clipped_grad_sum(model, layout, w, minibatch(r), clip=clip)
-        messages = clipped.sum.div_(k).add_(gaussian_noise((layout.size,), noise_std, seed=seed, silos=silos,
-                                                           round=r, stream=NOISE_STREAM))
+        messages = clipped.sum.div_(k).add_(
+            gaussian_noise((layout.size,), noise_std, seed=seed, silos=silos, round=r, stream=NOISE_STREAM)
+        )
         return w - lr * messages.mean(dim=0)
 
     def non_private(w: torch.Tensor, r: int) -> torch.Tensor:
@@ -166,8 +174,13 @@ def make_rounds(x: torch.Tensor, y: torch.Tensor) -> tuple[dict[str, Round], tor
         print("note: opacus is not importable; skipping the Opacus per-silo loop")
         return rounds, layout.flatten_module(model)
 
-    silo_model = build_model("mlp", input_shape=(x.shape[2],), num_classes=CONFIG["num_classes"],
-                             hidden=CONFIG["hidden"], seed=seed)
+    silo_model = build_model(
+        "mlp",
+        input_shape=(x.shape[2],),
+        num_classes=CONFIG["num_classes"],
+        hidden=CONFIG["hidden"],
+        seed=seed,
+    )
     gsm = GradSampleModule(silo_model, loss_reduction="sum")
     # The inputs need no gradient; Opacus's hooks still fire, and PyTorch says so every round.
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
@@ -215,7 +228,9 @@ def measure_memory(names: list[str], data: Path, threads: int) -> dict[str, tupl
     for name in names:
         child = subprocess.run(
             [sys.executable, __file__, "--memory-of", name, "--data", str(data), "--threads", str(threads)],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         peak, growth = child.stdout.split()[-2:]
         out[name] = float(peak), float(growth)
@@ -235,8 +250,10 @@ def _memory_of(name: str, data: Path) -> None:
 def _load_tensors(data: Path) -> tuple[torch.Tensor, torch.Tensor]:
     arrays = np.load(data)
     shape = (CONFIG["num_silos"], CONFIG["records_per_silo"])
-    return (torch.from_numpy(arrays["x"]).reshape(*shape, -1).contiguous(),
-            torch.from_numpy(arrays["y"]).reshape(shape).contiguous())
+    return (
+        torch.from_numpy(arrays["x"]).reshape(*shape, -1).contiguous(),
+        torch.from_numpy(arrays["y"]).reshape(shape).contiguous(),
+    )
 
 
 def _peak_rss_mib() -> float:
@@ -279,8 +296,11 @@ def render(
         "| variant | ms / round | peak RSS (MiB) | RSS growth in rounds (MiB) |",
         "|---|---:|---:|---:|",
     ]
-    lines += [f"| {labels[name]} | {times[name] * 1e3:.2f} | {memory[name][0]:.0f} | {memory[name][1]:.1f} |"
-              for name in labels if name in times]
+    lines += [
+        f"| {labels[name]} | {times[name] * 1e3:.2f} | {memory[name][0]:.0f} | {memory[name][1]:.1f} |"
+        for name in labels
+        if name in times
+    ]
     lines += [
         "",
         "| measure | value | target | met |",
