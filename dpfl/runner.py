@@ -84,6 +84,15 @@ class Privacy:
     target_epsilon: float | None
     planned_epsilon: list[float]  # per round, from the plan (what the progress bar shows)
 
+    def warning(self, epsilon: float | None) -> str | None:
+        """Returns what a reader must know when the released ε exceeds the target (paper calibration)."""
+        if epsilon is None or self.target_epsilon is None or epsilon <= self.target_epsilon * (1 + 1e-9):
+            return None
+        return (
+            f"the {self.calibration} calibration under-protects: the ledger gives ε = {epsilon:.4g} "
+            f"({self.accountant}, δ = {self.delta:g}) for a target of {self.target_epsilon:g}"
+        )
+
     def to_json(self, epsilon: float | None) -> dict[str, Any]:
         return {
             "epsilon": epsilon,
@@ -93,6 +102,7 @@ class Privacy:
             "noise_multiplier": self.noise_multiplier,
             "target_epsilon": self.target_epsilon,
             "calibration": self.calibration,
+            "warning": self.warning(epsilon),
         }
 
 

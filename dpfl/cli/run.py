@@ -72,6 +72,8 @@ def run(
         f"final accuracy {final['accuracy']:.4f}, loss {final['loss']:.4f}; {eps}; "
         f"{data['timings']['total_s']:.1f} s" + (f"; written to {out}" if out else "")
     )
+    if privacy.get("warning"):
+        console.print(f"[bold yellow]warning:[/] {privacy['warning']}")
 
 
 def datasets(

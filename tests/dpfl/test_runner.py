@@ -55,6 +55,27 @@ def test_paper_calibration_is_reproduced_and_the_ledger_shows_its_true_epsilon()
     expected = np.minimum(1, 64 / sizes) * np.sqrt(8 * 10 * np.log(2 / 1e-5)) / 3.0
     np.testing.assert_allclose(sigmas, expected)
     assert result.epsilon != pytest.approx(3.0, rel=0.05)  # the closed form is not the accountant's ε
+    warning = result.to_json()["privacy"]["warning"]
+    assert (warning is None) == (result.epsilon <= 3.0)
+
+
+def test_paper_calibration_that_under_protects_says_so():
+    # reference/000_isrl_dp.md §4.3: the closed form under-protects at large ε and small
+    # sampling rates (here ε = 18 with q = 16/143: the ledger gives about 104)
+    result = run(
+        isrl_digits_spec(
+            rounds=10,
+            eval_every=10,
+            params={"lr": 0.5, "batch_size": 16, "clip": 1.0},
+            privacy={"epsilon": 18.0, "delta": 1e-5, "calibration": "paper"},
+        )
+    )
+    assert result.epsilon > 18.0
+    assert result.to_json()["privacy"]["warning"] == (
+        f"the paper calibration under-protects: the ledger gives ε = {result.epsilon:.4g} (rdp, δ = 1e-05) "
+        "for a target of 18"
+    )
+    assert run(isrl_digits_spec(rounds=3, eval_every=3)).to_json()["privacy"]["warning"] is None
 
 
 def test_should_stop_ends_between_rounds_keeping_finished_rounds():
