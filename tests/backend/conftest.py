@@ -18,9 +18,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from backend import migrate
+from backend.db import Database
 from backend.main import create_app
 from backend.settings import Settings
 from dpfl.cli.service import worker_command
+from worker import execution
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -136,3 +138,13 @@ def wait_for(client: TestClient, run_id: str, statuses: set[str], timeout: float
             return body
         time.sleep(0.25)
     raise AssertionError(f"run {run_id} did not reach {statuses} in {timeout} s: {body}")
+
+
+def run_here(settings: Settings, run_id: str) -> None:
+    """Claims and runs a queued run in this process, as a worker would (no broker involved)."""
+    database = Database(settings.database_url)
+    try:
+        assert execution.claim(database, run_id, worker="test")
+        execution.execute(database, settings, run_id)
+    finally:
+        database.engine.dispose()

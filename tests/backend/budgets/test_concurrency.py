@@ -22,8 +22,8 @@ from sqlalchemy import update
 from backend.db import Database
 from backend.main import create_app
 from backend.models import Run
+from tests.backend.conftest import run_here
 from tests.factories import service_spec
-from worker import execution
 
 pytestmark = pytest.mark.service
 
@@ -107,22 +107,13 @@ def test_concurrent_admissions_cannot_overspend(settings):
     assert listed["total"] == 10 and {r["id"] for r in listed["items"]} == admitted
 
 
-def _run_to_the_end(settings, run_id: str) -> None:
-    database = Database(settings.database_url)
-    try:
-        assert execution.claim(database, run_id, worker="test")
-        execution.execute(database, settings, run_id)
-    finally:
-        database.engine.dispose()
-
-
 def test_a_finished_run_is_charged_its_real_epsilon(settings):
     with TestClient(create_app(settings)) as client:
         client.put("/api/budgets/digits", json={"total_epsilon": 10.0})
         spec = SPEC | {"privacy": {"epsilon": 3.0, "delta": 1e-5}}
         run_id = client.post("/api/runs", json=spec).json()["id"]
         assert client.get("/api/budgets/digits").json()["reserved"] == 3.0
-        _run_to_the_end(settings, run_id)
+        run_here(settings, run_id)
         run = client.get(f"/api/runs/{run_id}").json()
         ledger = client.get(f"/api/runs/{run_id}/ledger").json()
         budget = client.get("/api/budgets/digits").json()
@@ -159,7 +150,7 @@ def test_a_run_stopped_early_is_charged_what_it_released(settings):
         watcher = threading.Thread(target=cancel_after_round_5)
         watcher.start()
         try:
-            _run_to_the_end(settings, run_id)
+            run_here(settings, run_id)
         finally:
             watcher.join(timeout=130)
             database.engine.dispose()

@@ -5,21 +5,11 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.db import Database
 from backend.main import create_app
+from tests.backend.conftest import run_here
 from tests.factories import data_dir, service_spec
-from worker import execution
 
 pytestmark = pytest.mark.service
-
-
-def _run(settings, run_id: str) -> None:
-    database = Database(settings.database_url)
-    try:
-        assert execution.claim(database, run_id, worker="test")
-        execution.execute(database, settings, run_id)
-    finally:
-        database.engine.dispose()
 
 
 def test_each_hospital_is_charged_its_own_releases(settings):
@@ -39,9 +29,9 @@ def test_each_hospital_is_charged_its_own_releases(settings):
         client.put("/api/budgets/heart", json={"total_epsilon": 20.0})
         first = client.post("/api/runs", json=natural).json()["id"]
         second = client.post("/api/runs", json=shuffled).json()["id"]
-        _run(settings, first)
+        run_here(settings, first)
         open_view = client.get("/api/budgets/heart").json()
-        _run(settings, second)
+        run_here(settings, second)
         parties = client.get(f"/api/runs/{first}/ledger").json()["parties"]
         whole = client.get(f"/api/runs/{second}").json()["epsilon"]
         budget = client.get("/api/budgets/heart").json()
