@@ -30,7 +30,8 @@ def wait_status(page: Page, statuses: str, timeout_s: float = 90) -> str:
 def test_submit_a_run_from_the_form_and_watch_it_finish(page: Page, server):
     page.goto("/#/new")
     expect(page.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
-    fill_form(page, SMALL | {"rounds": "40"})
+    # long enough (a few seconds) that the live progress bar must be seen between 0 and 100
+    fill_form(page, SMALL | {"rounds": "1000", "eval_every": "100"})
     expect(page.locator(".projection")).to_contain_text("σ = ", timeout=30_000)
     shoot(page, "new-run")
     page.click("button[type=submit]")
@@ -48,9 +49,9 @@ def test_submit_a_run_from_the_form_and_watch_it_finish(page: Page, server):
     expect(page.locator("#chart-learning .main-svg").first).to_be_visible(timeout=20_000)
     expect(page.locator("#chart-epsilon .main-svg").first).to_be_visible()
     expect(page.locator(".ledger-eps")).to_contain_text("(rdp)")
-    page.select_option("select[name=accountant]", "pld")
-    expect(page.locator(".ledger-eps")).to_contain_text("(pld)", timeout=20_000)
-    assert "accountant=pld" in page.url
+    page.select_option("select[name=accountant]", "gdp")
+    expect(page.locator(".ledger-eps")).to_contain_text("(gdp)", timeout=20_000)
+    assert "accountant=gdp" in page.url
     shoot(page, "run-detail")
 
 
