@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dpfl.data import Dataset, Partition
+from dpfl.data import Dataset, Partition, UserAllocation
 
 __all__ = ["FederatedData"]
 
@@ -26,6 +26,7 @@ class FederatedData:
         input_shape: one sample's shape, as the model sees it.
         num_classes: number of labels.
         label_histogram: [silos, classes] record counts, for the dashboard's partition chart.
+        users: the user of every silo's records (user-level DP), or None.
     """
 
     x_train: torch.Tensor
@@ -36,9 +37,12 @@ class FederatedData:
     input_shape: tuple[int, ...]
     num_classes: int
     label_histogram: np.ndarray
+    users: UserAllocation | None = None
 
     @classmethod
-    def build(cls, dataset: Dataset, partition: Partition, *, image: bool) -> FederatedData:
+    def build(
+        cls, dataset: Dataset, partition: Partition, *, image: bool, users: UserAllocation | None = None
+    ) -> FederatedData:
         """Returns the tensors of `dataset` split by `partition`; `image` keeps 2-D pixel rows."""
         shape: tuple[int, ...] = (dataset.num_features,)
         if (
@@ -56,6 +60,7 @@ class FederatedData:
             input_shape=shape,
             num_classes=dataset.num_classes,
             label_histogram=partition.label_histogram(),
+            users=users,
         )
 
     @property

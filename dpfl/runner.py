@@ -21,15 +21,28 @@ import numpy as np
 import torch
 
 from dpfl.algorithms import Algorithm, algorithm_class
-from dpfl.data import apply_features, load_dataset, partition
+from dpfl.data import (
+    Dataset,
+    Partition,
+    UserAllocation,
+    apply_features,
+    load_dataset,
+    natural_users,
+    partition,
+    users,
+    users_first,
+)
 from dpfl.engine import evaluate
-from dpfl.errors import SpecError
+from dpfl.errors import AccountingError, SpecError
 from dpfl.federation import FederatedData
 from dpfl.models import build_model
-from dpfl.privacy.calibration import calibrate_noise_multiplier
+from dpfl.privacy.accountants import make_accountant
+from dpfl.privacy.accountants.gdp import gdp_mu
+from dpfl.privacy.accountants.group import describe_group_conversion
+from dpfl.privacy.calibration import calibrate_noise_multiplier, calibrate_party_noise_multipliers
 from dpfl.privacy.events import Event
 from dpfl.privacy.ledger import Ledger
-from dpfl.spec import RunSpec
+from dpfl.spec import DatasetSpec, RunSpec
 
 __all__ = ["Progress", "RoundRecord", "RunResult", "prepare", "project", "run"]
 
@@ -83,25 +96,34 @@ class Privacy:
     noise_multiplier: float | list[float] | None
     target_epsilon: float | None
     planned_epsilon: list[float]  # per round, from the plan (what the progress bar shows)
+    target_mu: float | None = None  # the μ-GDP target, when the spec gives `mu`
+    caveat: str | None = None  # what the ledger does not cover (`Algorithm.privacy_caveat`)
 
     def warning(self, epsilon: float | None) -> str | None:
-        """Returns what a reader must know when the released ε exceeds the target (paper calibration)."""
-        if epsilon is None or self.target_epsilon is None or epsilon <= self.target_epsilon * (1 + 1e-9):
-            return None
-        return (
-            f"the {self.calibration} calibration under-protects: the ledger gives ε = {epsilon:.4g} "
-            f"({self.accountant}, δ = {self.delta:g}) for a target of {self.target_epsilon:g}"
-        )
+        """Returns what a reader must know: a channel the ledger does not cover, or a released ε
+        above the target (paper calibration)."""
+        notes = [] if self.caveat is None else [self.caveat]
+        target = self.target_epsilon
+        if epsilon is not None and target is not None and epsilon > target * (1 + 1e-9):
+            notes.append(
+                f"the {self.calibration} calibration under-protects: the ledger gives ε = {epsilon:.4g} "
+                f"({self.accountant}, δ = {self.delta:g}) for a target of {self.target_epsilon:g}"
+            )
+        return "; ".join(notes) or None
 
-    def to_json(self, epsilon: float | None) -> dict[str, Any]:
+    def to_json(self, epsilon: float | None, mu: float | None = None) -> dict[str, Any]:
+        """Returns the privacy block; `mu` is the ledger's μ for GDP runs (None otherwise)."""
         return {
             "epsilon": epsilon,
+            "mu": mu,
             "delta": self.delta,
             "accountant": self.accountant,
             "notion": self.notion,
             "noise_multiplier": self.noise_multiplier,
             "target_epsilon": self.target_epsilon,
+            "target_mu": self.target_mu,
             "calibration": self.calibration,
+            "guaranteed": None if self.notion == "none" else self.caveat is None,
             "warning": self.warning(epsilon),
         }
 
@@ -117,6 +139,7 @@ class RunResult:
     timings: dict[str, float]
     stopped: bool
     label_histogram: np.ndarray
+    users: dict[str, Any] | None = None
 
     @property
     def final(self) -> RoundRecord | None:
@@ -130,16 +153,31 @@ class RunResult:
             return None
         return self.ledger.epsilon(delta=self.privacy.delta, accountant=self.privacy.accountant)
 
+    @property
+    def mu(self) -> float | None:
+        """Returns the run's μ for a GDP run (√Σμ² per party, the maximum over parties), else None."""
+        return _ledger_mu(self.ledger) if self.privacy.notion == "gdp" else None
+
+    @property
+    def conversion(self) -> str | None:
+        """Returns how group privacy turned the ledger into ε (ULDP-GROUP-k), else None."""
+        if self.privacy.notion == "none":
+            return None
+        return describe_group_conversion(
+            self.ledger.party_events(), delta=self.privacy.delta, accountant=self.privacy.accountant
+        )
+
     def to_json(self) -> dict[str, Any]:
         """Returns the result as a JSON-ready dict."""
         final = self.final
         return {
             "final": None if final is None else final.to_json(),
-            "privacy": self.privacy.to_json(self.epsilon),
+            "privacy": self.privacy.to_json(self.epsilon, self.mu) | {"conversion": self.conversion},
             "rounds": [r.to_json() for r in self.rounds],
             "stopped": self.stopped,
             "ledger": self.ledger.to_json(),
             "label_histogram": self.label_histogram.tolist(),
+            "users": self.users,
             "timings": self.timings,
             "spec": self.spec.to_json(),
         }
@@ -157,10 +195,8 @@ def prepare(
     )
     if ds.features:
         dataset = apply_features(dataset, ds.features)
-    split = partition(
-        dataset, kind=ds.partition.kind, num_silos=ds.silos, seed=spec.seed, **ds.partition.options()
-    )
-    data = FederatedData.build(dataset, split, image=spec.model.name in _IMAGE_MODELS)
+    split, owners = _silos_and_users(dataset, ds, seed=spec.seed)
+    data = FederatedData.build(dataset, split, image=spec.model.name in _IMAGE_MODELS, users=owners)
     model = build_model(
         spec.model.name,
         input_shape=data.input_shape,
@@ -169,6 +205,40 @@ def prepare(
         **spec.model.options(),
     )
     return cls(spec, data, model)
+
+
+def _silos_and_users(
+    dataset: Dataset, ds: DatasetSpec, *, seed: int
+) -> tuple[Partition, UserAllocation | None]:
+    """Returns the silos' records and, when the spec names users, the user of every record."""
+    u = ds.users
+    if u is not None and u.silo_alpha is not None:
+        return users_first(
+            dataset.y_train,
+            dataset.num_classes,
+            num_silos=ds.silos,
+            num_users=u.count,
+            kind=u.kind,
+            seed=seed,
+            zipf_alpha=u.zipf_alpha,
+            silo_alpha=u.silo_alpha,
+        )
+    split = partition(
+        dataset, kind=ds.partition.kind, num_silos=ds.silos, seed=seed, **ds.partition.options()
+    )
+    if u is None:
+        return split, None
+    if u.kind == "natural":
+        return split, natural_users(dataset, split)
+    owners = users(
+        split,
+        num_users=u.count,
+        kind=u.kind,
+        seed=seed,
+        zipf_alpha=u.zipf_alpha,
+        main_silo_probability=u.main_silo_probability,
+    )
+    return split, owners
 
 
 def project(algorithm: Algorithm) -> Privacy:
@@ -180,6 +250,12 @@ def project(algorithm: Algorithm) -> Privacy:
         return Privacy("none", None, None, None, None, None, [])
     if privacy is None:
         raise SpecError("privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`.")
+    if privacy.mu is not None and algorithm.notion != "gdp":
+        raise SpecError(
+            "privacy.mu",
+            f"is a μ-GDP target, offered by algorithms of notion `gdp`; give `epsilon` or "
+            f"`noise_multiplier` for {spec.algorithm}.",
+        )
     sigma: float | np.ndarray
     if privacy.noise_multiplier is not None:
         if privacy.calibration == "paper":
@@ -187,6 +263,8 @@ def project(algorithm: Algorithm) -> Privacy:
                 "privacy.calibration", "`paper` calibrates from `epsilon`; remove `noise_multiplier`."
             )
         sigma = privacy.noise_multiplier
+    elif privacy.mu is not None:  # the paper's closed form and the accountant agree for GDP releases
+        sigma = _gdp_noise_multiplier(algorithm, mu=privacy.mu)
     elif privacy.calibration == "paper":
         paper = algorithm.paper_noise_multiplier(epsilon=privacy.epsilon, delta=privacy.delta)
         if paper is None:
@@ -194,6 +272,16 @@ def project(algorithm: Algorithm) -> Privacy:
                 "privacy.calibration", f"`paper` is not offered by {spec.algorithm}; use `accountant`."
             )
         sigma = paper
+    elif algorithm.notion == "gdp" and privacy.accountant == "gdp":  # (ε, δ) → μ exactly, then closed form
+        sigma = _gdp_noise_multiplier(algorithm, mu=gdp_mu(epsilon=privacy.epsilon, delta=privacy.delta))
+    elif algorithm.party_of_silo is not None:  # each silo accounted on its own: its own smallest σ
+        sigma = calibrate_party_noise_multipliers(
+            lambda s: algorithm.plan(s).party_events(),
+            parties=[algorithm.party_of_silo(i) for i in range(spec.dataset.silos)],
+            target_epsilon=privacy.epsilon,
+            target_delta=privacy.delta,
+            accountant=privacy.accountant,
+        )
     else:
         sigma = calibrate_noise_multiplier(
             lambda s: list(algorithm.plan(s).party_events().values()),
@@ -222,7 +310,36 @@ def project(algorithm: Algorithm) -> Privacy:
         sigma_out,
         privacy.epsilon,
         planned,
+        target_mu=privacy.mu,
+        caveat=algorithm.privacy_caveat(),
     )
+
+
+def _ledger_mu(ledger: Ledger) -> float:
+    """Returns the μ of a ledger of Gaussian-type releases: √Σμᵢ² per party, the maximum over parties."""
+    out = 0.0
+    for event in ledger.party_events().values():
+        accountant = make_accountant("gdp")
+        accountant.compose(event)
+        out = max(out, accountant.mu)
+    return out
+
+
+def _gdp_noise_multiplier(algorithm: Algorithm, *, mu: float) -> float:
+    """Returns the σ under which the least private party's releases compose to exactly μ.
+
+    A `gdp` algorithm's releases are Gaussian, each (1/σ)-GDP, so a party's μ is √(releases)/σ:
+    the plan under σ = 1 gives the scale (for GDP-LocalNewton σ = √(2T)/μ, the paper's closed
+    form), and the check refuses a plan that does not scale that way.
+    """
+    unit = _ledger_mu(algorithm.plan(1.0))
+    sigma = unit / mu if unit > 0 else math.inf
+    if not (math.isfinite(sigma) and math.isclose(_ledger_mu(algorithm.plan(sigma)), mu, rel_tol=1e-9)):
+        raise AccountingError(
+            f"{algorithm.name}: its planned releases do not compose to a μ proportional to 1/σ, "
+            f"so the target μ = {mu:g} cannot be met in closed form"
+        )
+    return sigma
 
 
 def run(
@@ -286,7 +403,8 @@ def run(
             on_round(Progress(r, spec.rounds, epsilon, record, out.releases))
     records = _with_ledger_epsilon(records, ledger, privacy)
     timings["total_s"] = time.perf_counter() - start
-    return RunResult(spec, records, privacy, ledger, timings, stopped, data.label_histogram)
+    users_summary = None if data.users is None else data.users.summary()
+    return RunResult(spec, records, privacy, ledger, timings, stopped, data.label_histogram, users_summary)
 
 
 def _with_ledger_epsilon(records: list[RoundRecord], ledger: Ledger, privacy: Privacy) -> list[RoundRecord]:

@@ -24,6 +24,7 @@ __all__ = [
     "PartitionSpec",
     "PrivacySpec",
     "RunSpec",
+    "UsersSpec",
     "apply_overrides",
     "load_spec",
     "parse_spec",
@@ -51,12 +52,52 @@ class PartitionSpec(_Strict):
         return {k: v for k, v in self.model_dump(exclude={"kind"}).items() if v is not None}
 
 
+class UsersSpec(_Strict):
+    """Which user owns each training record, for user-level DP across silos (dpfl.data.users).
+
+    `kind`: `uniform` (each record's user drawn uniformly), `balanced` (equal records per user),
+    `zipf` (records per user ∝ rank^-zipf_alpha) or `natural` (the dataset's own user column).
+    With `silo_alpha` set, users come first and each user's records go to silos by a Zipf law
+    over a random order of silos (the paper's MNIST setting), replacing `dataset.partition`;
+    otherwise the partition fixes the silos and users are drawn inside them, `zipf` users
+    keeping `main_silo_probability` of their records in one main silo (the FLamby setting).
+    """
+
+    kind: Literal["uniform", "balanced", "zipf", "natural"] = "uniform"
+    count: int | None = Field(None, ge=1, le=1_000_000)
+    zipf_alpha: float = Field(0.5, ge=0, le=10)
+    silo_alpha: float | None = Field(None, ge=0, le=10)
+    main_silo_probability: float = Field(0.8, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _count_given(self) -> UsersSpec:
+        if (self.count is None) != (self.kind == "natural"):
+            raise ValueError(
+                "`count` is required for allocated users and must be omitted for `natural` "
+                "(the dataset's user column decides)"
+            )
+        if self.silo_alpha is not None and self.kind == "natural":
+            raise ValueError("`silo_alpha` must be omitted for `natural` users")
+        return self
+
+
 class DatasetSpec(_Strict):
     """A registered dataset, its loader options, feature transforms and partition into silos."""
 
     name: str = "digits"
     silos: int = Field(10, ge=1, le=MAX_SILOS)
     partition: PartitionSpec = PartitionSpec()
+    users: UsersSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_way_to_silos(self) -> DatasetSpec:
+        if self.users is not None and self.users.silo_alpha is not None and self.partition != PartitionSpec():
+            raise ValueError(
+                "`partition` must be left at its default when `users.silo_alpha` is set "
+                "(users' records are then dealt to silos by the Zipf law)"
+            )
+        return self
+
     features: dict[str, Any] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -73,23 +114,36 @@ class ModelSpec(BaseModel):
 
 
 class PrivacySpec(_Strict):
-    """The privacy target: either ε (σ is calibrated) or a noise multiplier (ε is projected).
+    """The privacy target: ε (σ is calibrated), μ (a μ-GDP target) or a noise multiplier (ε is projected).
 
     `calibration: paper` uses the paper's own closed-form noise where an algorithm offers one;
     the ledger still records the ε a sound accountant gives for what was released.
+
+    `mu` is for algorithms of notion `gdp`, whose releases are Gaussian: σ is set so that the
+    least private party composes to exactly μ, and the accountant defaults to `gdp` (the exact
+    μ → (ε, δ) conversion, Dong, Roth & Su 2022, Cor. 2.13).
     """
 
     epsilon: float | None = Field(None, gt=0, le=1000)
+    mu: float | None = Field(None, gt=0, le=1000)
     noise_multiplier: float | None = Field(None, gt=0, le=1e5)
     delta: float = Field(1e-5, gt=0, lt=1)
     accountant: str = "rdp"
     calibration: Literal["accountant", "paper"] = "accountant"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _gdp_accountant_for_mu(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("mu") is not None and "accountant" not in data:
+            return {**data, "accountant": "gdp"}
+        return data
+
     @model_validator(mode="after")
     def _one_target(self) -> PrivacySpec:
-        if (self.epsilon is None) == (self.noise_multiplier is None):
+        if sum(v is not None for v in (self.epsilon, self.mu, self.noise_multiplier)) != 1:
             raise ValueError(
-                "must have exactly one of `epsilon` (σ is calibrated) and `noise_multiplier` (ε is projected)"
+                "must have exactly one of `epsilon` (σ is calibrated), `mu` (μ-GDP target) and "
+                "`noise_multiplier` (ε is projected)"
             )
         return self
 

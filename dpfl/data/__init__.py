@@ -17,7 +17,7 @@ from dpfl.data.files import FileSpec, file_md5, locate
 from dpfl.data.partition import Partition, partition, partition_kinds
 from dpfl.data.registry import DatasetInfo, dataset_info, load_dataset, register, registered_datasets
 from dpfl.data.transforms import apply_features, binary_labels, feature_transforms, pca
-from dpfl.data.users import UserAllocation, natural_users, user_kinds, users
+from dpfl.data.users import UserAllocation, natural_users, user_kinds, users, users_first
 
 __all__ = [
     "Dataset",
@@ -40,4 +40,5 @@ __all__ = [
     "registered_datasets",
     "user_kinds",
     "users",
+    "users_first",
 ]

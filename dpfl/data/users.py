@@ -10,6 +10,7 @@ are; the allocation rules are those of the paper's code for silos fixed in advan
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from dpfl.data.partition import Partition
 from dpfl.data.preprocessing import rng_for
 from dpfl.errors import SpecError
 
-__all__ = ["UserAllocation", "natural_users", "user_kinds", "users"]
+__all__ = ["UserAllocation", "natural_users", "user_kinds", "users", "users_first"]
 
 _KINDS = ("uniform", "balanced", "zipf")
 
@@ -47,6 +48,50 @@ class UserAllocation:
     def records_per_user(self) -> np.ndarray:
         """Returns ``N_u = Σ_s n_{s,u}``, ``int64 [num_users]``."""
         return self.counts().sum(axis=0)
+
+    def summary(self) -> dict[str, Any]:
+        """Returns the distribution the dashboard draws: records per user and silos per user.
+
+        ``records_per_user`` lists N_u for every user (ids in order); ``silos_per_user[k]`` is
+        the number of users with records in exactly k silos (k = 0..S); ``users_per_silo``
+        counts the users present in each silo.
+        """
+        counts = self.counts()
+        present = counts > 0
+        return {
+            "kind": self.kind,
+            "num_users": self.num_users,
+            "records_per_user": counts.sum(axis=0).tolist(),
+            "silos_per_user": np.bincount(present.sum(axis=0), minlength=len(counts) + 1).tolist(),
+            "users_per_silo": present.sum(axis=1).tolist(),
+        }
+
+    def capped(self, k: int) -> list[np.ndarray]:
+        """Returns, per silo, which records to keep so that every user keeps at most k in total.
+
+        Records are taken round-robin over the silos where the user has records, one at a
+        time, user u starting at silo u mod S (ULDP-GROUP-k's flags, reference §2.3; the
+        authors' cursor carries over from one user to the next, here it rotates with u so the
+        choice is one vectorised sort). A user with at most k records keeps them all.
+        """
+        num_silos = len(self.user_ids)
+        silo = np.concatenate([np.full(len(ids), s) for s, ids in enumerate(self.user_ids)]).astype(np.int64)
+        user = np.concatenate(self.user_ids) if self.user_ids else np.zeros(0, np.int64)
+        # j: the record's position among its user's records in its silo (0, 1, ...).
+        order = np.lexsort((np.arange(len(user)), silo, user))
+        pair = user[order] * num_silos + silo[order]
+        first = np.r_[0, np.flatnonzero(np.diff(pair)) + 1]
+        j = np.empty(len(user), dtype=np.int64)
+        j[order] = np.arange(len(user)) - np.repeat(first, np.diff(np.r_[first, len(user)]))
+        turn = (silo - user) % num_silos
+        # Rank of each record in its user's round-robin order: by j, then by the silo's turn.
+        rank_order = np.lexsort((turn, j, user))
+        users_sorted = user[rank_order]
+        starts = np.searchsorted(users_sorted, users_sorted, side="left")
+        rank = np.empty(len(user), dtype=np.int64)
+        rank[rank_order] = np.arange(len(user)) - starts
+        keep = rank < k
+        return np.split(keep, np.cumsum([len(ids) for ids in self.user_ids])[:-1])
 
 
 def user_kinds() -> list[str]:
@@ -173,3 +218,47 @@ def _seat(wanted: np.ndarray, capacity: np.ndarray) -> np.ndarray:
         free -= np.bincount(target[seated], minlength=num_silos)
         wanted[order[~seated]] = (target[~seated] + 1) % num_silos
     return silo
+
+
+def users_first(
+    partition_labels: np.ndarray,
+    num_classes: int,
+    *,
+    num_silos: int,
+    num_users: int,
+    kind: str,
+    seed: int,
+    zipf_alpha: float = 0.5,
+    silo_alpha: float = 2.0,
+) -> tuple[Partition, UserAllocation]:
+    """Returns silos and users when users come first (the paper's MNIST/Creditcard rule, §4.3).
+
+    Every record first gets a user: ``uniform`` (uniform draw), ``balanced`` (equal counts,
+    a permutation of repeated ids) or ``zipf`` (user of rank r with probability ∝ r^-zipf_alpha,
+    independently per record). Then each user draws a random order of the silos and each of
+    its records goes independently to the silo of rank j with probability ∝ j^-silo_alpha
+    (0 gives uniform silos).
+
+    Args:
+        partition_labels: the training labels (one per record).
+        num_classes: number of classes.
+    """
+    total = len(partition_labels)
+    if kind not in _KINDS:
+        raise SpecError("dataset.users.kind", f"must be one of {', '.join(_KINDS)}; got {kind!r}.")
+    rng = rng_for(seed, f"users-first/{kind}")
+    if kind == "uniform":
+        owner = rng.integers(num_users, size=total)
+    elif kind == "balanced":
+        owner = rng.permutation(np.arange(total) % num_users)
+    else:
+        weights = np.arange(1, num_users + 1, dtype=np.float64) ** -float(zipf_alpha)
+        owner = rng.choice(num_users, size=total, p=weights / weights.sum())
+    silo_order = rng.permuted(np.tile(np.arange(num_silos), (num_users, 1)), axis=1)
+    rank_weights = np.arange(1, num_silos + 1, dtype=np.float64) ** -float(silo_alpha)
+    rank = rng.choice(num_silos, size=total, p=rank_weights / rank_weights.sum())
+    silo = silo_order[owner, rank]
+    indices = [np.flatnonzero(silo == s).astype(np.int64) for s in range(num_silos)]
+    split = Partition(silo_indices=indices, labels=partition_labels, num_classes=num_classes, kind="users")
+    ids = [owner[rows].astype(np.int64) for rows in indices]
+    return split, UserAllocation(user_ids=ids, num_users=int(num_users), kind=kind)

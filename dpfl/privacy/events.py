@@ -30,6 +30,7 @@ __all__ = [
     "GaussianEvent",
     "GroupEvent",
     "LaplaceEvent",
+    "ParallelEvent",
     "PoissonSampledEvent",
     "SelfComposedEvent",
     "ShuffleEvent",
@@ -155,6 +156,25 @@ class ComposedEvent(Event):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "events", tuple(self.events))
+
+
+@_register("parallel")
+@dataclasses.dataclass(frozen=True)
+class ParallelEvent(Event):
+    """Mechanisms run on disjoint parts of the data (e.g. each silo's DP-SGD on its own records).
+
+    One protected record lies in one part, so the whole is as private as the least private
+    part: its RDP curve is the pointwise maximum of the parts' curves (parallel composition).
+    ULDP-GROUP-k needs this record-level curve of the whole cross-silo mechanism before group
+    privacy is applied to it (reference/004_uldp_fl.md §3.2, Thm 4).
+    """
+
+    events: tuple[Event, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "events", tuple(self.events))
+        if not self.events:
+            raise SpecError("events", "must list at least one event.")
 
 
 @_register("vote")

@@ -6,6 +6,7 @@ import dp_accounting
 import numpy as np
 import pytest
 
+from dpfl.algorithms import registered_algorithms
 from dpfl.errors import SpecError, UnknownNameError
 from dpfl.runner import run
 from dpfl.spec import parse_spec
@@ -101,8 +102,7 @@ def test_partial_participation_releases_only_for_chosen_silos():
         (
             {"algorithm": "sgd"},
             UnknownNameError,
-            "unknown algorithm 'sgd'; registered: fedavg, isrl_localsgd, isrl_mbsgd, isrl_proxsgd, "
-            "isrl_spider, sdp_mbsgd",
+            "unknown algorithm 'sgd'; registered: " + ", ".join(registered_algorithms()),
         ),
         ({"params": {"lr": -1}}, SpecError, "`params.lr` input should be greater than 0; got -1."),
         ({"params": {"learning_rate": 1}}, SpecError, "`params.learning_rate` is not a known field."),

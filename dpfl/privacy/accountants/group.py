@@ -25,9 +25,9 @@ from dpfl.errors import AccountingError
 from dpfl.privacy.accountants.base import Accountant, Unsupported, register_accountant
 from dpfl.privacy.accountants.rdp import DEFAULT_ORDERS, RDPAccountant
 from dpfl.privacy.conversion import rdp_to_epsilon
-from dpfl.privacy.events import Event, GroupEvent
+from dpfl.privacy.events import ComposedEvent, Event, GroupEvent, SelfComposedEvent
 
-__all__ = ["GroupAccountant", "group_dp_route_epsilon"]
+__all__ = ["GroupAccountant", "describe_group_conversion", "group_dp_route_epsilon"]
 
 
 def group_dp_route_epsilon(
@@ -80,8 +80,8 @@ def _eps_at_log_delta(orders: np.ndarray, rdp: np.ndarray, log_delta: np.ndarray
 class GroupAccountant(Accountant):
     """Group privacy: the smaller of Mironov's RDP route and the (ε, δ) route, for GroupEvents.
 
-    Every event must be a GroupEvent with the same group size (the ledger of one
-    ULDP-GROUP-k party).
+    Every event must be a GroupEvent with the same group size, alone or composed (the ledger
+    of one ULDP-GROUP-k party).
     """
 
     description = "group privacy (ULDP-GROUP-k): min of the RDP route (Mironov) and the DP route (Lemma 8)"
@@ -93,6 +93,12 @@ class GroupAccountant(Accountant):
         self.group_size: int | None = None
 
     def _check(self, event: Event) -> None:
+        if isinstance(event, SelfComposedEvent):
+            return self._check(event.event)
+        if isinstance(event, ComposedEvent):
+            for sub in event.events:
+                self._check(sub)
+            return None
         if not isinstance(event, GroupEvent):
             raise Unsupported(event, "the group accountant takes GroupEvents only")
         if self.group_size is not None and event.group_size != self.group_size:
@@ -102,6 +108,12 @@ class GroupAccountant(Accountant):
         self._record.curve(event.event)
 
     def _compose(self, event: Event, count: int) -> None:
+        if isinstance(event, SelfComposedEvent):
+            return self._compose(event.event, count * event.count)
+        if isinstance(event, ComposedEvent):
+            for sub in event.events:
+                self._compose(sub, count)
+            return None
         assert isinstance(event, GroupEvent)
         self.group_size = event.group_size
         self._record.compose(event.event, count)
@@ -125,3 +137,42 @@ class GroupAccountant(Accountant):
         if not math.isfinite(eps):
             raise AccountingError(f"group: neither route bounds groups of {self.group_size} at δ={delta:g}")
         return eps
+
+
+def describe_group_conversion(party_events: dict[str, Event], *, delta: float, accountant: str) -> str | None:
+    """Returns which group-privacy conversion gave the ledger's ε, or None without GroupEvents.
+
+    Args:
+        party_events: each party's composed events (`Ledger.party_events()`).
+        delta: the run's δ.
+        accountant: the run's accountant name.
+    """
+    groups = [e for e in _leaves(list(party_events.values())) if isinstance(e, GroupEvent)]
+    if not groups:
+        return None
+    k = max(e.group_size for e in groups)
+    c = math.ceil(math.log2(k)) if k > 1 else 0
+    rdp_route = f"the RDP route (Mironov 2017, Prop. 2) with k = {k} rounded up to 2^{c} = {2**c}"
+    if accountant != "group":
+        return f"group privacy for k = {k}: {rdp_route}"
+    routes = {"rdp": 0.0, "dp": 0.0}
+    for event in party_events.values():
+        acc = GroupAccountant()
+        acc.compose(event)
+        routes = {name: max(routes[name], eps) for name, eps in acc.routes(delta).items()}
+    chosen = rdp_route if routes["rdp"] <= routes["dp"] else f"the (ε, δ) route (Lemma 8) with k = {k}"
+    return (
+        f"group privacy for k = {k}: {chosen} (RDP route ε = {routes['rdp']:.4g}, "
+        f"(ε, δ) route ε = {routes['dp']:.4g}; the smaller is reported)"
+    )
+
+
+def _leaves(events: list[Event]) -> list[Event]:
+    out = []
+    for event in events:
+        out.append(event)
+        if isinstance(event, GroupEvent):
+            continue
+        inner = getattr(event, "events", None) or ([event.event] if hasattr(event, "event") else [])
+        out.extend(_leaves(list(inner)))
+    return out

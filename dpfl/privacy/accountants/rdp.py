@@ -30,6 +30,7 @@ from dpfl.privacy.events import (
     ComposedEvent,
     Event,
     GroupEvent,
+    ParallelEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
     ShuffleEvent,
@@ -70,6 +71,8 @@ def _curve(event: Event, orders: np.ndarray, data_dependent: bool) -> np.ndarray
         for sub in event.events:
             total = total + event_rdp(sub, key, data_dependent)
         return total
+    if isinstance(event, ParallelEvent):
+        return np.max([event_rdp(sub, key, data_dependent) for sub in event.events], axis=0)
     if isinstance(event, VoteEvent) and data_dependent and event.counts is not None:
         return gnmax.gnmax_rdp(orders, event.counts, noise_std=event.noise_std, sensitivity=event.sensitivity)
     if isinstance(event, ShuffleEvent):

@@ -208,3 +208,14 @@ def test_rdp_says_when_no_order_bounds_epsilon():
     acc.compose(GroupEvent(GaussianEvent(1.0), 2))
     with pytest.raises(AccountingError, match="no tracked RDP order gives a finite ε"):
         acc.epsilon(1e-5)
+
+
+def test_parallel_event_is_the_pointwise_maximum_of_its_parts():
+    from dpfl.privacy.accountants.rdp import DEFAULT_ORDERS, event_rdp
+    from dpfl.privacy.events import ParallelEvent
+
+    weak, sampled = GaussianEvent(8.0), PoissonSampledEvent(0.1, GaussianEvent(2.0))
+    curves = [event_rdp(e, DEFAULT_ORDERS) for e in (weak, sampled)]
+    both = event_rdp(ParallelEvent((weak, sampled)), DEFAULT_ORDERS)
+    np.testing.assert_array_equal(both, np.maximum(*curves))
+    assert (curves[0] > curves[1]).any() and (curves[1] > curves[0]).any()  # the maximum switches part

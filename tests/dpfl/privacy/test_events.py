@@ -14,6 +14,7 @@ from dpfl.privacy.events import (
     GDPEvent,
     GroupEvent,
     LaplaceEvent,
+    ParallelEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
     ShuffleEvent,
@@ -35,6 +36,7 @@ EXAMPLES = [
     VoteEvent(noise_std=40.0, sensitivity=2**0.5, counts=(3.0, 1.0, 0.0)),
     ShuffleEvent(local_epsilon=1.5, num_users=1000),
     GroupEvent(SelfComposedEvent(GaussianEvent(5.0), 10), 32),
+    ParallelEvent((GaussianEvent(2.0), PoissonSampledEvent(0.1, GaussianEvent(1.0)))),
 ]
 
 

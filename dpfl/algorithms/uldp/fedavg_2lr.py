@@ -1,0 +1,72 @@
+"""FedAvg with global and local learning rates: the ULDP-FL paper's DEFAULT (reference §2.1).
+
+Every silo runs Q epochs of minibatch SGD (local rate η_l, batch B) from the server's model;
+the server adds η_g times the plain mean of the silos' deltas (not weighted by silo size, as
+in the paper). All silos train at once (`groups.local_sgd`). Non-private: the reference line
+of every ULDP comparison, and the local training ULDP-NAIVE privatises.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm
+from dpfl.algorithms.uldp.groups import RecordGroups, local_sgd
+
+__all__ = ["FedAvg2LR", "LocalTrainingParams"]
+
+PAPER = "004: Kato et al., ULDP-FL: Federated Learning with Across-Silo User-Level DP"
+
+
+class LocalTrainingParams(Params):
+    global_lr: float = Field(1.0, gt=0, le=10_000, description="server learning rate η_g")
+    local_lr: float = Field(0.01, gt=0, le=100, description="local learning rate η_l")
+    local_epochs: int = Field(5, ge=1, le=1000, description="local epochs Q per round")
+    batch_size: int = Field(64, ge=1, le=100_000, description="local minibatch size B")
+
+
+@register_algorithm("fedavg_2lr")
+class FedAvg2LR(Algorithm):
+    """FedAvg with two learning rates: Q local epochs per silo, server step η_g · mean delta."""
+
+    Params = LocalTrainingParams
+    notion = "none"
+    paper = PAPER
+    summary = "non-private FedAvg with global and local learning rates (the ULDP-FL paper's DEFAULT)"
+
+    def setup(self, noise_multiplier) -> None:
+        self.w = self.layout.flatten_module(self.model).detach().clone()
+
+    def silo_deltas(self, silos: np.ndarray, r: int) -> torch.Tensor:
+        """Returns each listed silo's model delta after its local epochs, [S, P]."""
+        p = self.params
+        groups = RecordGroups.of_silos(self.data, silos)
+        position = {int(s): i for i, s in enumerate(silos)}
+        out = torch.empty(len(groups), self.layout.size, dtype=self.w.dtype)
+        for block in groups.blocks():
+            local = local_sgd(
+                self.model,
+                self.layout,
+                self.w,
+                self.data,
+                groups,
+                block,
+                epochs=p.local_epochs,
+                batch_size=p.batch_size,
+                lr=p.local_lr,
+                seed=self.spec.seed,
+                round=r,
+            )
+            out[[position[int(s)] for s in groups.silo[block]]] = local - self.w
+        return out
+
+    def round(self, r: int) -> RoundOutput:
+        deltas = self.silo_deltas(participants(self.spec, r), r)
+        self.w = self.w + self.params.global_lr * deltas.mean(0)
+        return RoundOutput()
+
+    @property
+    def global_params(self) -> torch.Tensor:
+        return self.w

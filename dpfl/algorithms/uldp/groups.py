@@ -1,0 +1,184 @@
+"""Groups of records trained as one model each, all groups at once: silos, or user–silo pairs.
+
+ULDP-AVG trains one model copy per (silo, user) pair on that user's records in that silo;
+FedAvg trains one per silo. Both are "many small datasets, one model each": `RecordGroups`
+holds each group's record indices padded to a rectangle, and `local_sgd` runs Q epochs of
+minibatch SGD on every group in one batched computation (the engine's `mean_grad` treats the
+group axis like its silo axis). Groups are processed in fixed blocks of `BLOCK` so memory stays
+bounded; each group's epoch orders come from a hash of (seed, round, epoch, silo, user), so
+results do not depend on the blocks or on the other groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from dpfl.data import UserAllocation
+from dpfl.engine import ParamLayout, SiloBatch, mean_grad, stack_copies
+from dpfl.federation import FederatedData
+
+__all__ = ["BLOCK", "RecordGroups", "epoch_order", "local_sgd"]
+
+BLOCK = 256
+"""Groups per batched block: bounds memory; results do not depend on it."""
+
+
+@dataclass(frozen=True)
+class RecordGroups:
+    """Training-record indices of G groups, padded: `index` [G, L], real where `position < count`.
+
+    Attributes:
+        index: int64 [G, L] indices into the training records; padding is index 0.
+        count: int64 [G] records per group (≥ 1), in decreasing order.
+        silo: int64 [G] the silo of each group.
+        user: int64 [G] the user of each group, or -1 for whole-silo groups.
+    """
+
+    index: torch.Tensor
+    count: torch.Tensor
+    silo: np.ndarray
+    user: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+    @classmethod
+    def of_silos(cls, data: FederatedData, silos: np.ndarray) -> RecordGroups:
+        """Returns one group per listed silo, holding all its records."""
+        rows = [data.silos[int(s)] for s in silos]
+        return cls._padded(rows, np.asarray(silos, dtype=np.int64), np.full(len(rows), -1, dtype=np.int64))
+
+    @classmethod
+    def of_users(
+        cls,
+        data: FederatedData,
+        owners: UserAllocation,
+        silos: np.ndarray,
+        users: np.ndarray | None = None,
+    ) -> RecordGroups:
+        """Returns one group per (silo, user) pair with records, for the listed silos.
+
+        Groups are ordered by silo, then user. `users` (bool [U]) keeps only those users.
+        """
+        rows, silo_of, user_of = [], [], []
+        for s in silos:
+            ids = owners.user_ids[int(s)]
+            records = data.silos[int(s)].numpy()
+            order = np.argsort(ids, kind="stable")
+            present, starts = np.unique(ids[order], return_index=True)
+            for u, part in zip(present, np.split(records[order], starts[1:]), strict=True):
+                if users is None or users[u]:
+                    rows.append(torch.as_tensor(part))
+                    silo_of.append(int(s))
+                    user_of.append(int(u))
+        return cls._padded(rows, np.asarray(silo_of, dtype=np.int64), np.asarray(user_of, dtype=np.int64))
+
+    @classmethod
+    def _padded(cls, rows: list[torch.Tensor], silo: np.ndarray, user: np.ndarray) -> RecordGroups:
+        # Largest groups first: a block then holds groups of similar size, and at every local
+        # step the groups that still have records form a prefix of the block.
+        sizes = np.array([len(r) for r in rows], dtype=np.int64)
+        order = np.argsort(-sizes, kind="stable")
+        width = int(sizes.max()) if len(rows) else 1
+        index = torch.zeros(len(rows), width, dtype=torch.long)
+        for g, i in enumerate(order):
+            index[g, : sizes[i]] = rows[i]
+        return cls(index, torch.as_tensor(sizes[order]), silo[order], user[order])
+
+    def blocks(self) -> Iterator[slice]:
+        """Yields slices of at most `BLOCK` groups, covering all groups in order."""
+        for start in range(0, len(self), BLOCK):
+            yield slice(start, min(start + BLOCK, len(self)))
+
+    def batch(self, data: FederatedData, rows: torch.Tensor, mask: torch.Tensor) -> SiloBatch:
+        """Returns the SiloBatch of training records `rows` [G, B] (indices), masked by `mask`."""
+        x = data.x_train.index_select(0, rows.reshape(-1)).view(*rows.shape, *data.x_train.shape[1:])
+        y = data.y_train.index_select(0, rows.reshape(-1)).view(rows.shape)
+        return SiloBatch(x * mask.view(*mask.shape, *([1] * (x.dim() - 2))), y * mask, mask)
+
+
+def epoch_order(groups: RecordGroups, block: slice, *, seed: int, round: int, epoch: int) -> torch.Tensor:
+    """Returns a uniformly random order of each group's real positions, [G_block, max count].
+
+    Real positions (< count) come first in random order; padding follows. A group's order
+    depends only on (seed, round, epoch, silo, user): not on which other groups exist, so a
+    user's local training is the same whoever else takes part (neighbouring datasets differ
+    only in that user's contribution). Keys are a counter-based hash (SplitMix64), computed
+    for all groups at once.
+    """
+    count = groups.count[block]
+    width = int(count.max())
+    base = _splitmix(_splitmix(_splitmix(seed) ^ round) ^ epoch)
+    silo = torch.as_tensor(groups.silo[block], dtype=torch.long)
+    user = torch.as_tensor(groups.user[block], dtype=torch.long)
+    group_key = _mix(torch.full_like(silo, _signed(base)) ^ _mix(silo * 1_000_003 + user))
+    keys = _mix(group_key[:, None] + torch.arange(width)[None, :] * _signed(_GOLDEN))
+    keys.masked_fill_(torch.arange(width)[None, :] >= count[:, None], torch.iinfo(torch.long).max)
+    return keys.argsort(dim=1)
+
+
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_M1, _M2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def _signed(value: int) -> int:
+    value &= _MASK64
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _splitmix(value: int) -> int:
+    """SplitMix64's finaliser on a Python int (mod 2^64)."""
+    z = (value + _GOLDEN) & _MASK64
+    z = ((z ^ (z >> 30)) * _M1) & _MASK64
+    z = ((z ^ (z >> 27)) * _M2) & _MASK64
+    return z ^ (z >> 31)
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """SplitMix64's finaliser on int64 tensors (wrapping multiplication, logical shifts)."""
+    x = x + _signed(_GOLDEN)
+    x = (x ^ ((x >> 30) & ((1 << 34) - 1))) * _signed(_M1)
+    x = (x ^ ((x >> 27) & ((1 << 37) - 1))) * _signed(_M2)
+    return x ^ ((x >> 31) & ((1 << 33) - 1))
+
+
+def local_sgd(
+    model: nn.Module,
+    layout: ParamLayout,
+    w: torch.Tensor,
+    data: FederatedData,
+    groups: RecordGroups,
+    block: slice,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    round: int,
+) -> torch.Tensor:
+    """Returns each group's model [G_block, P] after `epochs` epochs of minibatch SGD from w.
+
+    An epoch visits the group's records once in a fresh random order, in ⌈count/B⌉ steps of
+    up to B records (the last may be smaller), as a DataLoader with shuffle does. Each step
+    computes only the groups that still have records in it.
+    """
+    count = groups.count[block]
+    width = int(count.max())
+    index = groups.index[block, :width]
+    local = stack_copies(w, len(count))
+    positions = torch.arange(width)
+    for epoch in range(epochs):
+        order = epoch_order(groups, block, seed=seed, round=round, epoch=epoch)
+        for start in range(0, width, batch_size):
+            active = int((count > start).sum())  # a prefix: counts decrease along the block
+            cols = order[:active, start : start + batch_size]
+            mask = positions[start : start + cols.shape[1]][None, :] < count[:active, None]
+            batch = groups.batch(data, index[:active].gather(1, cols), mask)
+            local[:active] -= lr * mean_grad(model, layout, local[:active], batch)
+    return local

@@ -1,0 +1,53 @@
+"""What the ULDP algorithms share: the user-level party, the plan of one release per round,
+clipping of many deltas at once, and the check that the spec allocates users.
+
+Under user-level DP across silos the protected unit is a user wherever its records sit, so
+the whole federation is one party of the ledger, `users`: each round releases the noisy sum
+over silos once (reference §3.2, Thms 3–5).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dpfl.data import UserAllocation
+from dpfl.errors import SpecError
+from dpfl.federation import FederatedData
+from dpfl.privacy.events import Event
+from dpfl.privacy.ledger import Ledger
+from dpfl.spec import RunSpec
+
+__all__ = ["USERS_PARTY", "clip_rows", "require_users", "user_level_plan"]
+
+USERS_PARTY = "users"
+
+
+def user_level_plan(spec: RunSpec, event: Event) -> Ledger:
+    """Returns the ledger of one `event` per round for the party `users`."""
+    ledger = Ledger()
+    for r in range(1, spec.rounds + 1):
+        ledger.record(r, USERS_PARTY, event)
+    return ledger
+
+
+def clip_rows(rows: torch.Tensor, clip: float) -> tuple[torch.Tensor, float]:
+    """Returns each row scaled to L2 norm ≤ clip ([G, P]) and the fraction of rows clipped.
+
+    The factor is C / max(‖v‖, C): never above 1, no division by zero (the paper's code adds
+    1e-6 to the norm instead, which lets a norm of exactly C through unscaled; same bound).
+    """
+    norms = torch.linalg.vector_norm(rows, dim=1, keepdim=True)
+    clipped = rows * (clip / norms.clamp(min=clip))
+    frac = float((norms > clip).float().mean()) if len(rows) else 0.0
+    return clipped, frac
+
+
+def require_users(name: str, data: FederatedData) -> UserAllocation:
+    """Returns the run's user allocation; raises SpecError when the spec gives none."""
+    if data.users is None:
+        raise SpecError(
+            "dataset.users",
+            f"is required for {name}: say who owns each record, e.g. "
+            "`users: {kind: zipf, count: 100}` (kinds: uniform, balanced, zipf, natural).",
+        )
+    return data.users

@@ -1,0 +1,223 @@
+"""ULDP-SGD, ULDP-AVG and ULDP-AVG-w: per-user weighted clipping (reference §2.4–2.8).
+
+Each silo s computes, for every user u with records in it, a contribution from those records
+alone (ULDP-SGD: the mean gradient at the server's model; ULDP-AVG: the delta after Q local
+epochs on a fresh copy of the model), clips it to C, and adds it with weight w_{s,u}. The
+weights satisfy Σ_s w_{s,u} ≤ 1 for every user, so one user moves the sum over silos by at
+most C whatever the number of its records (proof C.3). Each silo adds N(0, σ²C²/|S|); the
+total carries σ²C², a Gaussian mechanism with multiplier σ per round. Weights are uniform
+(1/|S|) or records-proportional (n_{s,u}/N_u, ULDP-AVG-w).
+
+User sub-sampling (the -s / -ws variants, §2.6): each round every user is kept with
+probability q, one decision for all silos, and the release is accounted as a Poisson-sampled
+Gaussian. The server divides the noisy sum by |U|·|S|·q (the expected number of user–silo
+pairs) and applies η_g, as the paper's code does (§2.4 "Normalisation").
+
+All (silo, user) pairs are computed together in blocks (`groups`): one batched computation
+per block, never a loop over users. The authors' ULDP-SGD divided each user's mean gradient by
+the batch size a second time; here it is the plain mean gradient (§2.5).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm
+from dpfl.algorithms.uldp.fedavg_2lr import PAPER
+from dpfl.algorithms.uldp.groups import RecordGroups, local_sgd
+from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, require_users, user_level_plan
+from dpfl.engine import gaussian_noise, mean_grad
+from dpfl.errors import SpecError
+from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
+from dpfl.privacy.ledger import Ledger
+
+__all__ = ["ULDPSGD", "ULDPAvg", "ULDPAvgW", "ULDPWeighted"]
+
+
+class ULDPSGDParams(Params):
+    global_lr: float = Field(10.0, gt=0, le=100_000, description="server learning rate η_g")
+    clip: float = Field(0.1, gt=0, le=1e4, description="clipping norm C of each user's contribution")
+    weighting: Literal["uniform", "records"] = Field(
+        "uniform", description="w_{s,u}: uniform 1/|S|, or records n_{s,u}/N_u"
+    )
+    user_sampling_rate: float = Field(
+        1.0, gt=0, le=1, description="probability q that a user takes part in a round (1: all)"
+    )
+
+
+class ULDPAvgParams(ULDPSGDParams):
+    local_lr: float = Field(0.01, gt=0, le=100, description="local learning rate η_l")
+    local_epochs: int = Field(5, ge=1, le=1000, description="local epochs Q on each user's records")
+    batch_size: int = Field(64, ge=1, le=100_000, description="local minibatch size B")
+
+
+class ULDPAvgWParams(ULDPAvgParams):
+    weighting: Literal["records"] = Field("records", description="w_{s,u} = n_{s,u}/N_u")
+    secure_weighting: bool = Field(
+        False, description="compute the weights with the private protocol (Paillier, secure aggregation)"
+    )
+    key_bits: int = Field(2048, ge=1024, le=4096, description="Paillier modulus size of the private protocol")
+    n_max: int = Field(
+        2000, ge=1, le=5000, description="records per user the private protocol supports (R = lcm(1..n_max))"
+    )
+
+
+class ULDPWeighted(Algorithm):
+    """The shared round of ULDP-SGD and ULDP-AVG; subclasses say what one user contributes."""
+
+    notion = "user"
+    paper = PAPER
+    direction = 1.0  # +1: contributions are deltas (added); −1: gradients (subtracted)
+
+    def plan(self, noise_multiplier: float) -> Ledger:
+        return user_level_plan(self.spec, self.release_event(float(noise_multiplier)))
+
+    def release_event(self, sigma: float) -> Event:
+        """Returns one round's release: a Gaussian, Poisson-sampled over users when q < 1."""
+        q = self.params.user_sampling_rate
+        event: Event = GaussianEvent(sigma)
+        return event if q >= 1 else PoissonSampledEvent(q, event)
+
+    def setup(self, noise_multiplier) -> None:
+        if noise_multiplier is None or np.ndim(noise_multiplier) != 0:
+            raise SpecError("privacy", f"{self.name} takes one noise multiplier for all silos.")
+        self.sigma = float(noise_multiplier)
+        self.users = require_users(self.name, self.data)
+        counts = self.users.counts().astype(np.float64)
+        if self.params.weighting == "records":
+            self.weights = counts / np.maximum(counts.sum(axis=0, keepdims=True), 1)
+        else:
+            self.weights = np.full(counts.shape, 1.0 / self.spec.silos_per_round)
+        self.w = self.layout.flatten_module(self.model).detach().clone()
+        self._groups: dict[tuple[int, ...], RecordGroups] = {}
+
+    def sampled_users(self, r: int) -> np.ndarray | None:
+        """Returns round r's Poisson sample of users (bool [U]), or None when q = 1."""
+        q = self.params.user_sampling_rate
+        if q >= 1:
+            return None
+        rng = np.random.default_rng([self.spec.seed, r, 0x05E125])
+        return rng.random(self.users.num_users) < q
+
+    def groups(self, silos: np.ndarray, sampled: np.ndarray | None) -> RecordGroups:
+        """Returns the (silo, user) pairs of the listed silos (only sampled users, if sampling)."""
+        if sampled is not None:
+            return RecordGroups.of_users(self.data, self.users, silos, sampled)
+        key = tuple(int(s) for s in silos)
+        if key not in self._groups:
+            self._groups[key] = RecordGroups.of_users(self.data, self.users, silos)
+        return self._groups[key]
+
+    def contributions(self, groups: RecordGroups, block: slice, r: int) -> torch.Tensor:
+        """Returns the unclipped contribution of each group of the block, [G_block, P]."""
+        raise NotImplementedError
+
+    def silo_sums(
+        self, r: int, silos: np.ndarray, sampled: np.ndarray | None
+    ) -> tuple[torch.Tensor, torch.Tensor, RecordGroups, float]:
+        """Returns Σ_u w_{s,u} Clip(contribution) per listed silo [S, P] (before noise), the clipped
+        contributions [G, P], their groups, and the fraction clipped."""
+        groups = self.groups(silos, sampled)
+        position = {int(s): i for i, s in enumerate(silos)}
+        sums = torch.zeros(len(silos), self.layout.size, dtype=self.w.dtype)
+        clipped = torch.empty(len(groups), self.layout.size, dtype=self.w.dtype)
+        clipped_count = 0.0
+        for block in groups.blocks():
+            rows, frac = clip_rows(self.contributions(groups, block, r), self.params.clip)
+            clipped[block] = rows
+            clipped_count += frac * len(rows)
+            weight = torch.as_tensor(self.weights[groups.silo[block], groups.user[block]], dtype=self.w.dtype)
+            at = torch.as_tensor([position[int(s)] for s in groups.silo[block]], dtype=torch.long)
+            sums.index_add_(0, at, rows * weight[:, None])
+        return sums, clipped, groups, clipped_count / max(len(groups), 1)
+
+    def aggregate(
+        self,
+        r: int,
+        silos: np.ndarray,
+        sums: torch.Tensor,
+        clipped: torch.Tensor,
+        groups: RecordGroups,
+        noise: torch.Tensor,
+        sampled: np.ndarray | None,
+    ) -> torch.Tensor:
+        """Returns what the server decrypts: Σ_s (silo sum + noise), [P]. (Secure aggregation's
+        result; the private weighting protocol computes the same sum from ciphertexts.)"""
+        return (sums + noise).sum(0)
+
+    def round(self, r: int) -> RoundOutput:
+        p = self.params
+        silos = participants(self.spec, r)
+        sampled = self.sampled_users(r)
+        sums, clipped, groups, frac = self.silo_sums(r, silos, sampled)
+        std = self.sigma * p.clip / math.sqrt(len(silos))
+        noise = gaussian_noise((self.layout.size,), std, seed=self.spec.seed, silos=silos, round=r)
+        total = self.aggregate(r, silos, sums, clipped, groups, noise, sampled)
+        scale = p.global_lr / (self.users.num_users * len(silos) * p.user_sampling_rate)
+        self.w = self.w + self.direction * scale * total
+        metrics = {
+            "clip_fraction": frac,
+            "user_silo_pairs": float(len(groups)),
+            "silo_noise_std": std,
+            "update_noise_std": scale * self.sigma * p.clip,
+        }
+        if sampled is not None:
+            metrics["users_sampled"] = float(sampled.sum())
+        return RoundOutput(metrics=metrics, releases={USERS_PARTY: [self.release_event(self.sigma)]})
+
+    @property
+    def global_params(self) -> torch.Tensor:
+        return self.w
+
+
+@register_algorithm("uldp_sgd")
+class ULDPSGD(ULDPWeighted):
+    """ULDP-SGD: each user's mean gradient per silo, clipped and weighted; server descends."""
+
+    Params = ULDPSGDParams
+    summary = "user-level DP: per-user clipped, weighted gradients; noise σC/√|S| per silo"
+    direction = -1.0
+
+    def contributions(self, groups: RecordGroups, block: slice, r: int) -> torch.Tensor:
+        index, count = groups.index[block], groups.count[block]
+        mask = torch.arange(index.shape[1])[None, :] < count[:, None]
+        batch = groups.batch(self.data, index, mask)
+        return mean_grad(self.model, self.layout, self.w.expand(len(count), -1), batch)
+
+
+@register_algorithm("uldp_avg")
+class ULDPAvg(ULDPWeighted):
+    """ULDP-AVG: each user trains its own copy for Q epochs per silo; deltas clipped and weighted."""
+
+    Params = ULDPAvgParams
+    summary = "user-level DP: per-user local training, clipped weighted deltas; noise σC/√|S| per silo"
+
+    def contributions(self, groups: RecordGroups, block: slice, r: int) -> torch.Tensor:
+        p = self.params
+        local = local_sgd(
+            self.model,
+            self.layout,
+            self.w,
+            self.data,
+            groups,
+            block,
+            epochs=p.local_epochs,
+            batch_size=p.batch_size,
+            lr=p.local_lr,
+            seed=self.spec.seed,
+            round=r,
+        )
+        return local - self.w
+
+
+@register_algorithm("uldp_avg_w")
+class ULDPAvgW(ULDPAvg):
+    """ULDP-AVG with weights n_{s,u}/N_u, optionally computed by the private weighting protocol."""
+
+    Params = ULDPAvgWParams
+    summary = "ULDP-AVG with records-proportional weights n_su/N_u (optionally by Paillier protocol)"

@@ -1,0 +1,242 @@
+"""The ULDP-FL family: weights, user-level sensitivity, accounting, group capping, accuracy."""
+
+from __future__ import annotations
+
+import dp_accounting
+import numpy as np
+import pytest
+import torch
+from torch.func import functional_call, grad
+
+from dpfl.algorithms.uldp.groups import RecordGroups, epoch_order, local_sgd
+from dpfl.errors import SpecError
+from dpfl.privacy.events import GroupEvent, ParallelEvent
+from dpfl.runner import prepare, project, run
+from dpfl.spec import parse_spec
+from tests.factories import data_dir
+
+HEART_PARAMS = {"global_lr": 10, "clip": 0.1, "local_lr": 0.001, "local_epochs": 50, "batch_size": 4}
+
+
+def heart_spec(algorithm: str = "uldp_avg_w", **overrides) -> dict:
+    """The paper's HeartDisease setting: 4 natural silos, 50 zipf users, σ = 5, δ = 1e-5."""
+    return {
+        "algorithm": algorithm,
+        "params": HEART_PARAMS,
+        "dataset": {
+            "name": "heart",
+            "silos": 4,
+            "partition": {"kind": "natural"},
+            "users": {"kind": "zipf", "count": 50},
+        },
+        "model": {"name": "logreg"},
+        "rounds": 50,
+        "eval_every": 25,
+        "privacy": {"noise_multiplier": 5.0, "delta": 1e-5},
+    } | overrides
+
+
+def prepared(spec: dict):
+    algorithm = prepare(parse_spec(spec), data_dirs=[data_dir()])
+    algorithm.setup(project(algorithm).noise_multiplier)
+    return algorithm
+
+
+@pytest.mark.parametrize("weighting", ["uniform", "records"])
+def test_weights_sum_to_at_most_one_per_user(weighting):
+    alg = prepared(heart_spec("uldp_avg", params=HEART_PARAMS | {"weighting": weighting}))
+    counts = alg.users.counts()
+    totals = alg.weights.sum(axis=0)
+    assert totals.max() <= 1 + 1e-12
+    if weighting == "records":
+        present = counts.sum(axis=0) > 0
+        np.testing.assert_allclose(totals[present], 1.0)
+        np.testing.assert_allclose(alg.weights, counts / np.maximum(counts.sum(axis=0), 1))
+    else:
+        np.testing.assert_allclose(alg.weights, 0.25)
+
+
+@pytest.mark.parametrize("algorithm", ["uldp_avg", "uldp_avg_w", "uldp_sgd"])
+def test_one_user_moves_the_sum_over_silos_by_at_most_c(algorithm):
+    params = {"global_lr": 10, "clip": 0.1} if algorithm == "uldp_sgd" else HEART_PARAMS
+    alg = prepared(heart_spec(algorithm, params=params))
+    silos = np.arange(4)
+    sums, clipped, groups, _ = alg.silo_sums(1, silos, None)
+    weights = torch.as_tensor(alg.weights[groups.silo, groups.user], dtype=clipped.dtype)
+    per_user = torch.zeros(alg.users.num_users, clipped.shape[1], dtype=clipped.dtype)
+    per_user.index_add_(0, torch.as_tensor(groups.user), clipped * weights[:, None])
+    norms = torch.linalg.vector_norm(per_user, dim=1)
+    # every user, whatever its records (1 to ~90) and silos (1 to 4), moves the sum by ≤ C
+    records = alg.users.records_per_user()
+    assert records.max() >= 20 and (alg.users.counts() > 0).sum(axis=0).max() == 4
+    assert float(norms.max()) <= 0.1 * (1 + 1e-5)
+    assert float(norms.max()) > 0.05  # the bound is nearly reached: clipping is active
+    # Removing the user with the most records changes the released sum by exactly its share.
+    u = int(np.argmax(records))
+    keep = np.ones(alg.users.num_users, dtype=bool)
+    keep[u] = False
+    without, *_ = alg.silo_sums(1, silos, keep)
+    moved = (sums - without).sum(0)
+    torch.testing.assert_close(moved, per_user[u], atol=1e-7, rtol=1e-5)
+    assert float(torch.linalg.vector_norm(moved)) <= 0.1 * (1 + 1e-5)
+
+
+def _dp_accounting_epsilon(sigma: float, rounds: int, q: float = 1.0) -> float:
+    acc = dp_accounting.rdp.RdpAccountant()
+    event = dp_accounting.GaussianDpEvent(sigma)
+    if q < 1:
+        event = dp_accounting.PoissonSampledDpEvent(q, event)
+    acc.compose(dp_accounting.SelfComposedDpEvent(event, rounds))
+    return acc.get_epsilon(1e-5)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "q", "rounds", "reference"),
+    [
+        ("uldp_avg_w", 1.0, 100, 10.726),  # reference §3.4: σ = 5, T = 100
+        ("uldp_sgd", 1.0, 50, 7.077),
+        ("uldp_naive", 1.0, 200, 16.513),
+        ("uldp_avg", 0.1, 100, 0.835),
+    ],
+)
+def test_user_level_epsilon_equals_dp_accounting_and_the_papers_values(algorithm, q, rounds, reference):
+    params = {"global_lr": 10, "clip": 0.1} if algorithm == "uldp_sgd" else HEART_PARAMS
+    if algorithm == "uldp_naive":
+        params = {k: v for k, v in HEART_PARAMS.items()}
+    elif q < 1:
+        params = params | {"user_sampling_rate": q}
+    alg = prepare(parse_spec(heart_spec(algorithm, params=params, rounds=rounds)), data_dirs=[data_dir()])
+    privacy = project(alg)
+    ours = privacy.planned_epsilon[-1]
+    assert ours == pytest.approx(_dp_accounting_epsilon(5.0, rounds, q), rel=1e-6)
+    assert ours == pytest.approx(reference, abs=0.01)
+
+
+def test_calibration_reaches_the_target_epsilon():
+    spec = heart_spec("uldp_avg_w", rounds=20, privacy={"epsilon": 3.0, "delta": 1e-5})
+    privacy = project(prepare(parse_spec(spec), data_dirs=[data_dir()]))
+    assert privacy.planned_epsilon[-1] == pytest.approx(3.0, rel=1e-3)
+    assert _dp_accounting_epsilon(privacy.noise_multiplier * (1 - 1e-3), 20) > 3.0
+
+
+def test_group_caps_users_at_k_and_reports_a_sound_conversion_for_any_k():
+    spec = heart_spec(
+        "uldp_group",
+        params=HEART_PARAMS | {"global_lr": 1, "local_epochs": 2, "group_size": 3},
+        rounds=2,
+        privacy={"noise_multiplier": 5.0, "delta": 1e-5, "accountant": "group"},
+    )
+    alg = prepare(parse_spec(spec), data_dirs=[data_dir()])
+    owners = alg.data.users
+    kept_users = np.concatenate([ids[m] for ids, m in zip(owners.user_ids, owners.capped(3), strict=True)])
+    per_user = np.bincount(kept_users, minlength=owners.num_users)
+    assert per_user.max() == 3
+    np.testing.assert_array_equal(per_user, np.minimum(owners.records_per_user(), 3))
+    assert alg.dropped == int(owners.records_per_user().sum() - per_user.sum())
+    # one round: k = 3 over the pointwise maximum of the silos' DP-SGD curves
+    (entry,) = [e for e in alg.plan(5.0).entries if e.round == 1]
+    assert isinstance(entry.event, GroupEvent) and entry.event.group_size == 3
+    assert isinstance(entry.event.event, ParallelEvent) and len(entry.event.event.events) == 4
+    result = run(parse_spec(spec), data_dirs=[data_dir()])
+    out = result.to_json()["privacy"]
+    record_level = result.ledger.epsilon(delta=1e-5, accountant="rdp")  # k = 3 → 4 on the RDP route
+    assert 0 < out["epsilon"] <= record_level
+    assert out["conversion"].startswith("group privacy for k = 3: the ")
+    assert "(ε, δ) route ε = " in out["conversion"]
+
+
+def test_users_are_required_and_spec_rules_name_the_field():
+    spec = heart_spec()
+    del spec["dataset"]["users"]
+    with pytest.raises(SpecError, match=r"^`dataset\.users` is required for uldp_avg_w"):
+        prepared(spec)
+    with pytest.raises(SpecError, match=r"^`dataset\.users\.count` is required for allocated users"):
+        parse_spec(heart_spec(dataset={"name": "heart", "users": {"kind": "zipf"}}))
+    with pytest.raises(SpecError, match=r"^`dataset\.partition` must be left at its default"):
+        users = {"kind": "zipf", "count": 5, "silo_alpha": 2}
+        parse_spec(heart_spec(dataset={"name": "heart", "partition": {"kind": "natural"}, "users": users}))
+
+
+def test_users_first_deals_each_users_records_by_zipf_over_silos():
+    spec = {
+        "algorithm": "fedavg_2lr",
+        "dataset": {"name": "mnist", "silos": 5, "users": {"kind": "zipf", "count": 100, "silo_alpha": 2.0}},
+        "model": {"name": "logreg"},
+        "rounds": 1,
+    }
+    alg = prepare(parse_spec(spec), data_dirs=[data_dir()])
+    counts = alg.data.users.counts()  # [silos, users]
+    assert counts.sum() == 60_000 and alg.data.silo_sizes.sum() == 60_000
+    top_share = counts.max(axis=0).sum() / counts.sum()
+    assert top_share == pytest.approx(1 / sum(j**-2.0 for j in range(1, 6)), abs=0.01)  # 0.683
+    per_user = counts.sum(axis=0)
+    assert per_user[0] > 5 * per_user[-1] ** 0  # rank 1 holds the most records under Zipf
+    assert per_user[:10].mean() > 2 * per_user[-10:].mean()  # (10/1)^0.5 ≈ 3.2 for ranks 1 vs 100
+
+
+def test_vectorised_local_training_equals_a_per_group_loop():
+    alg = prepared(heart_spec("uldp_avg", params=HEART_PARAMS | {"local_epochs": 2}))
+    groups = RecordGroups.of_users(alg.data, alg.users, np.arange(4))
+    block = slice(4, 20)  # groups of 14 down to 7 records: partial last batches, groups dropping out
+    fast = local_sgd(
+        alg.model, alg.layout, alg.w, alg.data, groups, block,
+        epochs=2, batch_size=4, lr=0.05, seed=0, round=1,
+    )  # fmt: skip
+    # The loop: each group alone, the same epoch orders, plain autograd of its mean loss.
+    index, count = groups.index[block], groups.count[block]
+    orders = [epoch_order(groups, block, seed=0, round=1, epoch=e) for e in range(2)]
+    for g in range(16):
+        params = alg.layout.unflatten(alg.w.clone())
+        for order in orders:
+            rows = index[g, order[g, : count[g]]]
+            for start in range(0, int(count[g]), 4):
+                batch = rows[start : start + 4]
+
+                def loss(p, batch=batch):
+                    logits = functional_call(alg.model, p, (alg.data.x_train[batch],))
+                    return torch.nn.functional.cross_entropy(logits, alg.data.y_train[batch])
+
+                step = grad(loss)(params)
+                params = {k: v - 0.05 * step[k] for k, v in params.items()}
+        torch.testing.assert_close(fast[g], alg.layout.flatten(params), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "params", "floor"),
+    [
+        ("fedavg_2lr", {"global_lr": 1, "local_lr": 0.005, "local_epochs": 5, "batch_size": 4}, 0.70),
+        ("uldp_avg_w", HEART_PARAMS | {"local_epochs": 10, "local_lr": 0.005}, 0.70),
+        ("uldp_avg", HEART_PARAMS | {"local_epochs": 10, "local_lr": 0.005}, 0.68),
+        ("uldp_sgd", {"global_lr": 30, "clip": 0.1}, 0.68),
+    ],
+)
+def test_heart_disease_accuracy_floor(algorithm, params, floor):
+    # majority class of the test set: 0.55; the DP runs spend ε = 4.16 (σ = 5, 20 rounds)
+    spec = heart_spec(algorithm, params=params, rounds=20, eval_every=20)
+    if algorithm == "fedavg_2lr":
+        spec |= {"rounds": 10, "eval_every": 10}
+        del spec["privacy"]
+    result = run(parse_spec(spec), data_dirs=[data_dir()])
+    assert result.final.accuracy >= floor
+
+
+def test_mnist_accuracy_floor():
+    # The paper's MNIST allocation (100 zipf users dealt to 5 silos by Zipf(2)), reduced for
+    # time: PCA-50 features, a linear model, one local epoch, 5 rounds (ε = 1.91 at σ = 5).
+    spec = {
+        "algorithm": "uldp_avg_w",
+        "params": {"global_lr": 30, "clip": 0.1, "local_lr": 0.1, "local_epochs": 1, "batch_size": 64},
+        "dataset": {
+            "name": "mnist",
+            "silos": 5,
+            "features": {"pca": 50},
+            "users": {"kind": "zipf", "count": 100, "silo_alpha": 2.0},
+        },
+        "model": {"name": "logreg"},
+        "rounds": 5,
+        "eval_every": 5,
+        "privacy": {"noise_multiplier": 5.0, "delta": 1e-5},
+    }
+    result = run(parse_spec(spec), data_dirs=[data_dir()])
+    assert result.final.epsilon == pytest.approx(1.914, abs=1e-3)
+    assert result.final.accuracy >= 0.72
