@@ -166,6 +166,7 @@ def _record_result(database: Database, run_id: str, result: runner.RunResult) ->
         final_loss=None if final is None else final.loss,
         noise_multiplier=result.privacy.noise_multiplier,
         label_histogram=result.label_histogram.tolist(),
+        users=result.users,
         timings=result.timings,
     )
 

@@ -90,4 +90,6 @@ def run_figures(session: Session, run_id: str, *, accountant: str | None) -> dic
             )
     if run.label_histogram:
         out["partition"] = plots.to_json(plots.label_histogram(run.label_histogram))
+    if run.users:
+        out["users"] = plots.to_json(plots.user_distribution(run.users))
     return out

@@ -57,6 +57,7 @@ class Run(Base):
     final_accuracy: Mapped[float | None] = mapped_column(Float)
     final_loss: Mapped[float | None] = mapped_column(Float)
     label_histogram: Mapped[Any] = mapped_column(JSON, nullable=True)
+    users: Mapped[Any] = mapped_column(JSON, nullable=True)  # UserAllocation.summary(), user-level runs
     timings: Mapped[Any] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text)
     worker: Mapped[str | None] = mapped_column(String(255))

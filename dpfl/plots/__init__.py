@@ -7,12 +7,12 @@ disagree. Nothing here fetches, reads a database or knows a URL.
 
 Modules: ``colours`` (one colour per algorithm), ``layout`` (what every figure shares),
 ``tradeoff`` (accuracy against ε across a sweep), ``runs`` (per-run curves), ``parties``
-(ε per party, labels per silo).
+(ε per party, labels per silo, users across silos).
 """
 
 from dpfl.plots.colours import NEUTRAL_COLOUR, algorithm_colour
 from dpfl.plots.layout import to_json
-from dpfl.plots.parties import epsilon_per_party, label_histogram
+from dpfl.plots.parties import epsilon_per_party, label_histogram, user_distribution
 from dpfl.plots.runs import accuracy_vs_spent, learning_curves
 from dpfl.plots.tradeoff import tradeoff
 
@@ -25,4 +25,5 @@ __all__ = [
     "learning_curves",
     "to_json",
     "tradeoff",
+    "user_distribution",
 ]

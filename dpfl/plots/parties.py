@@ -1,15 +1,20 @@
-"""Figures over the parties of one run: ε spent per party, and the label histogram per silo."""
+"""Figures over the parties of one run: ε spent per party, labels per silo, users across silos."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from dpfl.plots.colours import FAINT_GREY, HIGHLIGHT_COLOUR, _translucent
 from dpfl.plots.layout import _floats, _hover, _layout, _no_data
 
-__all__ = ["epsilon_per_party", "label_histogram"]
+__all__ = ["epsilon_per_party", "label_histogram", "user_distribution"]
 
 # Beyond this many parties individual lines are unreadable anyway: draw them faint and let the
 # maximum, which is the run's ε (the run is as private as its least private party), stand out.
@@ -130,4 +135,56 @@ def label_histogram(
         )
     if not counts:
         _no_data(fig, "no partition")
+    return fig
+
+
+def user_distribution(users: Mapping[str, Any]) -> go.Figure:
+    """Returns how records spread over users: records per user (histogram) and silos per user.
+
+    Args:
+        users: ``RunResult.users`` (``UserAllocation.summary()``): ``records_per_user`` (N_u per
+            user), ``silos_per_user`` (users with records in exactly k silos, k = 0..S).
+    """
+    records = np.asarray(users.get("records_per_user", []), dtype=np.int64)
+    silos = list(users.get("silos_per_user", []))
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("records per user", "silos per user"), horizontal_spacing=0.12
+    )
+    fig.update_layout(
+        _layout(
+            kind="user_distribution", title=f"Users across silos ({users.get('kind', '?')})", showlegend=False
+        )
+    )
+    if records.size == 0:
+        return _no_data(fig, "no users")
+    # Integer-aligned bins: one per count when the range is small, else about 30 of equal width.
+    lo, hi = int(records.min()), int(records.max())
+    width = max(1, math.ceil((hi - lo + 1) / 30))
+    edges = np.arange(lo, hi + width + 1, width)
+    counts, _ = np.histogram(records, bins=edges)
+    fig.add_trace(
+        go.Bar(
+            x=[f"{a}" if width == 1 else f"{a}–{b - 1}" for a, b in itertools.pairwise(edges)],
+            y=counts.tolist(),
+            marker={"color": HIGHLIGHT_COLOUR},
+            hovertemplate=_hover("<b>%{x} records</b>", "%{y} users"),
+            meta={"role": "records_per_user"},
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Bar(
+            x=[str(k) for k in range(1, len(silos))],
+            y=silos[1:],
+            marker={"color": HIGHLIGHT_COLOUR},
+            hovertemplate=_hover("<b>%{x} silos</b>", "%{y} users"),
+            meta={"role": "silos_per_user"},
+        ),
+        row=1,
+        col=2,
+    )
+    fig.update_xaxes(title_text="records N_u", type="category", row=1, col=1)
+    fig.update_xaxes(title_text="silos holding the user's records", type="category", row=1, col=2)
+    fig.update_yaxes(title_text="users", row=1, col=1)
     return fig

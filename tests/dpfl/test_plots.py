@@ -20,6 +20,7 @@ from dpfl.plots import (
     learning_curves,
     to_json,
     tradeoff,
+    user_distribution,
 )
 
 FUTURE_NAMES = [
@@ -270,3 +271,14 @@ def test_figure_json_round_trips_through_strict_json(build):
     fig = to_json(build())
     assert json.loads(json.dumps(fig, allow_nan=False)) == fig
     assert fig["layout"]["template"]["layout"]["plot_bgcolor"] == "white"  # plotly_white, embedded
+
+
+def test_user_distribution_counts_every_user_once():
+    summary = {"kind": "zipf", "records_per_user": [1, 1, 2, 5, 40, 3], "silos_per_user": [0, 3, 2, 1]}
+    fig = to_json(user_distribution(summary))
+    records, silos = fig["data"]
+    assert fig["layout"]["meta"]["figure"] == "user_distribution"
+    assert sum(records["y"]) == 6 and records["x"][0] == "1–2" and records["y"][0] == 3
+    assert silos["x"] == ["1", "2", "3"] and silos["y"] == [3, 2, 1]
+    small = to_json(user_distribution({"records_per_user": [2, 3, 3], "silos_per_user": [0, 3]}))
+    assert small["data"][0]["x"] == ["2", "3"] and small["data"][0]["y"] == [1, 2]

@@ -24,7 +24,8 @@ export async function render(root, { id, params }) {
   const accountant = params.accountant ?? "";
   const header = h("div");
   const charts = { learning: h("div", { class: "chart", id: "chart-learning" }), epsilon: h("div", { class: "chart", id: "chart-epsilon" }),
-    partition: h("div", { class: "chart", id: "chart-partition" }) };
+    partition: h("div", { class: "chart", id: "chart-partition" }), users: h("div", { class: "chart", id: "chart-users" }) };
+  const usersCard = h("div", { class: "card", hidden: "" }, h("h2", {}, "Users across silos"), charts.users);
   const ledgerBox = h("div");
   const specBox = h("pre", { class: "spec" });
 
@@ -56,6 +57,7 @@ export async function render(root, { id, params }) {
   async function loadCharts() {
     const figures = await api.runFigures(id, accountant || undefined);
     for (const [key, el] of Object.entries(charts)) if (figures[key]) draw(el, figures[key]);
+    usersCard.hidden = !figures.users;
   }
 
   async function loadLedger() {
@@ -78,7 +80,8 @@ export async function render(root, { id, params }) {
   replace(root, header,
     h("div", { class: "cards" }, h("div", { class: "card" }, h("h2", {}, "Accuracy and loss per round"), charts.learning),
       h("div", { class: "card" }, h("h2", {}, "ε spent per round, per party"), charts.epsilon),
-      h("div", { class: "card" }, h("h2", {}, "Partition: labels per silo"), charts.partition)),
+      h("div", { class: "card" }, h("h2", {}, "Partition: labels per silo"), charts.partition),
+      usersCard),
     h("h2", {}, "Ledger"), ledgerBox,
     h("h2", {}, "Spec ", h("button", { onclick: () => navigator.clipboard?.writeText(specBox.textContent) }, "Copy YAML")), specBox);
 
