@@ -240,3 +240,36 @@ def test_mnist_accuracy_floor():
     result = run(parse_spec(spec), data_dirs=[data_dir()])
     assert result.final.epsilon == pytest.approx(1.914, abs=1e-3)
     assert result.final.accuracy >= 0.72
+
+
+def test_a_csv_with_user_and_silo_columns_keeps_its_own_allocation(tmp_path):
+    rng = np.random.default_rng(0)
+    rows = ["x1,x2,label,hospital,patient"]
+    owners = []
+    for _ in range(400):
+        patient, hospital = int(rng.integers(30)), int(rng.integers(3))
+        x = rng.normal(size=2)
+        rows.append(f"{x[0]:.4f},{x[1]:.4f},{int(x.sum() > 0)},h{hospital},p{patient:02d}")
+        owners.append((hospital, patient))
+    (tmp_path / "visits.csv").write_text("\n".join(rows) + "\n")
+    spec = {
+        "algorithm": "uldp_avg",
+        "params": {"global_lr": 10, "clip": 0.5, "local_lr": 0.1, "local_epochs": 2, "batch_size": 8},
+        "dataset": {
+            "name": "csv",
+            "silos": 3,
+            "options": {"path": "visits.csv", "label": "label", "silo": "hospital", "user_id": "patient"},
+            "partition": {"kind": "natural"},
+            "users": {"kind": "natural"},
+        },
+        "model": {"name": "logreg"},
+        "rounds": 3,
+        "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+    }
+    result = run(parse_spec(spec), data_dirs=[tmp_path])
+    users = result.to_json()["users"]
+    assert users["kind"] == "natural" and users["num_users"] == 30
+    assert sum(users["records_per_user"]) == 320  # the training split: 80 % of the rows
+    assert users["silos_per_user"][0] == 0 and sum(users["silos_per_user"]) == 30
+    assert max(len({h for h, p in owners if p == u}) for u in range(30)) == 3
+    assert users["silos_per_user"][3] > 0  # patients seen in all three hospitals
