@@ -136,3 +136,20 @@ def test_runs_and_budgets_pages(page: Page, server):
     page.goto("/#/budgets")
     expect(page.locator(".card[data-dataset='digits'] .remaining")).to_be_visible()
     shoot(page, "budgets")
+
+
+def test_a_user_level_run_from_the_form_shows_its_users(page: Page, server):
+    page.goto("/#/new")
+    page.select_option("select[name=algorithm]", "uldp_avg_w")
+    expect(page.locator("select[name='params.weighting']")).to_have_value("records")
+    expect(page.locator("select[name='params.secure_weighting']")).to_have_value("false")
+    page.select_option("select[name='model.name']", "logreg")
+    page.select_option("select[name='dataset.users.kind']", "zipf")
+    fill_form(page, SMALL | {"dataset.users.count": "20", "params.local_epochs": "1", "params.global_lr": "20"})
+    expect(page.locator(".projection")).to_contain_text("σ = ", timeout=30_000)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"#/runs/[0-9a-f]+$"))
+    assert wait_status(page, "succeeded|failed") == "succeeded"
+    expect(page.locator("#chart-users .main-svg").first).to_be_visible(timeout=20_000)
+    expect(page.locator("dd").filter(has_text="user-level")).to_be_visible()
+    shoot(page, "run-detail-users")

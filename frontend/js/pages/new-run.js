@@ -26,30 +26,58 @@ const select = (name, options, value) => h("select", { name },
 function paramInputs(algorithm, values) {
   const props = algorithm.params_schema?.properties ?? {};
   return Object.entries(props).map(([key, schema]) => {
+    const label = `${key}${schema.description ? ` (${schema.description})` : ""}`;
+    const value = values?.[key] ?? schema.default;
+    if (schema.enum || schema.const !== undefined || schema.type === "boolean") {
+      const options = schema.enum ?? (schema.const !== undefined ? [schema.const] : ["true", "false"]);
+      return field(label, `params.${key}`, select(`params.${key}`, options, String(value)));
+    }
+    if (schema.anyOf) {  // e.g. a number or one of a few words: typed as text, read back by readParam
+      const words = schema.anyOf.flatMap((s) => s.enum ?? []);
+      return field(label, `params.${key}`, h("input", { type: "text", name: `params.${key}`, value: value ?? "" }),
+        `a number${words.length ? ` or one of ${words.join(", ")}` : ""}`);
+    }
     const attrs = {};
     if (schema.minimum !== undefined) attrs.min = schema.minimum;
     if (schema.exclusiveMinimum !== undefined) attrs.min = schema.exclusiveMinimum;
     if (schema.maximum !== undefined) attrs.max = schema.maximum;
     if (schema.type === "integer") attrs.step = 1;
     const range = [attrs.min !== undefined ? `≥ ${attrs.min}` : "", attrs.max !== undefined ? `≤ ${attrs.max}` : ""].filter(Boolean).join(", ");
-    return field(`${key}${schema.description ? ` (${schema.description})` : ""}`, `params.${key}`,
-      number(`params.${key}`, values?.[key] ?? schema.default, attrs), range);
+    return field(label, `params.${key}`, number(`params.${key}`, value, attrs), range);
   });
 }
+
+/** A form value as its schema's type: booleans and words stay what they are, numbers become numbers. */
+function readParam(raw, schema) {
+  if (schema.type === "boolean") return raw === "true";
+  if (schema.enum || schema.const !== undefined) return raw;
+  if (schema.anyOf) return raw.trim() !== "" && !Number.isNaN(Number(raw)) ? Number(raw) : raw.trim();
+  return Number(raw);
+}
+
+const USER_KINDS = ["none", "uniform", "balanced", "zipf", "natural"];
 
 function readSpec(form, algorithms) {
   const v = (name) => form.elements[name]?.value ?? "";
   const num = (name) => (v(name) === "" ? undefined : Number(v(name)));
   const algorithm = algorithms.find((a) => a.name === v("algorithm"));
   const params = {};
-  for (const key of Object.keys(algorithm?.params_schema?.properties ?? {})) {
-    if (v(`params.${key}`) !== "") params[key] = num(`params.${key}`);
+  for (const [key, schema] of Object.entries(algorithm?.params_schema?.properties ?? {})) {
+    if (v(`params.${key}`) !== "") params[key] = readParam(v(`params.${key}`), schema);
   }
   const partition = { kind: v("dataset.partition.kind") };
   if (["dirichlet", "quantity"].includes(partition.kind) && v("dataset.partition.alpha") !== "") partition.alpha = num("dataset.partition.alpha");
   if (partition.kind === "shards" && v("dataset.partition.labels_per_silo") !== "") partition.labels_per_silo = num("dataset.partition.labels_per_silo");
   const dataset = { name: v("dataset.name"), silos: num("dataset.silos"), partition };
   if (v("dataset.features.pca") !== "") dataset.features = { pca: num("dataset.features.pca") };
+  if (v("dataset.users.kind") !== "none" && v("dataset.users.kind") !== "") {
+    dataset.users = { kind: v("dataset.users.kind") };
+    if (dataset.users.kind !== "natural") dataset.users.count = num("dataset.users.count");
+    if (v("dataset.users.silo_alpha") !== "" && dataset.users.kind !== "natural") {
+      dataset.users.silo_alpha = num("dataset.users.silo_alpha");
+      delete dataset.partition;  // users' records are dealt to silos by the Zipf law instead
+    }
+  }
   const model = { name: v("model.name") };
   if (model.name === "mlp") model.hidden = v("model.hidden").split(",").map((s) => s.trim()).filter(Boolean).map(Number);
   const spec = { algorithm: v("algorithm"), params, dataset, model, rounds: num("rounds"), eval_every: num("eval_every"), seed: num("seed") };
@@ -130,6 +158,9 @@ export async function render(root, { params }) {
         field("Dirichlet α (dirichlet, quantity)", "dataset.partition.alpha", number("dataset.partition.alpha", initial.dataset.partition?.alpha ?? 0.5, { min: 0 })),
         field("labels per silo (shards)", "dataset.partition.labels_per_silo", number("dataset.partition.labels_per_silo", initial.dataset.partition?.labels_per_silo ?? 2, { min: 1, step: 1 })),
         field("PCA components (blank: none)", "dataset.features.pca", number("dataset.features.pca", initial.dataset.features?.pca, { min: 1, step: 1 })),
+        field("users (user-level DP: who owns each record)", "dataset.users.kind", select("dataset.users.kind", USER_KINDS, initial.dataset.users?.kind ?? "none")),
+        field("number of users", "dataset.users.count", number("dataset.users.count", initial.dataset.users?.count ?? 100, { min: 1, step: 1 })),
+        field("Zipf exponent over silos (blank: silos from the partition)", "dataset.users.silo_alpha", number("dataset.users.silo_alpha", initial.dataset.users?.silo_alpha, { min: 0 })),
         field("model", "model.name", select("model.name", MODELS, initial.model?.name ?? "mlp")),
         field("hidden layers (mlp)", "model.hidden", h("input", { name: "model.hidden", value: (initial.model?.hidden ?? [64]).join(", ") })),
         field("rounds", "rounds", number("rounds", initial.rounds, { min: 1, step: 1 })),
