@@ -11,8 +11,8 @@ from backend.deps import SessionDep, SettingsDep, WriteGuard
 from backend.queue import enqueue_runs
 from backend.sweeps import service
 from backend.sweeps.export import summary_csv
-from backend.sweeps.grid import PointError
 from backend.sweeps.schemas import SweepCreate, SweepCreated, SweepDetail, SweepPage, SweepSummary
+from dpfl.sweep import PointError
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
 

@@ -21,11 +21,11 @@ from backend.errors import BudgetExceeded, NotFound
 from backend.models import Budget, Run, RunStatus, Sweep
 from backend.runs import service as runs
 from backend.settings import Settings
-from backend.sweeps.grid import Point, PointError, expand, locate
 from backend.sweeps.summary import Outcome, pareto_front, reference, summary_rows
 from dpfl.algorithms import algorithm_class
 from dpfl.errors import SpecError, UnknownNameError
 from dpfl.spec import RunSpec, parse_spec
+from dpfl.sweep import Point, PointError, expand, locate
 
 __all__ = ["create_sweep", "created", "describe", "detail", "get_sweep", "list_sweeps", "summary"]
 

@@ -145,7 +145,9 @@ def test_a_user_level_run_from_the_form_shows_its_users(page: Page, server):
     expect(page.locator("select[name='params.secure_weighting']")).to_have_value("false")
     page.select_option("select[name='model.name']", "logreg")
     page.select_option("select[name='dataset.users.kind']", "zipf")
-    fill_form(page, SMALL | {"dataset.users.count": "20", "params.local_epochs": "1", "params.global_lr": "20"})
+    fill_form(
+        page, SMALL | {"dataset.users.count": "20", "params.local_epochs": "1", "params.global_lr": "20"}
+    )
     expect(page.locator(".projection")).to_contain_text("σ = ", timeout=30_000)
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r"#/runs/[0-9a-f]+$"))

@@ -6,6 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.main import create_app
+from dpfl.algorithms import registered_algorithms
 from tests.factories import service_spec
 
 pytestmark = pytest.mark.service
@@ -48,8 +49,7 @@ def test_noise_multiplier_run_is_projected_from_its_plan(client):
         (
             {"algorithm": "nope"},
             ["body", "algorithm"],
-            "unknown algorithm 'nope'; registered: fedavg, isrl_localsgd, isrl_mbsgd, isrl_proxsgd, "
-            "isrl_spider, sdp_mbsgd",
+            "unknown algorithm 'nope'; registered: " + ", ".join(registered_algorithms()),
         ),
         ({"rounds": 5000}, ["body", "rounds"], "must be ≤ 2000 on this server; got 5000."),
         ({"colour": "red"}, ["body", "colour"], "is not a known field."),

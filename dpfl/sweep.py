@@ -1,4 +1,4 @@
-"""A sweep's grid: the cartesian product of field values over a base spec, as run spec dicts.
+"""Sweeps: the cartesian product of field values over a base spec, as run spec dicts.
 
 Grid keys are dotted spec field paths (`algorithm`, `privacy.epsilon`, `params.lr`, `seed`),
 each with a list of JSON values; a point is the base with one value of every key set.

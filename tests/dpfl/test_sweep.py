@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.sweeps.grid import PointError, expand, locate
+from dpfl.algorithms import registered_algorithms
+from dpfl.sweep import PointError, expand, locate
 
 BASE = {
     "params": {"lr": 0.5, "batch_size": 64},
@@ -79,15 +80,13 @@ def test_duplicates_do_not_count_against_the_limit():
             BASE,
             {"algorithm": ["isrl_mbsgd", "nope"]},
             ("grid", "algorithm"),
-            "unknown algorithm 'nope'; registered: fedavg, isrl_localsgd, isrl_mbsgd, isrl_proxsgd, "
-            "isrl_spider, sdp_mbsgd",
+            "unknown algorithm 'nope'; registered: " + ", ".join(registered_algorithms()),
         ),
         (
             BASE | {"params_by_algorithm": {"nope": {}}},
             {"algorithm": ["fedavg"]},
             ("base", "params_by_algorithm", "nope"),
-            "unknown algorithm 'nope'; registered: fedavg, isrl_localsgd, isrl_mbsgd, isrl_proxsgd, "
-            "isrl_spider, sdp_mbsgd",
+            "unknown algorithm 'nope'; registered: " + ", ".join(registered_algorithms()),
         ),
         (
             BASE | {"algorithm": "isrl_mbsgd", "rounds": 3},
