@@ -6,7 +6,9 @@ epochs on a fresh copy of the model), clips it to C, and adds it with weight w_{
 weights satisfy Σ_s w_{s,u} ≤ 1 for every user, so one user moves the sum over silos by at
 most C whatever the number of its records (proof C.3). Each silo adds N(0, σ²C²/|S|); the
 total carries σ²C², a Gaussian mechanism with multiplier σ per round. Weights are uniform
-(1/|S|) or records-proportional (n_{s,u}/N_u, ULDP-AVG-w).
+(1/|S|) or records-proportional (n_{s,u}/N_u, ULDP-AVG-w); with `secure_weighting` the
+records-proportional sum is computed by the private weighting protocol (`secure`), which
+gives the same model up to its fixed-point precision and reports its cost per round.
 
 User sub-sampling (the -s / -ws variants, §2.6): each round every user is kept with
 probability q, one decision for all silos, and the release is accounted as a Poisson-sampled
@@ -30,6 +32,7 @@ from pydantic import Field
 from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER
 from dpfl.algorithms.uldp.groups import RecordGroups, local_sgd
+from dpfl.algorithms.uldp.secure import SecureWeighting
 from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, require_users, user_level_plan
 from dpfl.engine import gaussian_noise, mean_grad
 from dpfl.errors import SpecError
@@ -63,7 +66,7 @@ class ULDPAvgWParams(ULDPAvgParams):
     )
     key_bits: int = Field(2048, ge=1024, le=4096, description="Paillier modulus size of the private protocol")
     n_max: int = Field(
-        2000, ge=1, le=5000, description="records per user the private protocol supports (R = lcm(1..n_max))"
+        1000, ge=1, le=5000, description="records per user the private protocol supports (R = lcm(1..n_max))"
     )
 
 
@@ -221,3 +224,38 @@ class ULDPAvgW(ULDPAvg):
 
     Params = ULDPAvgWParams
     summary = "ULDP-AVG with records-proportional weights n_su/N_u (optionally by Paillier protocol)"
+
+    def setup(self, noise_multiplier) -> None:
+        super().setup(noise_multiplier)
+        self.secure = None
+        if self.params.secure_weighting:
+            if self.spec.silos_per_round != self.spec.dataset.silos:
+                raise SpecError("participation", "must be all silos with `params.secure_weighting`.")
+            self.secure = SecureWeighting(
+                self.users.counts(),
+                key_bits=self.params.key_bits,
+                n_max=self.params.n_max,
+                seed=self.spec.seed,
+            )
+
+    def aggregate(self, r, silos, sums, clipped, groups, noise, sampled) -> torch.Tensor:
+        """With `secure_weighting`, the sum comes from the private weighting protocol: silos send
+        Paillier ciphertexts of their weighted contributions and no party learns n_{s,u} or N_u."""
+        if self.secure is None:
+            return super().aggregate(r, silos, sums, clipped, groups, noise, sampled)
+        dense = torch.zeros(len(silos), self.users.num_users, self.layout.size, dtype=clipped.dtype)
+        dense[torch.as_tensor(groups.silo), torch.as_tensor(groups.user)] = clipped  # silos are 0..S-1
+        return self.secure.aggregate(r, list(dense), list(noise), sampled)
+
+    def round(self, r: int) -> RoundOutput:
+        out = super().round(r)
+        if self.secure is not None:
+            cost = self.secure.cost
+            out.metrics |= {
+                "secure_setup_s": cost.setup_s,
+                "secure_encrypt_s": cost.encrypt_s,
+                "secure_silo_s": max(cost.silo_s),
+                "secure_aggregate_s": cost.aggregate_s,
+                "secure_bytes_per_silo": float(cost.bytes_per_silo),
+            }
+        return out

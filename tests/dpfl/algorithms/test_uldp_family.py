@@ -273,3 +273,18 @@ def test_a_csv_with_user_and_silo_columns_keeps_its_own_allocation(tmp_path):
     assert users["silos_per_user"][0] == 0 and sum(users["silos_per_user"]) == 30
     assert max(len({h for h, p in owners if p == u}) for u in range(30)) == 3
     assert users["silos_per_user"][3] > 0  # patients seen in all three hospitals
+
+
+def test_secure_weighting_gives_the_plain_model_and_reports_its_cost():
+    params = HEART_PARAMS | {"local_epochs": 2, "key_bits": 1024, "n_max": 200}
+    plain = run(parse_spec(heart_spec(params=params, rounds=3, eval_every=3)), data_dirs=[data_dir()])
+    spec = heart_spec(params=params | {"secure_weighting": True}, rounds=3, eval_every=3)
+    secure = run(parse_spec(spec), data_dirs=[data_dir()])
+    # Per round the protocol's sum is exact to (U + S)/(2P) = 54/(2·1e10); the server scales it
+    # by η_g/(|U||S|) = 0.05, far below float32 resolution: the models agree to float32 rounding.
+    assert secure.final.loss == pytest.approx(plain.final.loss, abs=1e-6)
+    assert secure.final.accuracy == plain.final.accuracy
+    cost = secure.final.metrics
+    assert cost["secure_setup_s"] > 0 and cost["secure_silo_s"] > 0 and cost["secure_aggregate_s"] > 0
+    assert cost["secure_bytes_per_silo"] == 28 * 2 * 1024 / 8  # d = 2 × (13 + 1) ciphertexts of 2κ bits
+    assert secure.epsilon == plain.epsilon
