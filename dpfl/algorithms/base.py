@@ -17,6 +17,8 @@ Hooks, in the order the runner calls them:
 - `round(r)` → RoundOutput: one round (r counts from 1); `releases` lists the events each
   party released in it, which the runner records in the ledger.
 - `global_params` → the model the server holds now, flat [P], for evaluation.
+- `privacy_caveat()` → what the ledger does not cover (e.g. a step size read from raw data),
+  or None; the runner marks such a run's privacy as not guaranteed.
 """
 
 from __future__ import annotations
@@ -74,6 +76,10 @@ class Algorithm(abc.ABC):
     notion: ClassVar[str] = "none"
     paper: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    # The ledger party of silo i, for algorithms whose silos are each accounted on their own and
+    # release under their own σ_i only: `calibration: accountant` then gives every silo the
+    # smallest σ_i its own ledger needs. None: one σ for all, the least private party's.
+    party_of_silo: ClassVar[Callable[[int], str] | None] = None
 
     def __init__(self, spec: RunSpec, data: FederatedData, model: nn.Module):
         self.spec = spec
@@ -101,6 +107,10 @@ class Algorithm(abc.ABC):
 
     def paper_noise_multiplier(self, *, epsilon: float, delta: float) -> np.ndarray | None:
         """Returns the paper's own σ per silo for (ε, δ), or None where the paper gives none."""
+        return None
+
+    def privacy_caveat(self) -> str | None:
+        """Returns why the run's ledger does not bound what it leaks, or None when it does."""
         return None
 
     @abc.abstractmethod

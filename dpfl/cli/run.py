@@ -146,7 +146,11 @@ def demo() -> None:
             name,
             "–" if eps is None else f"{eps:g}",
             "∞ (not private)" if spent is None else f"{spent:.3f}",
-            "–" if sigma is None else f"{sigma:.3f}",
+            "–"
+            if sigma is None
+            else f"{min(sigma):.3f}–{max(sigma):.3f}"  # one σ per silo
+            if isinstance(sigma, list)
+            else f"{sigma:.3f}",
             f"{result.final.accuracy:.3f}",
         )
     console.print(table)

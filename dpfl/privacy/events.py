@@ -24,6 +24,7 @@ import dp_accounting
 from dpfl.errors import SpecError
 
 __all__ = [
+    "ApproxDPEvent",
     "ComposedEvent",
     "Event",
     "GDPEvent",
@@ -229,6 +230,31 @@ class ShuffleEvent(Event):
         _positive("local_epsilon", self.local_epsilon)
         if not (isinstance(self.num_users, int) and self.num_users >= 1):
             raise SpecError("num_users", f"must be an integer ≥ 1; got {self.num_users!r}.")
+
+
+@_register("approx_dp")
+@dataclasses.dataclass(frozen=True)
+class ApproxDPEvent(Event):
+    """A release known only to be (ε, δ)-DP, as a theorem states it (e.g. Cheu et al. 2021 for
+    the shuffled binomial vector sum of `sdp_mbsgd`, reference/000_isrl_dp.md §3.2).
+
+    Its composition is that of its dominating pair, privacy loss +∞ with probability δ and
+    ±ε otherwise (Kairouz, Oh & Viswanath 2015), which the `pld` accountant composes exactly.
+    An (ε, δ) guarantee with δ > 0 bounds no Rényi divergence, so RDP-based accountants refuse
+    it. The neighbouring relation is the one the theorem uses.
+
+    Attributes:
+        epsilon: ε > 0.
+        delta: δ in [0, 1).
+    """
+
+    epsilon: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        _positive("epsilon", self.epsilon)
+        if not (isinstance(self.delta, (int, float)) and 0 <= self.delta < 1):
+            raise SpecError("delta", f"must be in [0, 1); got {self.delta!r}.")
 
 
 @_register("group")

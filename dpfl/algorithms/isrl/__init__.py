@@ -6,7 +6,8 @@ the ledger and is accounted on its own; the run's ε is the least private silo's
 
 One module per algorithm: `mbsgd` (ISRL-DP minibatch SGD, the shared base), `proxsgd`
 (noisy prox-SGD, with the proximal operators in `prox`), `spider` (FedProx-SPIDER),
-`localsgd` (ISRL-DP Local SGD) and `shuffle` (shuffle-DP minibatch SGD).
+`localsgd` (ISRL-DP Local SGD) and `shuffle` (shuffle-DP minibatch SGD, with Duchi et al.'s
+ℓ2-ball randomizer or Cheu et al.'s binomial vector sum from `vector_sum`).
 """
 
 from dpfl.algorithms.isrl.localsgd import ISRLLocalSGD

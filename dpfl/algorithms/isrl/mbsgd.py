@@ -51,6 +51,9 @@ class ISRLMinibatchSGD(Algorithm):
     notion = "record"
     paper = "000: Lowy, Ghafelebashi & Razaviyayn, Private Non-Convex FL Without a Trusted Server"
     summary = "ISRL-DP minibatch SGD; each silo's messages are record-level DP"
+    # A silo's releases carry its own σ_i only and it is accounted on its own (ISRL-DP), so
+    # each silo is calibrated to its own ledger: larger silos sample less and need less noise.
+    party_of_silo = staticmethod(silo_party)
 
     @property
     def rates(self) -> np.ndarray:

@@ -3,8 +3,9 @@
 Each distinct event's PLD is built once (cached) and composed by convolution. Events
 dp_accounting knows get their PLD from `dp_accounting.pld.PLDAccountant`; a ShuffleEvent gets
 the PLD of the Feldman–McMillan–Talwar dominating pair (P, Q), which composes exactly because
-the shuffled output of neighbours is a post-processing of P vs Q. Votes are accounted
-data-independently; group events are refused (use `rdp` or `group`).
+the shuffled output of neighbours is a post-processing of P vs Q. An (ε, δ)-DP release
+(ApproxDPEvent) gets the PLD of its dominating pair (dp_accounting's `from_privacy_parameters`).
+Votes are accounted data-independently; group events are refused (use `rdp` or `group`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,20 @@ import functools
 import math
 
 from dp_accounting.pld import PLDAccountant as _DpaPld
+from dp_accounting.pld import common as _common
 from dp_accounting.pld import privacy_loss_distribution as _pld
 
 from dpfl.errors import AccountingError
 from dpfl.privacy import shuffle
 from dpfl.privacy.accountants.base import Accountant, Unsupported, register_accountant
-from dpfl.privacy.events import ComposedEvent, Event, SelfComposedEvent, ShuffleEvent, to_dp_accounting
+from dpfl.privacy.events import (
+    ApproxDPEvent,
+    ComposedEvent,
+    Event,
+    SelfComposedEvent,
+    ShuffleEvent,
+    to_dp_accounting,
+)
 
 __all__ = ["PLDAccountant"]
 
@@ -50,6 +59,11 @@ def _event_pld(event: Event, interval: float) -> _pld.PrivacyLossDistribution:
             log_p = {**log_p, "truncated": math.log(dropped)}
         return _pld.from_two_probability_mass_functions(
             log_q, log_p, pessimistic_estimate=True, value_discretization_interval=interval
+        )
+    if isinstance(event, ApproxDPEvent):
+        return _pld.from_privacy_parameters(
+            _common.DifferentialPrivacyParameters(event.epsilon, event.delta),
+            value_discretization_interval=interval,
         )
     raise Unsupported(event, "the PLD accountant has no privacy loss distribution for it")
 

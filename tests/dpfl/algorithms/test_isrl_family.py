@@ -10,13 +10,15 @@ import pytest
 import torch
 
 from dpfl.algorithms import participants
+from dpfl.algorithms.isrl import ISRLMinibatchSGD, SDPMinibatchSGD
 from dpfl.algorithms.isrl.prox import prox
 from dpfl.algorithms.isrl.shuffle import l2_ball_randomizer_radius
 from dpfl.engine import clipped_grad_sum
+from dpfl.privacy.calibration import calibrate_noise_multiplier
 from dpfl.privacy.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent, ShuffleEvent
 from dpfl.privacy.ledger import Ledger
 from dpfl.privacy.shuffle import shuffle_epsilon
-from dpfl.runner import prepare, run
+from dpfl.runner import prepare, project, run
 from dpfl.spec import load_spec, parse_spec
 from tests.factories import data_dir, isrl_digits_spec
 
@@ -75,14 +77,60 @@ def test_localsgd_ledger_has_k_events_per_silo_per_round_and_matches_dp_accounti
     assert all(
         isinstance(e.event, SelfComposedEvent) and e.event.count == k for e in entries
     )  # ... of K steps
-    sigma = result.privacy.noise_multiplier
-    worst_q = min(1.0, 32 / result.label_histogram.sum(axis=1).min())
-    acc = dp_accounting.rdp.RdpAccountant()
-    acc.compose(
-        dp_accounting.PoissonSampledDpEvent(worst_q, dp_accounting.GaussianDpEvent(sigma)), k * rounds
+    # Each silo has its own σ_i (digits splits into silos of 144 and 143 records).
+    sigmas = np.asarray(result.privacy.noise_multiplier)
+    rates = np.minimum(1.0, 32 / result.label_histogram.sum(axis=1))
+    assert len(set(sigmas.tolist())) == 2
+    per_silo = []
+    for q, sigma in zip(rates, sigmas, strict=True):
+        acc = dp_accounting.rdp.RdpAccountant()
+        acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), k * rounds)
+        per_silo.append(acc.get_epsilon(DELTA))
+    assert result.epsilon == pytest.approx(max(per_silo), rel=1e-9)
+    assert max(per_silo) <= 3.0 and min(per_silo) == pytest.approx(3.0, rel=1e-3)
+
+
+def _quantity_spec(silos: int, partition: dict | None = None):
+    """Returns MB-SGD on digits split into silos of unequal size (quantity skew), ε = 2, 5 rounds."""
+    partition = partition or {"kind": "quantity", "alpha": 2.0, "min_size": 200}
+    return isrl_digits_spec(
+        rounds=5,
+        eval_every=5,
+        dataset={"name": "digits", "silos": silos, "partition": partition},
+        params={"lr": 0.5, "batch_size": 32, "clip": 1.0},
+        privacy={"epsilon": 2.0, "delta": DELTA},
     )
-    assert result.epsilon == pytest.approx(acc.get_epsilon(DELTA), rel=1e-9)
-    assert result.epsilon == pytest.approx(3.0, rel=2e-3)
+
+
+def test_each_silo_gets_the_smallest_sigma_its_own_ledger_needs():
+    result = run(_quantity_spec(2))
+    sizes = result.label_histogram.sum(axis=1)
+    sigmas = np.asarray(result.privacy.noise_multiplier)
+    assert sizes.tolist() == [881, 557]
+    assert sigmas[0] < sigmas[1]  # the larger silo samples at a lower rate and needs less noise
+    assert sigmas.tolist() == pytest.approx([0.9187, 1.0189], abs=1e-4)
+    curves = result.ledger.epsilon_curves(delta=DELTA)
+    for silo, sigma in enumerate(sigmas):
+        assert curves[f"silo-{silo}"][-1] <= 2.0  # every silo's own ledger meets the target ...
+        less = prepare(_quantity_spec(2)).plan(np.where(np.arange(2) == silo, sigma * (1 - 1e-3), sigmas))
+        assert less.epsilon_curves(delta=DELTA)[f"silo-{silo}"][-1] > 2.0  # ... and 1e-3 less noise fails
+    assert result.epsilon == pytest.approx(2.0, rel=1e-3)
+    assert result.to_json()["privacy"]["noise_multiplier"] == sigmas.tolist()
+
+
+def test_equal_silos_get_one_sigma_equal_to_the_shared_calibration():
+    algorithm = prepare(_quantity_spec(2, partition={"kind": "iid"}))
+    assert algorithm.data.silo_sizes.tolist() == [719, 719]
+    sigma = project(algorithm).noise_multiplier
+    shared = calibrate_noise_multiplier(
+        lambda s: list(algorithm.plan(s).party_events().values()), target_epsilon=2.0, target_delta=DELTA
+    )
+    assert isinstance(sigma, float) and sigma == shared
+
+
+def test_shuffle_dp_keeps_one_sigma_for_all_silos():
+    # The shuffled messages of all silos amplify each other only if every silo uses the same ε0.
+    assert SDPMinibatchSGD.party_of_silo is None and ISRLMinibatchSGD.party_of_silo(3) == "silo-3"
 
 
 def test_localsgd_step_noise_has_the_ledgers_noise_multiplier():

@@ -9,6 +9,7 @@ import pytest
 
 from dpfl.errors import SpecError
 from dpfl.privacy.events import (
+    ApproxDPEvent,
     ComposedEvent,
     GaussianEvent,
     GDPEvent,
@@ -37,6 +38,7 @@ EXAMPLES = [
     ShuffleEvent(local_epsilon=1.5, num_users=1000),
     GroupEvent(SelfComposedEvent(GaussianEvent(5.0), 10), 32),
     ParallelEvent((GaussianEvent(2.0), PoissonSampledEvent(0.1, GaussianEvent(1.0)))),
+    ApproxDPEvent(epsilon=1.5, delta=1e-6),
 ]
 
 
@@ -87,7 +89,7 @@ def test_maps_to_dp_accounting_where_an_event_exists():
             },
             "`sampling_rate` must be in (0, 1]; got 1.5.",
         ),
-        ({"kind": "laplacian", "noise_multiplier": 1}, "`event.kind` must be one of composed, gaussian"),
+        ({"kind": "laplacian", "noise_multiplier": 1}, "`event.kind` must be one of approx_dp, composed,"),
         (
             {"kind": "gaussian", "noise_multiplier": 1, "sigma": 2},
             "`event.sigma` is not a field of a 'gaussian' event.",
