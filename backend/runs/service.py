@@ -78,8 +78,8 @@ def project(spec: RunSpec, settings: Settings) -> dict[str, Any]:
     cls = algorithm_class(spec.algorithm)
     cls.parse_params(spec.params)
     privacy = spec.privacy
-    needs_plan = privacy is not None and (
-        privacy.noise_multiplier is not None or privacy.calibration == "paper"
+    needs_plan = privacy is not None and (  # a μ target's ε comes from its plan too
+        privacy.noise_multiplier is not None or privacy.mu is not None or privacy.calibration == "paper"
     )
     if privacy is not None and cls.notion == "none":
         raise SpecError("privacy", f"must be omitted: {spec.algorithm} is not private.")

@@ -6,9 +6,10 @@ report and a screenshot taken next year agree.
 
 A hash alone cannot keep a handful of names apart: twelve colours take ten names without a clash
 only about 0.4% of the time (the birthday problem). So the names we expect to compare are listed in
-``_CATALOGUE`` and placed by hash with linear probing, which makes them distinct by construction.
-The list is append-only: adding a name never moves an earlier one. A name outside it falls back to
-its bare hash slot and may share a colour with another algorithm.
+``_CATALOGUE`` and placed by hash with linear probing, which makes them distinct by construction:
+the first twelve in the main palette, the next eight in a second one. The list is append-only:
+adding a name never moves an earlier one. A name outside it falls back to its bare hash slot in
+the main palette and may share a colour with another algorithm.
 """
 
 from __future__ import annotations
@@ -35,10 +36,25 @@ _PALETTE = (
     "#CC6677",  # rose
 )
 
+# When the catalogue outgrew the palette, the names after the twelfth took colours from this
+# second palette (Paul Tol's "muted" and "bright" members not used above), so that no colour
+# placed earlier moved.
+_EXTRA_PALETTE = (
+    "#88CCEE",  # cyan
+    "#117733",  # green
+    "#AA4499",  # purple
+    "#DDCC77",  # sand
+    "#661100",  # brown
+    "#6699CC",  # steel blue
+    "#EE3377",  # magenta
+    "#BBBBBB",  # light grey
+)
+
 NEUTRAL_COLOUR = "#4D4D4D"
 """Dark grey of the non-private reference, so it reads as a baseline rather than a contender."""
 
-_NON_PRIVATE = frozenset({"fedavg"})
+# Non-private references of the papers' comparisons: all drawn as the neutral baseline.
+_NON_PRIVATE = frozenset({"fedavg", "fedavg_2lr", "localnewton"})
 
 # Append-only: never edit or reorder an entry, since probing would move the names after it. Besides the
 # registered keys it holds the expected keys of algorithms DESIGN.md plans; one registered under another
@@ -56,6 +72,10 @@ _CATALOGUE = (
     "dp_fedsgd",
     "uldp_avg",
     "uldp_sgd",
+    "sdp_mbsgd",
+    "uldp_avg_w",
+    "uldp_naive",
+    "uldp_group",
 )
 
 # Colours of the figures that show no algorithm: a run's test and train curves, a highlighted summary.
@@ -65,34 +85,36 @@ HIGHLIGHT_COLOUR = _PALETTE[5]
 FAINT_GREY = "#808080"
 
 
-def _hash_slot(name: str) -> int:
-    """Returns the palette index ``blake2b(name) mod len(_PALETTE)``."""
+def _hash_slot(name: str, size: int) -> int:
+    """Returns the palette index ``blake2b(name) mod size``."""
     digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % len(_PALETTE)
+    return int.from_bytes(digest, "big") % size
 
 
-def _probe(names: Sequence[str]) -> dict[str, int]:
-    """Returns name ↦ palette index: the hash slot, or the next free one, until the palette is full."""
-    slots: dict[str, int] = {}
-    for name in names:
-        if len(slots) == len(_PALETTE) or name in slots:
-            continue
-        slot = _hash_slot(name)
-        while slot in slots.values():
-            slot = (slot + 1) % len(_PALETTE)
-        slots[name] = slot
-    return slots
+def _probe(names: Sequence[str]) -> dict[str, str]:
+    """Returns name ↦ colour: each palette in turn, by hash slot or the next free one, until both are full."""
+    colours: dict[str, str] = {}
+    for palette in (_PALETTE, _EXTRA_PALETTE):
+        taken: set[int] = set()
+        for name in names:
+            if name in colours or len(taken) == len(palette):
+                continue
+            slot = _hash_slot(name, len(palette))
+            while slot in taken:
+                slot = (slot + 1) % len(palette)
+            taken.add(slot)
+            colours[name] = palette[slot]
+    return colours
 
 
-_SLOTS = _probe(_CATALOGUE)
+_COLOURS = _probe(_CATALOGUE)
 
 
 def algorithm_colour(name: str) -> str:
-    """Returns the hex colour of algorithm `name`: neutral grey for the non-private reference."""
+    """Returns the hex colour of algorithm `name`: neutral grey for the non-private references."""
     if name in _NON_PRIVATE:
         return NEUTRAL_COLOUR
-    slot = _SLOTS.get(name)
-    return _PALETTE[_hash_slot(name) if slot is None else slot]
+    return _COLOURS.get(name) or _PALETTE[_hash_slot(name, len(_PALETTE))]
 
 
 def _translucent(colour: str, alpha: float) -> str:

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from dpfl.algorithms import registered_algorithms
+from dpfl.algorithms import algorithm_class, registered_algorithms
 from dpfl.plots import (
     NEUTRAL_COLOUR,
     accuracy_vs_spent,
@@ -67,17 +67,19 @@ def sweep_figure() -> dict:
 
 
 def test_registered_algorithms_get_distinct_colours():
-    names = registered_algorithms()
-    assert len({algorithm_colour(n) for n in names}) == len(names)
+    private = [n for n in registered_algorithms() if algorithm_class(n).notion != "none"]
+    assert len({algorithm_colour(n) for n in private}) == len(private) >= 16
+    assert NEUTRAL_COLOUR not in {algorithm_colour(n) for n in private}
 
 
 def test_plausible_future_algorithms_get_distinct_colours():
     names = list(dict.fromkeys([*registered_algorithms(), *FUTURE_NAMES]))
     colours = [algorithm_colour(n) for n in names]
-    # 12 palette colours for the private algorithms: distinct until the palette is full (13 names now;
-    # sdp_mbsgd, registered outside the catalogue, shares uldp_sgd's colour).
-    assert len(set(colours) - {NEUTRAL_COLOUR}) == min(len(names) - 1, 12)
-    assert [n for n, c in zip(names, colours, strict=True) if c == NEUTRAL_COLOUR] == ["fedavg"]
+    # 20 catalogue colours for the private algorithms: distinct until both palettes are full;
+    # the non-private references are the neutral grey.
+    references = [n for n in names if algorithm_colour(n) == NEUTRAL_COLOUR]
+    assert references == ["fedavg", "fedavg_2lr", "localnewton"]
+    assert len(set(colours) - {NEUTRAL_COLOUR}) == min(len(names) - len(references), 20)
 
 
 def test_fedavg_is_a_neutral_dark_grey():

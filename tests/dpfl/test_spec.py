@@ -51,8 +51,8 @@ def test_overrides_apply_and_are_validated():
         ("participation=30", "`participation` must be ≤ `dataset.silos` (25); got 30."),
         (
             "privacy.noise_multiplier=1.1",
-            "`privacy` must have exactly one of `epsilon` (σ is calibrated) and `noise_multiplier` "
-            "(ε is projected).",
+            "`privacy` must have exactly one of `epsilon` (σ is calibrated), `mu` (μ-GDP target) and "
+            "`noise_multiplier` (ε is projected).",
         ),
     ],
 )
