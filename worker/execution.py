@@ -167,6 +167,7 @@ def _record_result(database: Database, run_id: str, result: runner.RunResult) ->
         noise_multiplier=result.privacy.noise_multiplier,
         label_histogram=result.label_histogram.tolist(),
         users=result.users,
+        warning=result.privacy.warning(result.epsilon),
         timings=result.timings,
     )
 

@@ -58,6 +58,7 @@ class Run(Base):
     final_loss: Mapped[float | None] = mapped_column(Float)
     label_histogram: Mapped[Any] = mapped_column(JSON, nullable=True)
     users: Mapped[Any] = mapped_column(JSON, nullable=True)  # UserAllocation.summary(), user-level runs
+    warning: Mapped[str | None] = mapped_column(Text)  # what the privacy result warns of (RunResult)
     timings: Mapped[Any] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text)
     worker: Mapped[str | None] = mapped_column(String(255))

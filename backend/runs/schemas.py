@@ -35,6 +35,8 @@ class RunRead(BaseModel):
     final_accuracy: float | None
     final_loss: float | None
     error: str | None
+    # what the privacy result warns of: an under-protecting calibration, or a leak the ledger misses
+    warning: str | None = None
     worker: str | None
     attempts: int
     cancel_requested: bool

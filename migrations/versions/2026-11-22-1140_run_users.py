@@ -1,4 +1,4 @@
-"""store how a run's records spread over users (user-level DP runs)
+"""store how a run's records spread over users, and what its privacy result warns of
 
 Revision ID: 0002
 Revises: 0001
@@ -19,8 +19,10 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("users", sa.JSON(), nullable=True))
+        batch.add_column(sa.Column("warning", sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("runs") as batch:
+        batch.drop_column("warning")
         batch.drop_column("users")

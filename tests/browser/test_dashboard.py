@@ -155,3 +155,18 @@ def test_a_user_level_run_from_the_form_shows_its_users(page: Page, server):
     expect(page.locator("#chart-users .main-svg").first).to_be_visible(timeout=20_000)
     expect(page.locator("dd").filter(has_text="user-level")).to_be_visible()
     shoot(page, "run-detail-users")
+
+
+def test_a_mu_target_from_the_form_runs_gdp_localnewton(page: Page, server):
+    page.goto("/#/new")
+    page.select_option("select[name=algorithm]", "gdp_localnewton")
+    page.select_option("select[name='dataset.name']", "breast_cancer")
+    page.select_option("select[name='model.name']", "logreg")
+    page.check("input[name=target][value=mu]")
+    expect(page.locator("select[name='privacy.accountant']")).to_have_value("gdp")
+    fill_form(page, SMALL | {"privacy.mu": "2"})
+    expect(page.locator(".projection")).to_contain_text("σ = ", timeout=30_000)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"#/runs/[0-9a-f]+$"))
+    assert wait_status(page, "succeeded|failed") == "succeeded"
+    expect(page.locator("dd.eps")).to_contain_text("9.9")  # μ = 2 is ε = 9.997 at δ = 1e-5

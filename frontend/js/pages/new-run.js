@@ -86,6 +86,7 @@ function readSpec(form, algorithms) {
     const target = form.querySelector("input[name=target]:checked")?.value ?? "epsilon";
     spec.privacy = { delta: num("privacy.delta"), accountant: v("privacy.accountant"), calibration: v("privacy.calibration") };
     if (target === "epsilon") spec.privacy.epsilon = num("privacy.epsilon");
+    else if (target === "mu") spec.privacy.mu = num("privacy.mu");
     else spec.privacy.noise_multiplier = num("privacy.noise_multiplier");
   }
   return spec;
@@ -125,15 +126,18 @@ export async function render(root, { params }) {
   const epsInput = h("input", { type: "hidden", name: "privacy.epsilon", value: eps0 });
   const slider = h("input", { type: "range", min: 0, max: 1000, value: epsToSlider(eps0), name: "epsilon-slider", "aria-label": "ε (log scale)",
     oninput: (e) => { const eps = sliderToEps(Number(e.target.value)); epsInput.value = eps; epsLabel.textContent = `ε = ${eps}`; changed(); } });
-  const target = initial.privacy?.noise_multiplier ? "noise_multiplier" : "epsilon";
+  const target = initial.privacy?.noise_multiplier ? "noise_multiplier" : initial.privacy?.mu ? "mu" : "epsilon";
 
   replace(privacyBox, h("legend", {}, "Privacy"),
     h("div", { class: "field" }, h("span", {}, "target"),
       h("label", {}, h("input", { type: "radio", name: "target", value: "epsilon", checked: target === "epsilon", onchange: () => changed() }), " ε (σ is calibrated)"),
-      h("label", {}, h("input", { type: "radio", name: "target", value: "noise_multiplier", checked: target === "noise_multiplier", onchange: () => changed() }), " noise multiplier (ε is projected)")),
+      h("label", {}, h("input", { type: "radio", name: "target", value: "noise_multiplier", checked: target === "noise_multiplier", onchange: () => changed() }), " noise multiplier (ε is projected)"),
+      h("label", {}, h("input", { type: "radio", name: "target", value: "mu", checked: target === "mu",
+        onchange: (e) => { e.target.form.elements["privacy.accountant"].value = "gdp"; changed(); } }), " μ (Gaussian DP)")),
     field("ε, log scale from 0.1 to 100", "privacy.epsilon",
       h("div", {}, h("div", { class: "slider" }, h("span", {}, "better privacy"), slider, h("span", {}, "better accuracy")), epsLabel, epsInput)),
     field("noise multiplier σ", "privacy.noise_multiplier", number("privacy.noise_multiplier", initial.privacy?.noise_multiplier ?? 1.0, { min: 0 })),
+    field("μ (μ-GDP target)", "privacy.mu", number("privacy.mu", initial.privacy?.mu ?? 1.0, { min: 0 })),
     field("δ", "privacy.delta", number("privacy.delta", initial.privacy?.delta ?? 1e-5, { min: 0, max: 1 })),
     field("accountant", "privacy.accountant", select("privacy.accountant", ACCOUNTANTS, initial.privacy?.accountant ?? "rdp")),
     field("calibration", "privacy.calibration", select("privacy.calibration", ["accountant", "paper"], initial.privacy?.calibration ?? "accountant"),

@@ -41,9 +41,7 @@ export async function render(root, { id, params }) {
         } }, run.cancel_requested && !finished ? "cancelling…" : "Cancel"),
         h("button", { onclick: () => go("new", { from: id }) }, "Clone and edit")),
       run.error ? h("p", { class: "error-text run-error" }, run.error) : null,
-      run.target_epsilon && run.epsilon > run.target_epsilon * (1 + 1e-9)
-        ? h("p", { class: "error-text under-protects" }, `The calibration under-protects: the ledger gives ε = ${fmt(run.epsilon, 4)} for a target of ${run.target_epsilon}.`)
-        : null,
+      run.warning ? h("p", { class: "error-text privacy-warning" }, `Privacy: ${run.warning}.`) : null,
       h("dl", { class: "kv" },
         h("dt", {}, "privacy"), h("dd", {}, run.notion === "none" ? "not private" : `${run.notion}-level, δ = ${run.delta}, ${run.accountant}`),
         h("dt", {}, "ε target / spent"), h("dd", { class: "eps" }, `${fmt(run.target_epsilon)} / ${fmt(run.epsilon, 4)}`),
