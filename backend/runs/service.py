@@ -76,17 +76,17 @@ def project(spec: RunSpec, settings: Settings) -> dict[str, Any]:
     is accounted, which needs the partition, so the dataset is loaded (cached per spec).
     """
     cls = algorithm_class(spec.algorithm)
-    cls.parse_params(spec.params)
+    notion = cls.notion_of(cls.parse_params(spec.params))
     privacy = spec.privacy
     needs_plan = privacy is not None and (  # a μ target's ε comes from its plan too
         privacy.noise_multiplier is not None or privacy.mu is not None or privacy.calibration == "paper"
     )
-    if privacy is not None and cls.notion == "none":
+    if privacy is not None and notion == "none":
         raise SpecError("privacy", f"must be omitted: {spec.algorithm} is not private.")
-    if privacy is None and cls.notion != "none":
+    if privacy is None and notion != "none":
         raise SpecError("privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`.")
     out: dict[str, Any] = {
-        "notion": cls.notion,
+        "notion": notion,
         "epsilon": None,
         "noise_multiplier": None,
         "delta": None if privacy is None else privacy.delta,

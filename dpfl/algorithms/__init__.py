@@ -1,6 +1,6 @@
 """Federated algorithms, registered by name (see `registered_algorithms`)."""
 
-from dpfl.algorithms import fedavg, isrl  # noqa: F401  (registers the algorithms)
+from dpfl.algorithms import fedavg, isrl, newton, uldp, voting  # noqa: F401  (registers the algorithms)
 from dpfl.algorithms.base import (
     Algorithm,
     Params,

@@ -94,6 +94,11 @@ class Algorithm(abc.ABC):
         return self.notion != "none"
 
     @classmethod
+    def notion_of(cls, params: Params) -> str:
+        """Returns the privacy notion a run with these params has (the class's, unless a param chooses)."""
+        return cls.notion
+
+    @classmethod
     def parse_params(cls, raw: dict) -> Params:
         """Returns the validated params; raises SpecError naming `params.<field>`."""
         try:

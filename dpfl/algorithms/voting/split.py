@@ -1,0 +1,65 @@
+"""The server's data in the voting setting: an unlabelled public pool carved from the test split.
+
+The voting paper's server holds unlabelled records from its own distribution and a test set
+(reference/003_voting_dpfl.md §1.1, §4.1: MNIST non-IID uses 30% of MNIST's test split as the
+public pool and the other 70% for testing). We carve the pool from the dataset's test split:
+a permutation drawn from the run's seed puts `size` records in the pool, in random order (so
+the first Q are a uniformly random choice of queries), and the rest stay the test set, in
+their original order. The pool's true labels are kept only for bookkeeping (how many released
+labels are right); no algorithm's release depends on them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dpfl.errors import SpecError
+from dpfl.federation import FederatedData
+
+__all__ = ["ServerSplit", "carve_public_pool"]
+
+_POOL_STREAM = 0x9B1C  # the pool's permutation has its own stream of the run's seed
+
+
+@dataclass(frozen=True)
+class ServerSplit:
+    """The public pool and the data whose test split is what remains.
+
+    Attributes:
+        data: the federated data with `x_test`, `y_test` reduced to the records not in the pool.
+        pool_x: the pool's features [size, *input_shape], in query order.
+        pool_y: the pool's true labels [size] (bookkeeping only).
+        pool_rows: each pool record's row in the original test split.
+    """
+
+    data: FederatedData
+    pool_x: torch.Tensor
+    pool_y: torch.Tensor
+    pool_rows: np.ndarray
+
+
+def carve_public_pool(
+    data: FederatedData, *, size: int, seed: int, field: str = "params.public_pool"
+) -> ServerSplit:
+    """Returns `data` with `size` random test records moved to the public pool (0 moves none).
+
+    Raises:
+        SpecError: `size` leaves no test record (the message names `field` and the allowed range).
+    """
+    n = len(data.y_test)
+    if not 0 <= size <= n - 1:
+        raise SpecError(
+            field,
+            f"must be between 0 and {n - 1} (the dataset has {n} test records and at least one must "
+            f"stay for testing); got {size}.",
+        )
+    order = np.random.default_rng([seed, _POOL_STREAM]).permutation(n)
+    pool = order[:size]
+    rest = torch.as_tensor(np.sort(order[size:]), dtype=torch.long)
+    rows = torch.as_tensor(pool, dtype=torch.long)
+    reduced = dataclasses.replace(data, x_test=data.x_test[rest], y_test=data.y_test[rest])
+    return ServerSplit(reduced, data.x_test[rows], data.y_test[rows], pool)

@@ -1,0 +1,79 @@
+"""Non-private SGD of many models at once: the agents' local models and the server's student.
+
+Neither training releases anything: an agent's local model never leaves the agent (only its
+noisy votes do), and the student learns from labels that are already released (post-
+processing). So plain SGD with momentum is enough; what matters is that S models train as one
+batched computation (`dpfl.engine.mean_grad` over a [S, P] stack), never in a Python loop.
+
+Each model sees its records in epochs: a fresh permutation per epoch from its own
+`silo_generator(seed, id, epoch, stream)`, cut into batches of `batch_size`. Models with fewer
+records than the largest wrap around their permutation, so every model takes the same number
+of steps per epoch; a model with no record takes zero gradients.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from dpfl.engine import ParamLayout, SiloBatch, mean_grad, silo_generator
+
+__all__ = ["train_sgd"]
+
+
+def train_sgd(
+    model: nn.Module,
+    layout: ParamLayout,
+    init: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    rows: Sequence[torch.Tensor],
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    momentum: float,
+    seed: int,
+    stream: int,
+    ids: Sequence[int] | None = None,
+) -> torch.Tensor:
+    """Returns S models [S, P] trained from `init` [S, P], model s on records `x[rows[s]]`, `y[rows[s]]`.
+
+    Args:
+        rows: one index tensor per model, into the first dimension of `x` and `y`.
+        epochs, batch_size, lr, momentum: SGD with heavy-ball momentum, v ← μv + g, w ← w − ηv.
+        seed, stream, ids: model s draws from `silo_generator(seed, ids[s], epoch, stream)`
+            (ids default to 0..S−1), so a model's draws do not depend on the others.
+    """
+    if init.dim() != 2 or init.shape[0] != len(rows):
+        raise ValueError(f"init must be [S, P] with S = {len(rows)} models; got shape {tuple(init.shape)}")
+    ids = list(range(len(rows))) if ids is None else [int(i) for i in ids]
+    w = init.detach().clone()
+    velocity = torch.zeros_like(w)
+    sizes = torch.tensor([len(r) for r in rows], dtype=torch.long)
+    width = int(sizes.max()) if len(rows) else 0
+    if width == 0:
+        return w
+    steps = math.ceil(width / batch_size)
+    span = torch.arange(batch_size)
+    mask = span.unsqueeze(0) < sizes.unsqueeze(1)  # a model with fewer records than a batch uses each once
+    for epoch in range(epochs):
+        perms = torch.zeros(len(rows), width, dtype=torch.long)
+        for s, r in enumerate(rows):
+            if len(r):
+                perms[s, : len(r)] = r[
+                    torch.randperm(len(r), generator=silo_generator(seed, ids[s], epoch, stream))
+                ]
+        for step in range(steps):
+            # Positions wrap modulo each model's size, so all models step together.
+            pos = (step * batch_size + span).unsqueeze(0) % sizes.clamp(min=1).unsqueeze(1)
+            index = perms.gather(1, pos)
+            bx = x.index_select(0, index.reshape(-1)).view(*index.shape, *x.shape[1:])
+            by = y.index_select(0, index.reshape(-1)).view(index.shape)
+            g = mean_grad(model, layout, w, SiloBatch(bx, by, mask))
+            velocity.mul_(momentum).add_(g)
+            w.sub_(lr * velocity)
+    return w
