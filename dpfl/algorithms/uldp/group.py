@@ -22,7 +22,7 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER, FedAvg2LR, LocalTrainingParams
@@ -45,9 +45,13 @@ class GroupParams(LocalTrainingParams):
         "median", description="records kept per user k: a number, or the max / median of N_u"
     )
 
-    def model_post_init(self, _context) -> None:
-        if isinstance(self.group_size, int) and self.group_size < 1:
-            raise ValueError("group_size must be ≥ 1")
+    @field_validator("group_size", mode="before")
+    @classmethod
+    def _positive_or_named(cls, value):
+        named = value in ("max", "median")
+        if named or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise ValueError(f"must be an integer ≥ 1 or one of max, median; got {value!r}")
 
 
 @register_algorithm("uldp_group")

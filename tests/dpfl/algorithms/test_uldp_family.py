@@ -157,6 +157,13 @@ def test_users_are_required_and_spec_rules_name_the_field():
         parse_spec(heart_spec(dataset={"name": "heart", "partition": {"kind": "natural"}, "users": users}))
 
 
+@pytest.mark.parametrize("bad", [0, "half", True])
+def test_group_size_must_be_positive_or_named(bad):
+    message = r"^`params\.group_size` must be an integer ≥ 1 or one of max, median; got "
+    with pytest.raises(SpecError, match=message):
+        prepared(heart_spec("uldp_group", params=HEART_PARAMS | {"group_size": bad}))
+
+
 def test_users_first_deals_each_users_records_by_zipf_over_silos():
     spec = {
         "algorithm": "fedavg_2lr",
