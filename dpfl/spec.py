@@ -242,4 +242,5 @@ def load_spec(text: str, *, overrides: Sequence[str] = ()) -> RunSpec:
         raise SpecError("spec", f"is not valid YAML or JSON: {exc}") from None
     if not isinstance(data, Mapping):
         raise SpecError("spec", f"must be a mapping of fields; got {type(data).__name__}.")
+    data = {k: v for k, v in data.items() if k != "reproduce"}  # a paper config's sweep (dpfl.reproduce)
     return parse_spec(apply_overrides(data, overrides))

@@ -14,6 +14,7 @@ from typer.exceptions import TyperException
 
 from dpfl.cli import privacy, service
 from dpfl.cli import run as run_cmd
+from dpfl.cli.reproduce import reproduce
 from dpfl.errors import DpflError
 
 __all__ = ["app", "main"]
@@ -29,6 +30,7 @@ app.add_typer(privacy.app, name="privacy")
 app.command(name="run")(run_cmd.run)
 app.command(name="datasets")(run_cmd.datasets)
 app.command(name="demo")(run_cmd.demo)
+app.command(name="reproduce")(reproduce)
 app.command(name="up")(service.up)
 app.command(name="worker")(service.worker)
 app.add_typer(service.db_app, name="db")

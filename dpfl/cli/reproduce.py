@@ -1,0 +1,191 @@
+"""`dpfl reproduce PAPER`: a paper's sweeps, here with progress bars or on a server, then the report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from dpfl import runner
+from dpfl.cli.settings import cache_dir, data_dirs
+from dpfl.errors import DpflError, SpecError
+from dpfl.reproduce import PAPERS, Outcome, Sweep, default_config_dir, load_paper
+from dpfl.reproduce import server as remote
+from dpfl.reproduce.local import missing_datasets, run_sweeps
+from dpfl.reproduce.report import Report, write_csv, write_html
+from dpfl.reproduce.summary import corrections, summary_rows, verdicts
+from dpfl.spec import RunSpec
+
+__all__ = ["reproduce"]
+
+_PAPER_HELP = "The paper: " + ", ".join(f"{p.key} (seed {p.seed})" for p in PAPERS.values()) + "."
+
+
+def reproduce(
+    paper: Annotated[str, typer.Argument(metavar="PAPER", help=_PAPER_HELP)],
+    quick: Annotated[
+        bool,
+        typer.Option("--quick", help="The reduced sweep of each config (fewer rounds, points and seeds)."),
+    ] = False,
+    seeds: Annotated[
+        int | None, typer.Option("--seeds", help="Runs per cell (default: the config's).")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Folder for report.html and summary.csv (default reproduce-PAPER)."),
+    ] = None,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server", help="URL of a running `dpfl up`: the sweeps run there and show in its dashboard."
+        ),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option("--token", envvar="DPFL_TOKEN", help="Bearer token, if the server wants one."),
+    ] = None,
+    configs: Annotated[
+        Path | None,
+        typer.Option("--configs", help="Folder of paper configs (default: the repository's configs/paper)."),
+    ] = None,
+) -> None:
+    """Reproduce a paper's experiments and write DIR/report.html (offline) and DIR/summary.csv."""
+    start, started = time.perf_counter(), dt.datetime.now().astimezone()
+    if seeds is not None and seeds < 1:
+        raise SpecError("--seeds", f"must be an integer ≥ 1; got {seeds}.")
+    settings = load_paper(paper, configs or default_config_dir())
+    sweeps = [s.sweep(quick=quick, seeds=seeds) for s in settings]
+    console = Console(stderr=True)
+    links: dict[str, str] = {}
+    if server is None:
+        _check_data(sweeps)
+        outcomes = _run_here(sweeps, console)
+    else:
+        outcomes, links = _run_on_server(server, token, sweeps, paper=paper, quick=quick, console=console)
+    blocks = {s.name: s.block for s in settings}
+    rows = summary_rows(outcomes, blocks)
+    report = Report(
+        paper=PAPERS[paper],
+        settings=settings,
+        sweeps=sweeps,
+        outcomes=outcomes,
+        rows=rows,
+        verdicts=verdicts(outcomes, rows, blocks),
+        corrections=corrections(outcomes),
+        quick=quick,
+        started=started,
+        wall_s=time.perf_counter() - start,
+        where="local" if server is None else server,
+        links=links,
+    )
+    folder = out or Path(f"reproduce-{paper}")
+    folder.mkdir(parents=True, exist_ok=True)
+    write_csv(rows, folder / "summary.csv")
+    write_html(report, folder / "report.html")
+    for v in report.verdicts:
+        console.print(
+            f"[bold]{escape(v.verdict)}[/]: {escape(v.claim.text)} ({escape(v.detail)})", soft_wrap=True
+        )
+    if report.corrections:
+        console.print(
+            f"[bold yellow]privacy:[/] {len(report.corrections)} runs spent more than their stated ε"
+        )
+    console.print(
+        f"wrote {folder / 'report.html'} and {folder / 'summary.csv'}: {len(outcomes)} runs, "
+        f"{report.wall_s:.0f} s wall time",
+        soft_wrap=True,
+    )
+    failed = [o for o in outcomes if o.status != "succeeded"]
+    if failed:
+        first = (failed[0].error or failed[0].status).splitlines()[0]
+        raise DpflError(
+            f"{len(failed)} of {len(outcomes)} runs did not succeed (first: {failed[0].label}: {first}); "
+            "the report lists them"
+        )
+
+
+def _check_data(sweeps: Sequence[Sweep]) -> None:
+    """Refuses to start when a dataset's files are not found, in one line naming DPFL_DATA_DIR."""
+    missing = missing_datasets(sweeps, data_dirs=data_dirs(), cache_dir=cache_dir())
+    if missing:
+        now = os.environ.get("DPFL_DATA_DIR") or "unset"
+        raise DpflError(
+            f"dataset {', '.join(repr(m) for m in missing)} not found: set DPFL_DATA_DIR to the folder that "
+            f"holds its files (now {now}); `dpfl datasets` shows where each one is looked for"
+        )
+
+
+def _run_here(sweeps: Sequence[Sweep], console: Console) -> list[Outcome]:
+    """Returns the outcomes of running every point here, with a bar over points and one over rounds."""
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+    ]
+    total = sum(len(s.points) for s in sweeps)
+    with Progress(*columns, console=console) as bar:
+        points = bar.add_task("runs", total=total, status="")
+        rounds = bar.add_task("", total=1, status="")
+
+        def on_point(index: int, _total: int, label: str, spec: RunSpec) -> None:
+            bar.update(points, completed=index)
+            bar.reset(rounds, total=spec.rounds, description=escape(label), status="")
+
+        def on_round(p: runner.Progress) -> None:
+            status = "" if p.record is None else f"acc {p.record.accuracy:.3f}"
+            if p.epsilon is not None:
+                status += f"  ε {p.epsilon:.3g}"
+            bar.update(rounds, completed=p.round, status=status)
+
+        outcomes = run_sweeps(
+            sweeps, data_dirs=data_dirs(), cache_dir=cache_dir(), on_point=on_point, on_round=on_round
+        )
+        bar.update(points, completed=total)
+    return outcomes
+
+
+def _run_on_server(
+    url: str, token: str | None, sweeps: Sequence[Sweep], *, paper: str, quick: bool, console: Console
+) -> tuple[list[Outcome], dict[str, str]]:
+    """Returns the outcomes of the sweeps run on the server, and each setting's dashboard link."""
+    client = remote.Client(url, token=token)
+    try:
+        ids, links = [], {}
+        for sweep in sweeps:
+            name = f"reproduce {paper}: {sweep.setting}" + (" (quick)" if quick else "")
+            sweep_id = remote.submit(client, sweep, name=name)
+            ids.append(sweep_id)
+            links[sweep.setting] = f"{client.url}/#/compare?sweep={sweep_id}"
+            console.print(
+                f"submitted {escape(name)}: {len(sweep.points)} runs; {links[sweep.setting]}", soft_wrap=True
+            )
+        columns = [
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[finished]}"),
+            TimeElapsedColumn(),
+        ]
+        total = sum(len(s.points) for s in sweeps)
+        with Progress(*columns, console=console) as bar:
+            task = bar.add_task("runs on the server", total=total, finished="")
+
+            def on_progress(progress: float, finished: int, runs: int) -> None:
+                bar.update(task, completed=progress, total=runs, finished=f"{finished}/{runs} finished")
+
+            remote.wait(client, ids, on_progress=on_progress)
+        outcomes = [
+            o for sweep, i in zip(sweeps, ids, strict=True) for o in remote.fetch_outcomes(client, sweep, i)
+        ]
+    finally:
+        client.close()
+    return outcomes, links

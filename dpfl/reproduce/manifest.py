@@ -1,0 +1,389 @@
+"""Which configs reproduce a paper, and the `reproduce:` block that turns a config into a sweep.
+
+A file ``configs/paper/<paper>_<setting>.yaml`` is a RunSpec (``dpfl run`` runs it as the paper's
+base setting; `dpfl.spec.load_spec` ignores the block) plus an optional top-level block::
+
+    reproduce:
+      title: "MNIST, 25 silos: test error against ε"
+      grid: {algorithm: [isrl_mbsgd, isrl_spider], privacy.epsilon: [0.75, 3, 18]}
+      params_by_algorithm: {isrl_mbsgd: {lr: 2.0, batch_size: 128, clip: 1.0}}
+      seeds: 3                      # runs per grid cell (seeds base.seed, base.seed + 1, ...)
+      x: privacy.epsilon            # the grid key on the figure's x axis
+      quick: {set: {rounds: 10}, grid: {privacy.epsilon: [1, 18]}, seeds: 1}
+      paper:                        # the paper's reported numbers, next to ours in the report
+        - {algorithm: isrl_spider, x: 3, metric: test_error, value: 0.12, source: "Table 2"}
+      claims:                       # checked on the mean over the sweep's x values
+        - {text: "...", better: isrl_spider, than: isrl_mbsgd, metric: test_error, by: 0.0172}
+      notes: "free text shown under the setting's title"
+
+Parameters: the config's own `params` belong to its own `algorithm`; every other algorithm of
+the grid takes exactly its `params_by_algorithm` entry (or its defaults), so parameters one
+method does not know (SPIDER's `phase`) never reach another. The grid is the API's
+(`dpfl.sweep.expand`), with `seed` added from `seeds`; grid keys besides `algorithm`, `x` and
+`seed` split the results into variants, each with its own figure and verdicts.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+import dpfl
+from dpfl.algorithms import algorithm_class
+from dpfl.errors import DpflError, SpecError, UnknownNameError
+from dpfl.spec import parse_spec, spec_error
+from dpfl.sweep import PER_ALGORITHM, Point, PointError, expand, locate
+
+__all__ = [
+    "PAPERS",
+    "Claim",
+    "ConfigError",
+    "PaperInfo",
+    "PaperValue",
+    "ReproduceBlock",
+    "Setting",
+    "Sweep",
+    "default_config_dir",
+    "load_paper",
+    "load_setting",
+]
+
+BLOCK = "reproduce"
+MAX_POINTS = 5_000  # a reproduction is bounded by patience, not by a server's limit
+Metric = Literal["accuracy", "test_error", "loss"]
+
+
+@dataclass(frozen=True)
+class PaperInfo:
+    """A paper we reproduce: its short name (the CLI's PAPER), seed number and citation."""
+
+    key: str
+    seed: str
+    citation: str
+
+
+PAPERS: dict[str, PaperInfo] = {
+    p.key: p
+    for p in (
+        PaperInfo(
+            "isrl",
+            "000",
+            "Lowy, Ghafelebashi & Razaviyayn, Private Non-Convex Federated Learning Without a Trusted Server",
+        ),
+        PaperInfo("newton", "001", "Cao, Guo & Zhang, Privacy-Preserving Distributed Learning via Newton"),
+        PaperInfo("voting", "003", "Zhu et al., Voting-based Approaches for Differentially Private FL"),
+        PaperInfo("uldp", "004", "Kato et al., ULDP-FL: Federated Learning with Across-Silo User-Level DP"),
+    )
+}
+
+
+class ConfigError(SpecError):
+    """A config file's field is invalid; the message starts with the file's name."""
+
+    def __init__(self, file: str, field: str, message: str):
+        super().__init__(field, message)
+        self.file = file
+        self.args = (f"{file}: `{field}` {message}",)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_metric_value(metric: str, value: float) -> None:
+    if metric in ("accuracy", "test_error") and not 0 <= value <= 1:
+        raise ValueError(f"`value` of a {metric} must be a fraction in [0, 1] (12.5 % is 0.125); got {value}")
+    if metric == "loss" and not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"`value` of a loss must be a finite number ≥ 0; got {value}")
+
+
+class QuickBlock(_Strict):
+    """What `--quick` changes: dotted overrides of the base, replacement grid entries, the seeds."""
+
+    set: dict[str, Any] = Field(default_factory=dict)
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    seeds: int | None = Field(None, ge=1, le=100)
+
+
+class PaperValue(_Strict):
+    """One number the paper reports, for the cell (algorithm, x) of the variants matching `where`.
+
+    `epsilon` is the ε the paper states for it (default: `x`, when x is `privacy.epsilon`).
+    """
+
+    algorithm: str
+    x: float | None = None  # None: a non-private result (no x)
+    metric: Metric
+    value: float
+    source: str = Field(min_length=1)
+    epsilon: float | None = Field(None, gt=0)
+    where: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _value_in_range(self) -> PaperValue:
+        _check_metric_value(self.metric, self.value)
+        return self
+
+
+class Claim(_Strict):
+    """ "`better` beats `than` on `metric`, by at least `by` if given", on the mean over x values."""
+
+    text: str = Field(min_length=1)
+    better: str
+    than: str
+    metric: Metric
+    by: float | None = Field(None, ge=0)
+    where: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReproduceBlock(_Strict):
+    """The `reproduce:` block of a config (see the module docstring)."""
+
+    title: str = Field(min_length=1)
+    grid: dict[str, list[Any]] = Field(min_length=1)
+    params_by_algorithm: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    seeds: int = Field(1, ge=1, le=100)
+    quick: QuickBlock | None = None
+    x: str = "privacy.epsilon"
+    paper: list[PaperValue] = Field(default_factory=list)
+    claims: list[Claim] = Field(default_factory=list)
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One setting's sweep as run: its base (with `params_by_algorithm`), grid and validated points."""
+
+    setting: str
+    base: dict[str, Any]
+    grid: dict[str, list[Any]]
+    x: str
+    points: list[Point]
+
+    @property
+    def variant_keys(self) -> list[str]:
+        """Returns the grid keys that split results into variants (not algorithm, x or seed)."""
+        return [k for k in self.grid if k not in ("algorithm", "seed", self.x)]
+
+    def cell(self, spec: Mapping[str, Any]) -> tuple[str, float | None, tuple[tuple[str, Any], ...], int]:
+        """Returns (algorithm, x, variant, seed) of a run from its spec as JSON.
+
+        x is None for a run without that field (a non-private run when x is `privacy.epsilon`).
+        """
+        x = _get(spec, self.x)
+        variant = tuple((key, _get(spec, key)) for key in self.variant_keys)
+        return spec["algorithm"], None if x is None else float(x), variant, int(spec.get("seed", 0))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One config file of a paper with its `reproduce:` block."""
+
+    name: str  # the file's stem, e.g. isrl_mnist
+    path: Path
+    spec: dict[str, Any]  # the RunSpec part, as written
+    block: ReproduceBlock
+
+    @property
+    def algorithms(self) -> list[str]:
+        """Returns the algorithms of the full sweep (the grid's, or the config's own)."""
+        return [str(a) for a in self.block.grid.get("algorithm", [self.spec.get("algorithm")])]
+
+    def sweep(self, *, quick: bool = False, seeds: int | None = None) -> Sweep:
+        """Returns the sweep to run, every point validated (`--quick` and `--seeds` applied).
+
+        Raises:
+            ConfigError: `quick` was asked for but not given, or a point is invalid (the field
+                named where it is written: the base spec, `reproduce.grid.<key>`, ...).
+        """
+        block = self.block
+        fields: dict[str, str] = {}  # grid key → where it is written, when not `reproduce.grid`
+        data, grid = dict(self.spec), dict(block.grid)
+        count = block.seeds
+        if quick:
+            if block.quick is None:
+                raise ConfigError(self.path.name, "reproduce.quick", "is not given; run without --quick.")
+            data = self._quick_set(data, block.quick.set)
+            grid |= block.quick.grid
+            fields |= {key: "reproduce.quick.grid" for key in block.quick.grid}
+            count = block.quick.seeds or count
+        count = seeds or count
+        start = int(data.get("seed", 0))
+        grid["seed"] = list(range(start, start + count))
+        own = {str(data.get("algorithm")): data.pop("params", None) or {}}
+        base = data | {PER_ALGORITHM: own | block.params_by_algorithm}
+        try:
+            points = expand(base, grid, max_points=MAX_POINTS)
+            for i in range(len(points)):
+                _validate(i, points, base)
+        except PointError as exc:
+            raise ConfigError(self.path.name, self._field(exc.loc, fields), exc.reason) from None
+        return Sweep(self.name, base, grid, block.x, points)
+
+    def _quick_set(self, data: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+        """Returns a copy of `data` with each dotted key of `quick.set` set to its value."""
+        out = copy.deepcopy(data)
+        for key, value in values.items():
+            node, (*parents, leaf) = out, key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    raise ConfigError(
+                        self.path.name,
+                        f"{BLOCK}.quick.set.{key}",
+                        f"cannot be set: {part!r} is not a mapping.",
+                    )
+            node[leaf] = copy.deepcopy(value)
+        return out
+
+    def _field(self, loc: Sequence[str], fields: Mapping[str, str]) -> str:
+        """Returns where in the file a sweep field is written."""
+        if loc[0] == "grid":
+            key = loc[1] if len(loc) > 1 else ""
+            return ".".join(p for p in (fields.get(key, "reproduce.grid"), key) if p)
+        rest = list(loc[1:])
+        if (
+            rest[:2] == [PER_ALGORITHM, self.spec.get("algorithm")]
+            and rest[1] not in self.block.params_by_algorithm
+        ):
+            return ".".join(["params", *rest[2:]])  # the config's own params
+        if rest[:1] == [PER_ALGORITHM]:
+            return ".".join(["reproduce", *rest])
+        return ".".join(rest) or "spec"
+
+
+def _validate(index: int, points: Sequence[Point], base: Mapping[str, Any]) -> None:
+    """Refuses a point whose spec or params are invalid, naming the field it came from."""
+    point = points[index]
+    try:
+        spec = parse_spec(point.data)
+        cls = algorithm_class(spec.algorithm)
+        cls.parse_params(spec.params)
+        if spec.privacy is None and cls.notion != "none":
+            raise SpecError(
+                "privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`."
+            )
+    except SpecError as exc:
+        where = ", ".join(f"{k}={json.dumps(v)}" for k, v in point.overrides.items())
+        raise PointError(
+            locate(exc.field, point, base), f"{exc.reason.rstrip('.')} (point {where})."
+        ) from None
+    except UnknownNameError as exc:
+        raise PointError(("base", "spec"), str(exc)) from None
+
+
+def _get(data: Mapping[str, Any], dotted: str) -> Any:
+    """Returns the value at a dotted path of a nested mapping, None where the path ends early."""
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def default_config_dir() -> Path:
+    """Returns the repository's configs/paper folder, found relative to the installed package."""
+    return Path(dpfl.__file__).resolve().parents[1] / "configs" / "paper"
+
+
+def load_setting(path: Path) -> Setting | None:
+    """Returns the config at `path` as a Setting, or None when it has no `reproduce:` block.
+
+    Raises:
+        ConfigError: the file is not valid YAML, its spec is invalid or its block is.
+    """
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(path.name, "spec", f"is not valid YAML: {exc}".replace("\n", " ")) from None
+    if not isinstance(raw, dict):
+        raise ConfigError(path.name, "spec", f"must be a mapping of fields; got {type(raw).__name__}.")
+    if BLOCK not in raw:
+        return None
+    spec = {k: v for k, v in raw.items() if k != BLOCK}
+    try:
+        parse_spec(spec)
+        block = ReproduceBlock.model_validate(raw[BLOCK])
+    except SpecError as exc:
+        raise ConfigError(path.name, exc.field, exc.reason) from None
+    except ValidationError as exc:
+        err = spec_error(exc, prefix=BLOCK)
+        raise ConfigError(path.name, err.field, err.reason) from None
+    setting = Setting(path.stem, path, spec, block)
+    _check_block(setting)
+    return setting
+
+
+def _check_block(setting: Setting) -> None:
+    """Refuses what pydantic cannot see: seeds in the grid, an x off the grid, unknown method names."""
+    block, file = setting.block, setting.path.name
+    for key in (*block.grid, *(block.quick.grid if block.quick else ())):
+        if key == "seed":
+            raise ConfigError(
+                file, f"{BLOCK}.grid.seed", "cannot be swept; give the count as `reproduce.seeds`."
+            )
+    if block.x not in block.grid:
+        raise ConfigError(
+            file,
+            f"{BLOCK}.x",
+            f"must be a key of `reproduce.grid` ({', '.join(block.grid)}); got {block.x!r}.",
+        )
+    quick_x = block.quick.grid.get(block.x, []) if block.quick else []
+    for value in (*block.grid[block.x], *quick_x):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(
+                file, f"{BLOCK}.grid.{block.x}", f"must list numbers (the x axis); got {value!r}."
+            )
+    known = setting.algorithms
+    seen: set[str] = set()
+    for i, entry in enumerate(block.paper):
+        _known_algorithm(file, f"{BLOCK}.paper.{i}.algorithm", entry.algorithm, known)
+        key = json.dumps([entry.algorithm, entry.x, entry.where], sort_keys=True)
+        if key in seen:
+            raise ConfigError(
+                file, f"{BLOCK}.paper.{i}", "repeats the cell of an earlier entry; give one value a cell."
+            )
+        seen.add(key)
+    for i, claim in enumerate(block.claims):
+        _known_algorithm(file, f"{BLOCK}.claims.{i}.better", claim.better, known)
+        _known_algorithm(file, f"{BLOCK}.claims.{i}.than", claim.than, known)
+
+
+def _known_algorithm(file: str, field: str, name: str, known: Sequence[str]) -> None:
+    if name not in known:
+        raise ConfigError(
+            file, field, f"must be one of the sweep's algorithms ({', '.join(known)}); got {name!r}."
+        )
+
+
+def load_paper(paper: str, config_dir: Path) -> list[Setting]:
+    """Returns the settings of `paper`: every `<paper>.yaml` or `<paper>_*.yaml` with a block, by name.
+
+    Raises:
+        SpecError: `paper` is unknown or the folder is missing.
+        ConfigError: a config is invalid.
+        DpflError: no config of the paper has a block.
+    """
+    if paper not in PAPERS:
+        known = ", ".join(f"{p.key} (seed {p.seed})" for p in PAPERS.values())
+        raise SpecError("PAPER", f"must be one of {known}; got {paper!r}.")
+    if not config_dir.is_dir():
+        raise SpecError("--configs", f"must be a folder of paper configs; got {str(config_dir)!r}.")
+    files = sorted({*config_dir.glob(f"{paper}.yaml"), *config_dir.glob(f"{paper}_*.yaml")})
+    settings = [s for s in (load_setting(f) for f in files) if s is not None]
+    if not settings:
+        found = ", ".join(f.name for f in files) or "none"
+        raise DpflError(
+            f"no config of paper {paper!r} in {config_dir} has a `reproduce:` block yet "
+            f"(its configs: {found}); add one as configs/paper/isrl_mnist.yaml does"
+        )
+    return settings

@@ -1,0 +1,123 @@
+"""Running a reproduction on a DP-FL Explorer server: submit each sweep, follow it, read it back.
+
+Only the public HTTP API is used (``POST /api/sweeps``, ``GET /api/sweeps/{id}``,
+``GET /api/runs/{id}/spec``), so the sweeps, their runs and ledgers land in the server's
+database and show on its Compare page like any other sweep. The server expands the grid with
+the same `dpfl.sweep.expand`; each run's own spec then says which cell it belongs to.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+
+from dpfl.errors import DpflError
+from dpfl.reproduce.manifest import Sweep
+from dpfl.reproduce.summary import Outcome
+
+__all__ = ["Client", "ServerError", "fetch_outcomes", "submit", "wait"]
+
+FINISHED = ("succeeded", "failed", "cancelled")
+OnProgress = Callable[[float, int, int], None]  # (runs' progress summed, finished runs, all runs)
+
+
+class ServerError(DpflError):
+    """The server cannot be reached or refused a request; the message says what it answered."""
+
+
+class Client:
+    """A thin JSON client of one server, with an optional bearer token for writes."""
+
+    def __init__(self, url: str, *, token: str | None = None, timeout_s: float = 30.0):
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
+
+    def close(self) -> None:
+        """Closes the connection pool."""
+        self._http.close()
+
+    def request(self, method: str, path: str, *, what: str, **kwargs: Any) -> Any:
+        """Returns the JSON answer; raises ServerError naming `what` was asked and what came back."""
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ServerError(
+                f"cannot reach the server at {self.url} ({exc}); start one with `dpfl up` or fix --server"
+            ) from None
+        if response.status_code >= 400:
+            raise ServerError(f"the server refused to {what}: {_reason(response)}")
+        return response.json()
+
+
+def _reason(response: httpx.Response) -> str:
+    """Returns the server's error as one line: `field` message for a 422, else its detail."""
+    try:
+        body = response.json()
+    except ValueError:
+        return f"HTTP {response.status_code}"
+    detail = body.get("detail") if isinstance(body, dict) else body
+    if isinstance(detail, list) and detail and isinstance(detail[0], dict):
+        loc = [str(p) for p in detail[0].get("loc", []) if p != "body"]
+        return f"`{'.'.join(loc)}` {detail[0].get('msg', '')}".strip()
+    return f"{detail} (HTTP {response.status_code})"
+
+
+def submit(client: Client, sweep: Sweep, *, name: str) -> str:
+    """Returns the id of the sweep the server created and queued for `sweep`."""
+    body = {"name": name, "base": sweep.base, "grid": sweep.grid}
+    created = client.request("POST", "/api/sweeps", json=body, what=f"create the sweep of {sweep.setting}")
+    return str(created["id"])
+
+
+def wait(
+    client: Client,
+    sweep_ids: Sequence[str],
+    *,
+    on_progress: OnProgress | None = None,
+    poll_s: float = 1.0,
+) -> None:
+    """Returns once every run of the sweeps has finished (succeeded, failed or cancelled)."""
+    while True:
+        progress, finished, total = 0.0, 0, 0
+        for sweep_id in sweep_ids:
+            sweep = client.request("GET", f"/api/sweeps/{sweep_id}", what=f"show sweep {sweep_id}")
+            num = sweep["num_runs"]
+            progress += sweep["progress"] * num
+            finished += sum(sweep["counts"].get(status, 0) for status in FINISHED)
+            total += num
+        if on_progress is not None:
+            on_progress(progress, finished, total)
+        if finished >= total:
+            return
+        time.sleep(poll_s)
+
+
+def fetch_outcomes(client: Client, sweep: Sweep, sweep_id: str) -> list[Outcome]:
+    """Returns the outcome of every run of a finished sweep, placed in its cell by its own spec."""
+    detail = client.request("GET", f"/api/sweeps/{sweep_id}", what=f"show sweep {sweep_id}")
+    outcomes = []
+    for run in detail["runs"]:
+        spec = client.request("GET", f"/api/runs/{run['id']}/spec", what=f"show the spec of run {run['id']}")
+        algorithm, x, variant, seed = sweep.cell(spec)
+        done = run["status"] == "succeeded"
+        outcomes.append(
+            Outcome(
+                setting=sweep.setting,
+                algorithm=algorithm,
+                x=x,
+                variant=variant,
+                seed=seed,
+                status=run["status"],
+                accuracy=run["final_accuracy"] if done else None,
+                loss=run["final_loss"] if done else None,
+                epsilon=run["epsilon"],
+                target_epsilon=run["target_epsilon"],
+                error=run["error"] or (None if done else f"run {run['id']} {run['status']}"),
+                duration_s=run["duration_s"],
+            )
+        )
+    return outcomes

@@ -1,0 +1,267 @@
+"""A reproduction's results reduced to rows, verdicts on the paper's claims, and privacy corrections.
+
+Pure functions over plain records, so local runs and runs read back from a server are summarised
+by the same code, and the statistics are tested with numbers.
+
+- A row is one (setting, variant, algorithm, x) cell: the mean and sample standard deviation
+  (ddof 1; None for one run) of final test accuracy and loss over the succeeded seeds, the mean
+  and maximum ε the ledgers add up to, the target ε, and the paper's number for the cell with
+  the ε the paper states for it.
+- A claim "A beats B on a metric (by at least m)" is checked on each method's mean over the x
+  values both have (a non-private method has one value and is compared with the other's mean).
+  It holds when A is better by more than 0, and by at least m when m is given; it cannot be
+  checked when either method has no finished run.
+- A privacy correction is a run whose ledger ε exceeds its target (e.g. a paper's closed-form
+  noise): the report says so next to the ε the paper states.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dpfl.reproduce.manifest import Claim, PaperValue, ReproduceBlock
+
+__all__ = [
+    "CANNOT",
+    "DOES_NOT_HOLD",
+    "HOLDS",
+    "Outcome",
+    "Verdict",
+    "check_claim",
+    "corrections",
+    "metric_value",
+    "summary_rows",
+    "variant_label",
+    "verdicts",
+]
+
+HOLDS, DOES_NOT_HOLD, CANNOT = "holds", "does not hold", "cannot be checked"
+_TOLERANCE = 1e-9  # relative slack before a ledger ε counts as above its target
+Variant = tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One run of a reproduction: where it sits in the sweep and what it reached.
+
+    Attributes:
+        x: the run's value of the setting's x field (None: a non-private run without it).
+        variant: the values of the grid's other keys, as (key, value) pairs.
+        status: succeeded, failed or cancelled.
+        accuracy, loss: final test accuracy in [0, 1] and test loss (None unless succeeded).
+        epsilon: the ε its ledger adds up to (None for a non-private or unfinished run).
+        target_epsilon: the ε it was calibrated to (None without an ε target).
+        warning: what the run said about its privacy (a caveat, an ε above target).
+        error: why it failed.
+    """
+
+    setting: str
+    algorithm: str
+    x: float | None
+    variant: Variant
+    seed: int
+    status: str
+    accuracy: float | None = None
+    loss: float | None = None
+    epsilon: float | None = None
+    target_epsilon: float | None = None
+    warning: str | None = None
+    error: str | None = None
+    duration_s: float | None = None
+
+    @property
+    def label(self) -> str:
+        """Returns a short name of the run: setting, algorithm, x, variant and seed."""
+        x = "" if self.x is None else f" x={self.x:g}"
+        variant = f" {variant_label(self.variant)}" if self.variant else ""
+        return f"{self.setting} {self.algorithm}{x}{variant} seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A claim checked on one variant of one setting: the verdict, the measured gap and why."""
+
+    setting: str
+    variant: Variant
+    claim: Claim
+    verdict: str
+    gap: float | None  # how much `better` beats `than` (> 0: it does), in the metric's units
+    detail: str
+
+
+def variant_label(variant: Variant) -> str:
+    """Returns `key=value, …` of a variant ("" for none)."""
+    return ", ".join(f"{k}={v}" for k, v in variant)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _std(values: Sequence[float]) -> float | None:
+    return statistics.stdev(values) if len(values) > 1 else None  # sample std, ddof = 1
+
+
+def _same_x(a: float | None, b: float | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9))
+
+
+def _matches(where: Mapping[str, Any], variant: Variant) -> bool:
+    values = dict(variant)
+    return all(key in values and values[key] == value for key, value in where.items())
+
+
+def metric_value(row: Mapping[str, Any], metric: str) -> float | None:
+    """Returns a row's mean in `metric`: accuracy, test error (1 − accuracy) or loss."""
+    if metric == "loss":
+        return row["loss_mean"]
+    acc = row["accuracy_mean"]
+    return None if acc is None else (acc if metric == "accuracy" else 1.0 - acc)
+
+
+def _paper_value(
+    entries: Sequence[PaperValue], algorithm: str, x: float | None, variant: Variant
+) -> PaperValue | None:
+    for entry in entries:
+        if entry.algorithm == algorithm and _same_x(entry.x, x) and _matches(entry.where, variant):
+            return entry
+    return None
+
+
+def summary_rows(outcomes: Iterable[Outcome], blocks: Mapping[str, ReproduceBlock]) -> list[dict[str, Any]]:
+    """Returns one row per (setting, variant, algorithm, x), in the order the cells first appear.
+
+    Each row: setting, variant, algorithm, x, n (succeeded runs), failed, accuracy_mean,
+    accuracy_std, loss_mean, loss_std, epsilon_mean, epsilon_max (ledger ε spent), target_epsilon,
+    and the paper's number for the cell: paper_metric, paper_value, ours (our mean in the paper's
+    metric), paper_epsilon (the ε the paper states), paper_source; None where not given.
+    """
+    groups: dict[tuple, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        x = None if o.x is None else round(o.x, 12)
+        groups[(o.setting, o.variant, o.algorithm, x)].append(o)
+    rows = []
+    for (setting, variant, algorithm, _), members in groups.items():
+        done = [o for o in members if o.status == "succeeded"]
+        accuracy = [o.accuracy for o in done if o.accuracy is not None]
+        loss = [o.loss for o in done if o.loss is not None]
+        spent = [o.epsilon for o in done if o.epsilon is not None]
+        targets = {o.target_epsilon for o in members}
+        block, x = blocks[setting], members[0].x
+        row = {
+            "setting": setting,
+            "variant": variant_label(variant),
+            "algorithm": algorithm,
+            "x": x,
+            "n": len(done),
+            "failed": len(members) - len(done),
+            "accuracy_mean": _mean(accuracy),
+            "accuracy_std": _std(accuracy),
+            "loss_mean": _mean(loss),
+            "loss_std": _std(loss),
+            "epsilon_mean": _mean(spent),
+            "epsilon_max": max(spent) if spent else None,
+            "target_epsilon": targets.pop() if len(targets) == 1 else None,
+        }
+        entry = _paper_value(block.paper, algorithm, x, variant)
+        stated = None
+        if entry is not None:
+            stated = (
+                entry.epsilon if entry.epsilon is not None else (x if block.x == "privacy.epsilon" else None)
+            )
+        row |= {
+            "paper_metric": None if entry is None else entry.metric,
+            "paper_value": None if entry is None else entry.value,
+            "ours": None if entry is None else metric_value(row, entry.metric),
+            "paper_epsilon": stated,
+            "paper_source": None if entry is None else entry.source,
+        }
+        rows.append(row)
+    return rows
+
+
+def _by_x(rows: Sequence[Mapping[str, Any]], algorithm: str, metric: str) -> dict[float | None, float]:
+    out = {}
+    for row in rows:
+        value = metric_value(row, metric)
+        if row["algorithm"] == algorithm and value is not None:
+            out[row["x"]] = value
+    return out
+
+
+def _amount(metric: str, value: float) -> str:
+    return (
+        f"{100 * value:.2f} points of {metric.replace('_', ' ')}"
+        if metric != "loss"
+        else f"{value:.4g} of loss"
+    )
+
+
+def check_claim(
+    claim: Claim, rows: Sequence[Mapping[str, Any]], *, setting: str, variant: Variant
+) -> Verdict:
+    """Returns the verdict of `claim` on the rows of one setting and variant (see the module docstring)."""
+    mine = [r for r in rows if r["setting"] == setting and r["variant"] == variant_label(variant)]
+    better, than = _by_x(mine, claim.better, claim.metric), _by_x(mine, claim.than, claim.metric)
+    missing = [name for name, values in ((claim.better, better), (claim.than, than)) if not values]
+    if missing:
+        return Verdict(setting, variant, claim, CANNOT, None, f"no finished run of {' and '.join(missing)}")
+    if None in better or None in than:  # a non-private method: one value against the other's mean
+        xs = sorted(x for x in (*better, *than) if x is not None)
+        a, b = _mean(list(better.values())), _mean(list(than.values()))
+    else:
+        xs = sorted(set(better) & set(than))
+        if not xs:
+            return Verdict(setting, variant, claim, CANNOT, None, "the two methods share no x value")
+        a, b = _mean([better[x] for x in xs]), _mean([than[x] for x in xs])
+    assert a is not None and b is not None
+    gap = a - b if claim.metric == "accuracy" else b - a
+    holds = gap > 0 and (claim.by is None or gap >= claim.by)
+    where = "at " if len(xs) == 1 else "on average over "
+    side = "ahead of" if gap > 0 else "behind"
+    detail = (
+        f"{claim.better} {side} {claim.than} by {_amount(claim.metric, abs(gap))} "
+        f"{where}x ∈ {{{', '.join(f'{x:g}' for x in xs)}}}"
+        + ("" if claim.by is None else f"; the claim needs ≥ {_amount(claim.metric, claim.by)}")
+    )
+    return Verdict(setting, variant, claim, HOLDS if holds else DOES_NOT_HOLD, gap, detail)
+
+
+def verdicts(
+    outcomes: Sequence[Outcome], rows: Sequence[Mapping[str, Any]], blocks: Mapping[str, ReproduceBlock]
+) -> list[Verdict]:
+    """Returns the verdict of every claim of every setting, per variant its `where` matches."""
+    variants: dict[str, list[Variant]] = defaultdict(list)
+    for o in outcomes:
+        if o.variant not in variants[o.setting]:
+            variants[o.setting].append(o.variant)
+    return [
+        check_claim(claim, rows, setting=setting, variant=variant)
+        for setting, block in blocks.items()
+        for variant in variants[setting] or [()]
+        for claim in block.claims
+        if _matches(claim.where, variant)
+    ]
+
+
+def corrections(outcomes: Iterable[Outcome]) -> list[str]:
+    """Returns one line per run whose ledger ε exceeds its target, or that carries a privacy warning."""
+    lines = []
+    for o in outcomes:
+        over = (
+            o.epsilon is not None
+            and o.target_epsilon is not None
+            and o.epsilon > o.target_epsilon * (1 + _TOLERANCE)
+        )
+        if over:
+            lines.append(
+                f"{o.label}: the ledger gives ε = {o.epsilon:.4g} for a stated ε of {o.target_epsilon:g}"
+            )
+        elif o.warning:
+            lines.append(f"{o.label}: {o.warning}")
+    return lines

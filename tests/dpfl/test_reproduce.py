@@ -1,0 +1,488 @@
+"""`dpfl reproduce`: the `reproduce:` block, summary numbers, claim verdicts, the report and the CLI.
+
+A tiny setting on the bundled digits data (2 methods × 2 ε × 2 seeds, 6 rounds) is reproduced
+once for the module; the numbers in its summary.csv are checked against the same runs made
+directly with `dpfl.runner.run`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import math
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from plotly.offline import get_plotlyjs
+
+from dpfl import runner
+from dpfl.cli import main
+from dpfl.reproduce import CANNOT, DOES_NOT_HOLD, HOLDS, default_config_dir, load_paper
+from dpfl.reproduce.manifest import Claim
+from dpfl.reproduce.summary import check_claim
+from dpfl.spec import load_spec, parse_spec
+from tests.factories import run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SPEC = {
+    "algorithm": "isrl_mbsgd",
+    "params": {"lr": 2.0, "batch_size": 64, "clip": 1.0},
+    "dataset": {"name": "digits", "silos": 2},
+    "model": {"name": "mlp", "hidden": [16]},
+    "rounds": 6,
+    "privacy": {"epsilon": 1.0, "delta": 1.0e-5},
+    "eval_every": 6,
+    "seed": 0,
+}
+BLOCK = {
+    "title": "digits: accuracy against ε",
+    "notes": "a <tiny> setting",
+    "grid": {"algorithm": ["isrl_mbsgd", "isrl_localsgd"], "privacy.epsilon": [1.0, 4.0]},
+    "params_by_algorithm": {"isrl_localsgd": {"lr": 1.0, "batch_size": 32, "local_steps": 2, "clip": 1.0}},
+    "seeds": 2,
+    "quick": {"set": {"rounds": 2}, "grid": {"algorithm": ["isrl_mbsgd"]}, "seeds": 1},
+    "paper": [{"algorithm": "isrl_mbsgd", "x": 4, "metric": "test_error", "value": 0.2, "source": "Table 9"}],
+    "claims": [
+        {
+            "text": "MB-SGD is more accurate than Local SGD",
+            "better": "isrl_mbsgd",
+            "than": "isrl_localsgd",
+            "metric": "accuracy",
+        },
+        {
+            "text": "Local SGD has the lower loss, by 5",
+            "better": "isrl_localsgd",
+            "than": "isrl_mbsgd",
+            "metric": "loss",
+            "by": 5.0,
+        },
+    ],
+}
+
+
+def write_config(folder: Path, name: str = "isrl_tiny.yaml", spec=None, block=None) -> Path:
+    """Writes a paper config (spec + `reproduce:` block unless block is False) and returns its folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = dict(SPEC if spec is None else spec)
+    if block is not False:
+        data["reproduce"] = BLOCK if block is None else block
+    (folder / name).write_text(yaml.safe_dump(data, sort_keys=False))
+    return folder
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def reproduced(tmp_path_factory) -> tuple[int, str, Path]:
+    """The tiny setting reproduced once through the CLI: (exit code, stderr, output folder)."""
+    root = tmp_path_factory.mktemp("reproduce")
+    configs, out = write_config(root / "configs"), root / "out"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            main(["reproduce", "isrl", "--configs", str(configs), "--out", str(out)])
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, err.getvalue(), out
+
+
+def direct_runs(algorithm: str, epsilon: float, seeds=(0, 1)) -> list[runner.RunResult]:
+    """Returns the cell's runs made directly, with the params the sweep gives that method."""
+    params = BLOCK["params_by_algorithm"].get(algorithm, SPEC["params"])
+    privacy = SPEC["privacy"] | {"epsilon": epsilon}
+    return [
+        runner.run(
+            parse_spec(SPEC | {"algorithm": algorithm, "params": params, "privacy": privacy, "seed": s})
+        )
+        for s in seeds
+    ]
+
+
+# --- the block and the loader ---------------------------------------------------------------
+
+
+def test_load_spec_ignores_the_block_and_the_paper_config_runs_its_base():
+    text = yaml.safe_dump(SPEC | {"reproduce": BLOCK})
+    assert load_spec(text) == parse_spec(SPEC)
+    spec = load_spec((ROOT / "configs/paper/isrl_mnist.yaml").read_text())
+    assert (spec.algorithm, spec.rounds, spec.participation, spec.privacy.epsilon) == (
+        "isrl_spider",
+        50,
+        25,
+        3.0,
+    )
+
+
+def test_isrl_config_sweeps_the_documented_grid():
+    (setting,) = load_paper("isrl", default_config_dir())
+    full, quick = setting.sweep(), setting.sweep(quick=True)
+    assert setting.algorithms == ["isrl_mbsgd", "isrl_localsgd", "isrl_spider"]
+    assert full.grid["privacy.epsilon"] == [0.75, 1, 1.5, 3, 6, 12, 18]
+    assert len(full.points) == 3 * 7 * 3 and len(quick.points) == 3 * 3
+    params = {p.data["algorithm"]: p.data["params"] for p in full.points}
+    assert params["isrl_spider"] == {"lr": 2.0, "batch_size": 128, "clip": 1.0, "phase": 4}
+    assert params["isrl_mbsgd"] == {"lr": 2.0, "batch_size": 128, "clip": 1.0}  # no SPIDER `phase`
+    assert {p.data["participation"] for p in full.points} == {25}
+    assert {p.data["rounds"] for p in quick.points} == {10}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"seeds": 0}, "`reproduce.seeds` input should be greater than or equal to 1; got 0."),
+        ({"title": None}, "`reproduce.title` is required."),
+        ({"colour": "red"}, "`reproduce.colour` is not a known field."),
+        (
+            {"x": "rounds"},
+            "`reproduce.x` must be a key of `reproduce.grid` (algorithm, privacy.epsilon); got 'rounds'.",
+        ),
+        (
+            {"claims": [BLOCK["claims"][0] | {"better": "isrl_spider"}]},
+            "`reproduce.claims.0.better` must be one of the sweep's algorithms (isrl_mbsgd, isrl_localsgd); "
+            "got 'isrl_spider'.",
+        ),
+        (
+            {"paper": [BLOCK["paper"][0] | {"value": 12.5}]},
+            "`reproduce.paper.0.value` of a test_error must be a fraction in [0, 1] (12.5 % is 0.125); "
+            "got 12.5.",
+        ),
+        (
+            {"paper": [BLOCK["paper"][0] | {"metric": "f1"}]},
+            "`reproduce.paper.0.metric` input should be 'accuracy', 'test_error' or 'loss'; got 'f1'.",
+        ),
+        (
+            {"grid": {"algorithm": ["isrl_mbsgd"], "privacy.epsilon": [1.0], "seed": [0, 1]}},
+            "`reproduce.grid.seed` cannot be swept; give the count as `reproduce.seeds`.",
+        ),
+        (
+            {"grid": {"algorithm": ["isrl_mbsgd", "isrl_localsgd"], "privacy.epsilon": [1.0, -1.0]}},
+            "`reproduce.grid.privacy.epsilon` input should be greater than 0; got -1.0 "
+            '(point algorithm="isrl_mbsgd", privacy.epsilon=-1.0, seed=0).',
+        ),
+        (
+            {"params_by_algorithm": {"isrl_localsgd": {"momentum": 0.9}}},
+            "`reproduce.params_by_algorithm.isrl_localsgd.momentum` is not a known field "
+            '(point algorithm="isrl_localsgd", privacy.epsilon=1.0, seed=0).',
+        ),
+    ],
+)
+def test_bad_block_is_one_line_naming_the_field(capsys, tmp_path, change, message):
+    configs = write_config(tmp_path, block={k: v for k, v in (BLOCK | change).items() if v is not None})
+    code, _, err = run_cli(
+        capsys, "reproduce", "isrl", "--configs", str(configs), "--out", str(tmp_path / "o")
+    )
+    assert (code, err) == (1, f"error: isrl_tiny.yaml: {message}\n")
+
+
+# --- claims -----------------------------------------------------------------------------------
+
+
+def _row(algorithm, x, accuracy, loss=1.0, variant=""):
+    return {
+        "setting": "s",
+        "variant": variant,
+        "algorithm": algorithm,
+        "x": x,
+        "accuracy_mean": accuracy,
+        "loss_mean": loss,
+    }
+
+
+ROWS = [
+    _row("a", 1.0, 0.80),
+    _row("a", 2.0, 0.90),
+    _row("a", 4.0, 0.95),
+    _row("b", 1.0, 0.70),
+    _row("b", 2.0, 0.86),  # no x = 4: compared on x ∈ {1, 2} only
+    _row("ref", None, 0.99),
+]
+
+
+def _claim(better, than, metric="test_error", by=None):
+    return Claim(text="t", better=better, than=than, metric=metric, by=by)
+
+
+@pytest.mark.parametrize(
+    ("claim", "verdict", "gap"),
+    [
+        (_claim("a", "b"), HOLDS, 0.07),  # errors (0.2 + 0.1)/2 against (0.3 + 0.14)/2
+        (_claim("a", "b", by=0.07), HOLDS, 0.07),
+        (_claim("a", "b", by=0.08), DOES_NOT_HOLD, 0.07),  # ahead, but by less than claimed
+        (_claim("b", "a", metric="accuracy"), DOES_NOT_HOLD, -0.07),
+        (_claim("a", "b", metric="loss"), DOES_NOT_HOLD, 0.0),  # a tie is not a win
+        (
+            _claim("ref", "a", metric="accuracy"),
+            HOLDS,
+            0.99 - (0.80 + 0.90 + 0.95) / 3,
+        ),  # non-private: vs the mean
+        (_claim("a", "c"), CANNOT, None),
+    ],
+)
+def test_claim_verdicts(claim, verdict, gap):
+    result = check_claim(claim, ROWS, setting="s", variant=())
+    assert result.verdict == verdict
+    assert result.gap == (None if gap is None else pytest.approx(gap, abs=1e-12))
+
+
+def test_claim_verdict_says_why():
+    assert check_claim(_claim("a", "c"), ROWS, setting="s", variant=()).detail == "no finished run of c"
+    detail = check_claim(_claim("a", "b", by=0.08), ROWS, setting="s", variant=()).detail
+    assert detail == (
+        "a ahead of b by 7.00 points of test error on average over x ∈ {1, 2}; "
+        "the claim needs ≥ 8.00 points of test error"
+    )
+
+
+# --- a whole reproduction ---------------------------------------------------------------------
+
+
+def test_summary_csv_holds_the_runs_own_numbers(reproduced):
+    code, err, out = reproduced
+    assert code == 0, err
+    rows = read_csv(out / "summary.csv")
+    assert [(r["algorithm"], float(r["x"]), int(r["n"])) for r in rows] == [
+        ("isrl_mbsgd", 1.0, 2),
+        ("isrl_mbsgd", 4.0, 2),
+        ("isrl_localsgd", 1.0, 2),
+        ("isrl_localsgd", 4.0, 2),
+    ]
+    for row in rows[1], rows[2]:
+        results = direct_runs(row["algorithm"], float(row["x"]))
+        accuracy = [r.final.accuracy for r in results]
+        loss = [r.final.loss for r in results]
+        assert float(row["accuracy_mean"]) == pytest.approx(statistics.mean(accuracy), rel=1e-12)
+        assert float(row["accuracy_std"]) == pytest.approx(statistics.stdev(accuracy), rel=1e-9)
+        assert float(row["loss_mean"]) == pytest.approx(statistics.mean(loss), rel=1e-12)
+        assert float(row["epsilon_mean"]) == pytest.approx(
+            statistics.mean(r.epsilon for r in results), rel=1e-12
+        )
+        assert float(row["epsilon_max"]) <= float(row["target_epsilon"]) * (1 + 1e-9)
+    assert 0.3 < float(rows[1]["accuracy_mean"]) < 1.0  # learnt something in 6 rounds (chance 0.1)
+    paper = rows[1]
+    assert (paper["paper_metric"], paper["paper_value"], paper["paper_epsilon"], paper["paper_source"]) == (
+        "test_error",
+        "0.2",
+        "4.0",
+        "Table 9",
+    )
+    assert float(paper["ours"]) == pytest.approx(1 - float(paper["accuracy_mean"]), rel=1e-12)
+    assert rows[0]["paper_value"] == ""
+
+
+def test_report_embeds_plotly_once_with_figure_and_verdicts(reproduced):
+    _, err, out = reproduced
+    page = (out / "report.html").read_text()
+    assert page.count(get_plotlyjs()[:300]) == 1 and "<script src" not in page
+    assert page.count("Plotly.newPlot(") == 1 and 'id="fig-isrl_tiny-0"' in page
+    assert '"name":"paper: isrl_mbsgd"' in page and '"role":"mean"' in page
+    rows = read_csv(out / "summary.csv")
+    acc = {
+        r["algorithm"]: statistics.mean(
+            float(x["accuracy_mean"]) for x in rows if x["algorithm"] == r["algorithm"]
+        )
+        for r in rows
+    }
+    first = HOLDS if acc["isrl_mbsgd"] > acc["isrl_localsgd"] else DOES_NOT_HOLD
+    assert (
+        f'<span class="{first.replace(" ", "-")}">{first}</span>: MB-SGD is more accurate than Local SGD'
+        in page
+    )
+    assert '<span class="does-not-hold">does not hold</span>: Local SGD has the lower loss, by 5' in page
+    assert "<th>ε the paper states</th>" in page and "<small>Table 9</small>" in page
+    assert "a &lt;tiny&gt; setting" in page  # config text is escaped
+    assert "Every run's ledger ε" in page and "wall time" in page
+    assert f"{first}: MB-SGD is more accurate than Local SGD" in err
+
+
+def test_quick_uses_the_quick_block_and_cannot_check_a_missing_method(capsys, tmp_path):
+    configs = write_config(tmp_path / "configs")
+    code, _, err = run_cli(
+        capsys, "reproduce", "isrl", "--quick", "--configs", str(configs), "--out", str(tmp_path / "o")
+    )
+    assert code == 0, err
+    rows = read_csv(tmp_path / "o" / "summary.csv")
+    assert [(r["algorithm"], r["x"], r["n"]) for r in rows] == [
+        ("isrl_mbsgd", "1.0", "1"),
+        ("isrl_mbsgd", "4.0", "1"),
+    ]
+    assert (
+        "cannot be checked: MB-SGD is more accurate than Local SGD (no finished run of isrl_localsgd)" in err
+    )
+
+
+# --- the CLI's errors ---------------------------------------------------------------------------
+
+
+def test_unknown_paper_lists_the_known_ones(capsys):
+    code, _, err = run_cli(capsys, "reproduce", "isrl2")
+    assert (code, err) == (
+        1,
+        "error: `PAPER` must be one of isrl (seed 000), newton (seed 001), voting (seed 003), "
+        "uldp (seed 004); got 'isrl2'.\n",
+    )
+
+
+def test_missing_data_names_dpfl_data_dir(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("DPFL_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("DPFL_HOME", str(tmp_path / "home"))
+    configs = write_config(tmp_path / "configs", spec=SPEC | {"dataset": {"name": "mnist", "silos": 4}})
+    code, _, err = run_cli(
+        capsys, "reproduce", "isrl", "--configs", str(configs), "--out", str(tmp_path / "o")
+    )
+    assert (code, err) == (
+        1,
+        f"error: dataset 'mnist' not found: set DPFL_DATA_DIR to the folder that holds its files "
+        f"(now {tmp_path / 'empty'}); `dpfl datasets` shows where each one is looked for\n",
+    )
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "files", "message"),
+    [
+        (["--seeds", "0"], {}, "error: `--seeds` must be an integer ≥ 1; got 0.\n"),
+        (
+            ["--quick"],
+            {"quick": None},
+            "error: isrl_tiny.yaml: `reproduce.quick` is not given; run without --quick.\n",
+        ),
+        (
+            [],
+            {"block": False},
+            "error: no config of paper 'isrl' in {configs} has a `reproduce:` block yet "
+            "(its configs: isrl_tiny.yaml); add one as configs/paper/isrl_mnist.yaml does\n",
+        ),
+    ],
+)
+def test_cli_errors_are_one_line(capsys, tmp_path, args, files, message):
+    block = (
+        False if files.get("block") is False else {k: v for k, v in (BLOCK | files).items() if v is not None}
+    )
+    configs = write_config(tmp_path / "configs", block=block)
+    code, _, err = run_cli(capsys, "reproduce", "isrl", "--configs", str(configs), *args)
+    assert (code, err) == (1, message.format(configs=configs))
+
+
+def test_failed_runs_are_reported_and_exit_non_zero(capsys, tmp_path):
+    spec = SPEC | {"dataset": {"name": "csv", "silos": 2, "options": {"path": str(tmp_path / "nowhere.csv")}}}
+    block = BLOCK | {
+        "grid": {"algorithm": ["isrl_mbsgd"], "privacy.epsilon": [1.0]},
+        "seeds": 1,
+        "paper": [],
+        "claims": [],
+    }
+    configs = write_config(tmp_path / "configs", spec=spec, block=block)
+    code, _, err = run_cli(
+        capsys, "reproduce", "isrl", "--configs", str(configs), "--out", str(tmp_path / "o")
+    )
+    assert code == 1
+    assert err.splitlines()[-1] == (
+        "error: 1 of 1 runs did not succeed (first: isrl_tiny isrl_mbsgd x=1 seed 0: `dataset.path` "
+        f"names no file; got '{tmp_path / 'nowhere.csv'}'. Give the path of an existing CSV file.); "
+        "the report lists them"
+    )
+    assert "Failed runs (1)" in (tmp_path / "o" / "report.html").read_text()
+    assert read_csv(tmp_path / "o" / "summary.csv")[0]["failed"] == "1"
+
+
+# --- on a server ------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path) -> Iterator[str]:
+    """`dpfl up` (API and one worker, embedded SQLite and broker) in its own DPFL_HOME; yields its URL."""
+    home, port = tmp_path / "home", _free_port()
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DPFL_") or k == "DPFL_DATA_DIR"}
+    env |= {"DPFL_HOME": str(home), "DPFL_PORT": str(port)}
+    with (home / "up.log").open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dpfl", "up"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url, deadline = f"http://127.0.0.1:{port}", time.time() + 60
+    while True:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/api/runs", timeout=2).status_code == 200:
+                break
+        if proc.poll() is not None or time.time() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise RuntimeError(f"dpfl up did not start:\n{(home / 'up.log').read_text()[-3000:]}")
+        time.sleep(0.3)
+    yield url
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.service
+def test_reproduce_on_a_server_gives_the_same_numbers(capsys, tmp_path, server):
+    block = BLOCK | {
+        "grid": {"algorithm": ["isrl_mbsgd"], "privacy.epsilon": [4.0]},
+        "seeds": 1,
+        "claims": [],
+    }
+    configs = write_config(tmp_path / "configs", block=block)
+    code, _, err = run_cli(
+        capsys,
+        "reproduce",
+        "isrl",
+        "--server",
+        server,
+        "--configs",
+        str(configs),
+        "--out",
+        str(tmp_path / "o"),
+    )
+    assert code == 0, err
+    (sweep,) = httpx.get(f"{server}/api/sweeps").json()["items"]
+    assert (sweep["name"], sweep["num_runs"], sweep["counts"]["succeeded"]) == (
+        "reproduce isrl: isrl_tiny",
+        1,
+        1,
+    )
+    assert f"{server}/#/compare?sweep={sweep['id']}" in err
+    (row,) = read_csv(tmp_path / "o" / "summary.csv")
+    (result,) = direct_runs("isrl_mbsgd", 4.0, seeds=(0,))  # the same run, made here
+    assert (row["algorithm"], float(row["x"]), row["n"]) == ("isrl_mbsgd", 4.0, "1")
+    assert float(row["accuracy_mean"]) == pytest.approx(result.final.accuracy, abs=1e-6)
+    assert float(row["loss_mean"]) == pytest.approx(result.final.loss, rel=1e-5)
+    assert float(row["epsilon_mean"]) == pytest.approx(result.epsilon, rel=1e-9)
+    assert math.isclose(float(row["target_epsilon"]), 4.0)
+    assert sweep["id"] in (tmp_path / "o" / "report.html").read_text()
+
+
+def test_unreachable_server_is_one_line(capsys, tmp_path):
+    configs = write_config(tmp_path / "configs")
+    url = f"http://127.0.0.1:{_free_port()}"
+    code, _, err = run_cli(capsys, "reproduce", "isrl", "--server", url, "--configs", str(configs))
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith(f"error: cannot reach the server at {url} (") and "start one with `dpfl up`" in err
