@@ -21,6 +21,20 @@ def fill_form(page: Page, values: dict[str, str]) -> None:
         page.fill(f"[name='{name}']", value)
 
 
+def wait_projection(page: Page, silos: int) -> None:
+    """Waits until the projection answers the form as filled (its partition has `silos` silos), so a
+    click does not race the chart's re-render; the last field is left first (its change event
+    asks for one more projection)."""
+    page.evaluate("() => document.activeElement?.blur()")
+    page.wait_for_function(
+        "n => { const c = document.getElementById('chart-partition-preview'); "
+        "return c && c.data && c.data.length > 0 && c.data[0].x.length === n; }",
+        arg=silos,
+        timeout=60_000,
+    )
+    expect(page.locator(".projection")).to_contain_text("σ = ")
+
+
 def wait_status(page: Page, statuses: str, timeout_s: float = 90) -> str:
     chip = page.locator("h1 .chip")
     expect(chip).to_have_text(re.compile(statuses), timeout=timeout_s * 1000)
@@ -32,7 +46,7 @@ def test_submit_a_run_from_the_form_and_watch_it_finish(page: Page, server):
     expect(page.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
     # long enough (a few seconds) that the live progress bar must be seen between 0 and 100
     fill_form(page, SMALL | {"rounds": "1000", "eval_every": "100"})
-    expect(page.locator(".projection")).to_contain_text("σ = ", timeout=30_000)
+    wait_projection(page, silos=4)
     shoot(page, "new-run")
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r"#/runs/[0-9a-f]+$"))
@@ -148,7 +162,7 @@ def test_a_user_level_run_from_the_form_shows_its_users(page: Page, server):
     fill_form(
         page, SMALL | {"dataset.users.count": "20", "params.local_epochs": "1", "params.global_lr": "20"}
     )
-    expect(page.locator(".projection")).to_contain_text("σ = ", timeout=30_000)
+    wait_projection(page, silos=4)
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r"#/runs/[0-9a-f]+$"))
     assert wait_status(page, "succeeded|failed") == "succeeded"
@@ -165,7 +179,7 @@ def test_a_mu_target_from_the_form_runs_gdp_localnewton(page: Page, server):
     page.check("input[name=target][value=mu]")
     expect(page.locator("select[name='privacy.accountant']")).to_have_value("gdp")
     fill_form(page, SMALL | {"privacy.mu": "2"})
-    expect(page.locator(".projection")).to_contain_text("σ = ", timeout=30_000)
+    wait_projection(page, silos=4)
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r"#/runs/[0-9a-f]+$"))
     assert wait_status(page, "succeeded|failed") == "succeeded"

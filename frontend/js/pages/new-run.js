@@ -146,7 +146,7 @@ export async function render(root, { params }) {
   const sweepBox = h("fieldset", { class: "sweep", hidden: !sweepMode }, h("legend", {}, "Sweep"),
     field("ε values (comma-separated)", "grid.privacy.epsilon", h("input", { name: "sweep.epsilons", value: "0.5, 1, 2, 4, 8" })),
     field("algorithms", "grid.algorithm", h("div", {}, algorithms.map((a) => h("label", { style: "margin-right:10px" },
-      h("input", { type: "checkbox", name: "sweep.algorithms", value: a.name, checked: a.name === initial.algorithm || !a.private }), ` ${a.name}`)))),
+      h("input", { type: "checkbox", name: "sweep.algorithms", value: a.name, checked: a.name === initial.algorithm || a.name === "fedavg" }), ` ${a.name}`)))),
     field("seeds (comma-separated)", "grid.seed", h("input", { name: "sweep.seeds", value: "0, 1, 2" })));
 
   const form = h("form", { class: "spec", novalidate: true, onsubmit: (e) => { e.preventDefault(); submit(); }, oninput: (e) => { clearError(e.target); changed(); }, onchange: () => changed() },
