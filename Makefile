@@ -24,11 +24,11 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check .
 
+# Every benchmark, each in its own process, then the summary at the top of docs/benchmarks.md.
+# BENCH_ARGS passes options on, e.g. BENCH_ARGS="--only engine,ledger" or "--skip api".
 bench: install
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,bench]"
-	$(PY) benchmarks/ledger.py
-	$(PY) benchmarks/engine.py
-	$(PY) benchmarks/api.py
+	$(PY) -m benchmarks.all $(BENCH_ARGS)
 
 # The API under load: needs PostgreSQL and Redis on 127.0.0.1 (.ci/services.sh starts them).
 bench-api: install

@@ -16,11 +16,12 @@ process on a free loopback port, with Redis as its broker. Then:
     Not measured when the endpoint is absent.
 
 The database is dropped and the server stopped at the end. Exit status 1 when a measured
-target is missed. Usage: python benchmarks/api.py
+target is missed. Usage: python benchmarks/api.py [--no-write]
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as dt
 import json
@@ -51,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from backend import migrate
 from backend.models import RoundMetric, Run
 from benchmarks.api_load import percentile
-from benchmarks.report import write_section
+from benchmarks.report import print_headline, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -489,7 +490,34 @@ def table(
     return text_, ok
 
 
+def headline(lists: dict[str, dict[str, Any]], sweep: dict | None, events: dict | None, ok: bool) -> None:
+    """Prints the JSON line of headline numbers that benchmarks/all.py reads."""
+    loaded, cfg = lists["loaded"], CONFIG
+    parts = [f"p99 {loaded['p99_ms']:.1f} ms at {loaded['concurrency']} connections"]
+    targets = [f"p99 < {cfg['list_target_p99_ms']:g} ms"]
+    if sweep is not None:
+        parts.append(f"sweep of {cfg['sweep']['points']} in {sweep['median_s']:.3f} s")
+        targets.append(f"< {cfg['sweep']['target_s']:g} s")
+    if events is not None:
+        parts.append(f"events p95 lag {events['p95_s']:.3f} s")
+        targets.append(f"< {cfg['events']['target_p95_s']:g} s")
+    print_headline(
+        "api",
+        headline="; ".join(parts),
+        target="; ".join(targets),
+        met=ok,
+        list_p99_ms=loaded["p99_ms"],
+        list_throughput_rps=loaded["throughput_rps"],
+        list_errors=loaded["errors"],
+        sweep_median_s=None if sweep is None else sweep["median_s"],
+        events_p95_s=None if events is None else events["p95_s"],
+    )
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-write", action="store_true", help="print the table only")
+    args = parser.parse_args()
     client = redis.Redis.from_url(CONFIG["redis"])
     client.flushdb()
     try:
@@ -510,7 +538,9 @@ def main() -> int:
         client.close()
     body, ok = table(lists, sweep, events, errors)
     print(body)
-    write_section("API: runs list, sweep submission and live events", body)
+    if not args.no_write:
+        write_section("API: runs list, sweep submission and live events", body)
+    headline(lists, sweep, events, ok)
     return 0 if ok else 1
 
 

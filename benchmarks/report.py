@@ -1,9 +1,20 @@
-"""Writes a benchmark's table into its own section of docs/benchmarks.md, keeping the others."""
+"""Writes a benchmark's table into its own section of docs/benchmarks.md, keeping the others.
+
+Also what every benchmark reports alike: the machine it ran on (`machine`), the date stamp under
+each section, and the one JSON line of headline numbers that `benchmarks/all.py` reads from a
+benchmark's stdout (`print_headline`).
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import os
+import platform
 import re
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = (
@@ -11,15 +22,65 @@ HEADER = (
 )
 
 
-def write_section(title: str, body: str) -> None:
-    """Replaces (or appends) the section `## {title}` of docs/benchmarks.md with `body`."""
-    text = DOC.read_text() if DOC.exists() else HEADER
-    section = f"## {title}\n\n{body.strip()}\n"
+def write_section(title: str, body: str, *, doc: Path = DOC, first: bool = False) -> None:
+    """Replaces (or adds) the section `## {title}` of the document with `body` and a date stamp.
+
+    A new section goes last, or before every other section when `first` (the summary).
+    """
+    text = doc.read_text() if doc.exists() else HEADER
+    section = f"## {title}\n\n{body.strip()}\n\n{stamp()}\n"
     pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
-    text = (
-        pattern.sub(lambda _: section + "\n", text)
-        if pattern.search(text)
-        else text.rstrip() + "\n\n" + section
-    )
-    DOC.parent.mkdir(exist_ok=True)
-    DOC.write_text(text.rstrip() + "\n")
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text)
+    elif first and (top := re.search(r"^## ", text, re.M)):
+        text = text[: top.start()] + section + "\n" + text[top.start() :]
+    else:
+        text = text.rstrip() + "\n\n" + section
+    doc.parent.mkdir(exist_ok=True)
+    doc.write_text(text.rstrip() + "\n")
+
+
+def machine() -> dict[str, Any]:
+    """Returns what a number measured here depends on: cores, CPU model, OS, Python, torch, date.
+
+    torch's version is read from its package metadata, not by importing it, so that a light
+    process (benchmarks/all.py) stays light: a child's peak RSS on Linux starts at its parent's.
+    """
+    try:
+        torch = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch = "not installed"
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu_model(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch,
+        "date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+    }
+
+
+def cpu_model() -> str:
+    """Returns the CPU's model name (from /proc/cpuinfo on Linux), or what the platform says."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def stamp() -> str:
+    """Returns the line under a section: when, and on which CPU, its numbers were measured."""
+    m = machine()
+    return f"Measured {m['date']} on {m['cpu']} ({m['cores']} cores)."
+
+
+def print_headline(benchmark: str, *, headline: str, target: str, met: bool | None, **numbers: Any) -> None:
+    """Prints the benchmark's headline as one JSON line on stdout (last line; benchmarks/all.py reads it).
+
+    `headline` is the ratio or time a reader looks for, `target` what it must reach, `met`
+    whether it did (None: no target applies); `numbers` are the raw values behind them.
+    """
+    line = {"benchmark": benchmark, "headline": headline, "target": target, "met": met, "numbers": numbers}
+    print(json.dumps(line, ensure_ascii=False, default=float), flush=True)
