@@ -22,13 +22,14 @@ from dpfl.privacy.events import (
     to_json,
 )
 
-sigmas = st.floats(0.5, 20)
-# dp_accounting integrates fractional orders numerically; at σ ≲ 1 and q ≈ 0.5 its curves carry
-# ~1e-4 relative noise, so monotonicity is asserted up to that.
+# dp_accounting integrates fractional orders numerically; below σ ≈ 0.8 it fails to converge at
+# some orders and drops them, which moves ε by ~0.1% (σ = 0.5, q = 0.5 → 0.53: ε 59.55 → 59.49).
+# Above, its curves carry ~1e-4 relative noise, so monotonicity is asserted up to that.
+sigmas = st.floats(0.8, 20)
 SLACK = 1e-3
 rates = st.floats(0.001, 1.0)
 steps = st.integers(1, 2000)
-FAST = settings(max_examples=25, deadline=None)
+FAST = settings(max_examples=25, deadline=None, derandomize=True)  # the same examples on every run
 
 
 def _eps(sigma, q, t, accountant="rdp"):
@@ -55,14 +56,14 @@ def test_epsilon_falls_with_noise(sigma, factor, q, t):
     assert _eps(sigma * factor, q, t) <= _eps(sigma, q, t) * (1 + SLACK)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(st.floats(0.8, 10), st.sampled_from([0.01, 0.1, 0.5, 1.0]), st.integers(1, 300))
 def test_pld_is_no_looser_than_rdp(sigma, q, t):
     # PLD is the tighter numerical analysis; allow discretisation slack.
     assert _eps(sigma, q, t, "pld") <= _eps(sigma, q, t) * 1.01 + 1e-3
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(st.floats(0.3, 10), st.sampled_from([0.01, 0.1, 1.0]), st.integers(1, 500))
 def test_calibrate_inverts_epsilon(target, q, t):
     def schedule(sigma):
@@ -97,7 +98,7 @@ events = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(events)
 def test_every_event_round_trips_through_json(event):
     assert from_json(json.loads(json.dumps(to_json(event)))) == event
