@@ -101,7 +101,7 @@ def test_clipping_bounds_hold(name, method):
     assert bool((result.sum.norm(dim=1) <= result.count * clip + 1e-6).all())
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, derandomize=True)
 @given(
     clip=st.floats(min_value=1e-4, max_value=10.0),
     scale=st.floats(min_value=0.01, max_value=100.0),
