@@ -41,6 +41,8 @@ from dpfl.privacy.ledger import Ledger
 
 __all__ = ["ULDPSGD", "ULDPAvg", "ULDPAvgW", "ULDPWeighted"]
 
+_GRADIENT_CHUNK = 256  # records per batched gradient call of ULDP-SGD
+
 
 class ULDPSGDParams(Params):
     global_lr: float = Field(10.0, gt=0, le=100_000, description="server learning rate η_g")
@@ -76,6 +78,7 @@ class ULDPWeighted(Algorithm):
     notion = "user"
     paper = PAPER
     direction = 1.0  # +1: contributions are deltas (added); −1: gradients (subtracted)
+    needs_contributions = False  # whether `aggregate` needs each pair's clipped contribution
 
     def plan(self, noise_multiplier: float) -> Ledger:
         return user_level_plan(self.spec, self.release_event(float(noise_multiplier)))
@@ -121,18 +124,20 @@ class ULDPWeighted(Algorithm):
         raise NotImplementedError
 
     def silo_sums(
-        self, r: int, silos: np.ndarray, sampled: np.ndarray | None
-    ) -> tuple[torch.Tensor, torch.Tensor, RecordGroups, float]:
+        self, r: int, silos: np.ndarray, sampled: np.ndarray | None, *, keep: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, RecordGroups, float]:
         """Returns Σ_u w_{s,u} Clip(contribution) per listed silo [S, P] (before noise), the clipped
-        contributions [G, P], their groups, and the fraction clipped."""
+        contributions [G, P] when `keep` (else None: they can take gigabytes), their groups, and
+        the fraction clipped."""
         groups = self.groups(silos, sampled)
         position = {int(s): i for i, s in enumerate(silos)}
         sums = torch.zeros(len(silos), self.layout.size, dtype=self.w.dtype)
-        clipped = torch.empty(len(groups), self.layout.size, dtype=self.w.dtype)
+        clipped = torch.empty(len(groups), self.layout.size, dtype=self.w.dtype) if keep else None
         clipped_count = 0.0
         for block in groups.blocks():
             rows, frac = clip_rows(self.contributions(groups, block, r), self.params.clip)
-            clipped[block] = rows
+            if clipped is not None:
+                clipped[block] = rows
             clipped_count += frac * len(rows)
             weight = torch.as_tensor(self.weights[groups.silo[block], groups.user[block]], dtype=self.w.dtype)
             at = torch.as_tensor([position[int(s)] for s in groups.silo[block]], dtype=torch.long)
@@ -157,7 +162,7 @@ class ULDPWeighted(Algorithm):
         p = self.params
         silos = participants(self.spec, r)
         sampled = self.sampled_users(r)
-        sums, clipped, groups, frac = self.silo_sums(r, silos, sampled)
+        sums, clipped, groups, frac = self.silo_sums(r, silos, sampled, keep=self.needs_contributions)
         std = self.sigma * p.clip / math.sqrt(len(silos))
         noise = gaussian_noise((self.layout.size,), std, seed=self.spec.seed, silos=silos, round=r)
         total = self.aggregate(r, silos, sums, clipped, groups, noise, sampled)
@@ -187,10 +192,21 @@ class ULDPSGD(ULDPWeighted):
     direction = -1.0
 
     def contributions(self, groups: RecordGroups, block: slice, r: int) -> torch.Tensor:
+        """Each group's mean gradient, in chunks of records: a chunk weighs (its records)/(the
+        group's), and only groups with records in it take part, so no block is padded to its
+        largest group."""
         index, count = groups.index[block], groups.count[block]
-        mask = torch.arange(index.shape[1])[None, :] < count[:, None]
-        batch = groups.batch(self.data, index, mask)
-        return mean_grad(self.model, self.layout, self.w.expand(len(count), -1), batch)
+        total = torch.zeros(len(count), self.layout.size, dtype=self.w.dtype)
+        for start in range(0, int(count.max()), _GRADIENT_CHUNK):
+            active = int((count > start).sum())  # a prefix: counts decrease along the block
+            cols = torch.arange(start, min(start + _GRADIENT_CHUNK, index.shape[1]))
+            mask = cols[None, :] < count[:active, None]
+            batch = groups.batch(self.data, index[:active, cols], mask)
+            share = (mask.sum(1) / count[:active]).to(self.w.dtype)
+            total[:active] += share[:, None] * mean_grad(
+                self.model, self.layout, self.w.expand(active, -1), batch
+            )
+        return total
 
 
 @register_algorithm("uldp_avg")
@@ -224,6 +240,10 @@ class ULDPAvgW(ULDPAvg):
 
     Params = ULDPAvgWParams
     summary = "ULDP-AVG with records-proportional weights n_su/N_u (optionally by Paillier protocol)"
+
+    @property
+    def needs_contributions(self) -> bool:
+        return self.secure is not None
 
     def setup(self, noise_multiplier) -> None:
         super().setup(noise_multiplier)

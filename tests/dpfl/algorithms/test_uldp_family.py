@@ -61,7 +61,7 @@ def test_one_user_moves_the_sum_over_silos_by_at_most_c(algorithm):
     params = {"global_lr": 10, "clip": 0.1} if algorithm == "uldp_sgd" else HEART_PARAMS
     alg = prepared(heart_spec(algorithm, params=params))
     silos = np.arange(4)
-    sums, clipped, groups, _ = alg.silo_sums(1, silos, None)
+    sums, clipped, groups, _ = alg.silo_sums(1, silos, None, keep=True)
     weights = torch.as_tensor(alg.weights[groups.silo, groups.user], dtype=clipped.dtype)
     per_user = torch.zeros(alg.users.num_users, clipped.shape[1], dtype=clipped.dtype)
     per_user.index_add_(0, torch.as_tensor(groups.user), clipped * weights[:, None])
@@ -295,3 +295,15 @@ def test_secure_weighting_gives_the_plain_model_and_reports_its_cost():
     assert cost["secure_setup_s"] > 0 and cost["secure_silo_s"] > 0 and cost["secure_aggregate_s"] > 0
     assert cost["secure_bytes_per_silo"] == 28 * 2 * 1024 / 8  # d = 2 × (13 + 1) ciphertexts of 2κ bits
     assert secure.epsilon == plain.epsilon
+
+
+def test_uldp_sgd_gradient_in_chunks_equals_the_whole_mean(monkeypatch):
+    import dpfl.algorithms.uldp.weighted as weighted
+
+    alg = prepared(heart_spec("uldp_sgd", params={"global_lr": 10, "clip": 0.1}))
+    groups = alg.groups(np.arange(4), None)
+    whole = alg.contributions(groups, slice(0, len(groups)), 1)  # every group fits one chunk
+    monkeypatch.setattr(weighted, "_GRADIENT_CHUNK", 3)  # groups of up to 27 records: 1 to 9 chunks
+    torch.testing.assert_close(
+        alg.contributions(groups, slice(0, len(groups)), 1), whole, atol=1e-6, rtol=1e-5
+    )
