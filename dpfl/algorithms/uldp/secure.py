@@ -57,16 +57,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import phe.util
 import torch
-from phe import paillier
 
+from dpfl.algorithms.uldp.crypto import (
+    BACKEND,
+    DH_SECRET_BITS,
+    MODP_G,
+    MODP_P,
+    from_bytes,
+    invert,
+    multi_power,
+    num,
+    paillier_keypair,
+    party_rng,
+    powmod,
+    prg_stream,
+    to_bytes,
+)
 from dpfl.errors import SpecError
-
-try:  # optional accelerator; phe picks it up too
-    import gmpy2
-except ImportError:  # pragma: no cover - depends on the environment
-    gmpy2 = None
 
 __all__ = [
     "BACKEND",
@@ -77,32 +85,6 @@ __all__ = [
     "fixed_point_weighted_sum",
     "lcm_upto",
 ]
-
-BACKEND = "gmpy2" if gmpy2 is not None else "python"
-if gmpy2 is not None:
-    _num, _powmod, _invert = gmpy2.mpz, gmpy2.powmod, gmpy2.invert
-else:  # pragma: no cover - depends on the environment
-    _num = int
-
-    def _powmod(base: int, exponent: int, modulus: int) -> int:
-        return pow(base, exponent, modulus)
-
-    def _invert(value: int, modulus: int) -> int:
-        return pow(value, -1, modulus)
-
-
-# RFC 3526 §3, the 2048-bit MODP group (id 14), generator 2: a safe prime, 112-bit security.
-_MODP_P = int(
-    "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A0879"
-    "8E3404DDEF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B"
-    "0BFF5CB6F406B7EDEE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA4836"
-    "1C55D39A69163FA8FD24CF5F83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804"
-    "F1746C08CA18217C32905E462E36CE3BE39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6"
-    "955817183995497CEA956AE515D2261898FA051015728E5A8AACAA68FFFFFFFFFFFFFFFF",
-    16,
-)
-_MODP_G = 2
-_DH_SECRET_BITS = 320  # > 2 × the group's 112-bit strength (RFC 3526 §8)
 
 
 @dataclass(frozen=True)
@@ -202,93 +184,13 @@ def fixed_point_weighted_sum(
     return torch.tensor([a / (scale * precision) for a in acc], dtype=torch.float64)
 
 
-def _stream(key: bytes, label: str, round: int, count: int, modulus: int) -> list[int]:
-    """Returns `count` PRG elements of Z_modulus from (key, label, round).
-
-    SHAKE-256 keyed by SHA-256(key, label, round); each element takes 128 bits beyond the
-    modulus before reduction, so the stream is within count·2⁻¹²⁸ of uniform.
-    """
-    seed = hashlib.sha256(b"dpfl-uldp|%s|%s|%d" % (key, label.encode(), round)).digest()
-    width = (modulus.bit_length() + 128 + 7) // 8
-    raw = hashlib.shake_256(seed).digest(count * width)
-    return [int.from_bytes(raw[i * width : (i + 1) * width], "big") % modulus for i in range(count)]
-
-
-def _rng(seed: int | None, party: str) -> random.Random:
-    """Returns a party's own randomness: the OS's, or a reproducible stream for a simulation."""
-    return random.SystemRandom() if seed is None else random.Random(f"{seed}/{party}")
-
-
-def _prime(bits: int, rng: random.Random) -> int:
-    """Returns a random prime of exactly `bits` bits with its top two bits set."""
-    while True:
-        start = rng.getrandbits(bits) | (3 << (bits - 2)) | 1
-        if gmpy2 is not None:
-            p = int(gmpy2.next_prime(start))
-        else:
-            p = start
-            while not phe.util.is_prime(p):
-                p += 2
-        if p.bit_length() == bits:
-            return p
-
-
-def _paillier_keypair(bits: int, rng: random.Random):
-    """Returns a Paillier key pair whose modulus has exactly `bits` bits."""
-    while True:
-        p, q = _prime(bits // 2, rng), _prime(bits // 2, rng)
-        if p != q and (p * q).bit_length() == bits:
-            public = paillier.PaillierPublicKey(p * q)
-            return public, paillier.PaillierPrivateKey(public, p, q)
-
-
-def _to_bytes(values: Sequence[int], width: int) -> bytes:
-    return b"".join(int(v).to_bytes(width, "big") for v in values)
-
-
-def _from_bytes(payload: bytes, width: int) -> list[int]:
-    return [int.from_bytes(payload[i : i + width], "big") for i in range(0, len(payload), width)]
-
-
-def _window(bits: int, coordinates: int) -> int:
-    """Returns the window w minimising a fixed-base table's cost: ⌈L/w⌉·(2^w − 1 + d) products."""
-    return min(range(1, 13), key=lambda w: -(-bits // w) * ((1 << w) - 1 + coordinates))
-
-
-def _multi_power(bases: list, exponents: np.ndarray, n2) -> tuple[list, int]:
-    """Returns (Π_u bases[u]^(e_{u,j} + O) mod n² for every column j, Π_u bases[u]^O) with
-    O = 2^(L−1) chosen so that every shifted exponent lies in [1, 2^L).
-
-    Fixed-base windows: for each base, the powers base^(m·2^(w·i)) are tabulated once and
-    shared by all columns, so a column costs ⌈L/w⌉ products per base instead of a full pow.
-    """
-    users, d = len(bases), exponents.shape[1]
-    bits = max((int(abs(e)) for e in exponents.ravel()), default=0).bit_length() + 1
-    shifted = exponents + (1 << (bits - 1))
-    w = _window(bits, d)
-    windows, mask = -(-bits // w), (1 << w) - 1
-    acc, offset_power = [_num(1)] * d, _num(1)
-    for u in range(users):
-        base = bases[u]
-        for i in range(windows):
-            table = [_num(1), base]
-            for _ in range(mask - 1):
-                table.append(table[-1] * base % n2)
-            digits = ((shifted[u] >> (w * i)) & mask).tolist()
-            acc = [a * table[g] % n2 if g else a for a, g in zip(acc, digits, strict=True)]
-            if i == (bits - 1) // w:
-                offset_power = offset_power * table[1 << ((bits - 1) % w)] % n2
-            base = table[-1] * base % n2
-    return acc, offset_power
-
-
 class _Silo:
     """One silo's side of the protocol: its counts, DH key, pair keys, masks and uploads."""
 
     def __init__(self, index: int, counts: np.ndarray, rng: random.Random):
         self.index, self.counts, self.rng = index, [int(c) for c in counts], rng
-        self._dh_secret = rng.getrandbits(_DH_SECRET_BITS) | (1 << (_DH_SECRET_BITS - 1))
-        self.dh_public = pow(_MODP_G, self._dh_secret, _MODP_P)
+        self._dh_secret = rng.getrandbits(DH_SECRET_BITS) | (1 << (DH_SECRET_BITS - 1))
+        self.dh_public = pow(MODP_G, self._dh_secret, MODP_P)
         self.pair_keys: dict[int, bytes] = {}
         self.masks_r: list[int] = []
         self._k: tuple[int, list] = (-1, [])  # (ciphertext version, k_{s,u} for users with records)
@@ -297,9 +199,9 @@ class _Silo:
         for other, y in enumerate(publics):
             if other == self.index:
                 continue
-            if not 1 < y < _MODP_P - 1:
+            if not 1 < y < MODP_P - 1:
                 raise RuntimeError(f"silo {other} sent an invalid Diffie–Hellman public key")
-            shared = pow(y, self._dh_secret, _MODP_P).to_bytes(256, "big")
+            shared = pow(y, self._dh_secret, MODP_P).to_bytes(256, "big")
             lo, hi = sorted((self.index, other))
             self.pair_keys[other] = hashlib.sha256(b"pair|%d|%d|" % (lo, hi) + shared).digest()
 
@@ -317,7 +219,7 @@ class _Silo:
         """Recovers ρ (non-leaders) and derives the shared multiplicative masks r_u ∈ Z_n^*."""
         if ciphertext is not None:
             self._seed = bytes(a ^ b for a, b in zip(ciphertext, self._pad(0), strict=True))
-        self.masks_r = _stream(self._seed, "blinding", -1, users, n)
+        self.masks_r = prg_stream(self._seed, "blinding", -1, users, n)
         if any(math.gcd(r, n) != 1 for r in self.masks_r):
             raise RuntimeError("a blinding mask shares a factor with n (probability ~2^-1000); rerun setup")
 
@@ -326,46 +228,48 @@ class _Silo:
         total = [0] * count
         for other, key in self.pair_keys.items():
             sign = 1 if self.index < other else -1
-            total = [t + sign * m for t, m in zip(total, _stream(key, label, round, count, n), strict=True)]
+            total = [
+                t + sign * m for t, m in zip(total, prg_stream(key, label, round, count, n), strict=True)
+            ]
         return [t % n for t in total]
 
     def histogram_upload(self, n: int, width: int) -> bytes:
         masks = self._pair_mask("histogram", -1, len(self.counts), n)
         blinded = [(r * c + m) % n for r, c, m in zip(self.masks_r, self.counts, masks, strict=True)]
-        return _to_bytes(blinded, width)
+        return to_bytes(blinded, width)
 
     def round_upload(self, *, round, version, ciphertexts, contributions, noise, n, R, P, rerandomize):
         """Returns the serialised Enc(Σ_u w_{s,u}·R·Encode(x_u) + R·Encode(z) + masks) per coordinate."""
-        n2, nn = _num(n * n), _num(n)
+        n2, nn = num(n * n), num(n)
         users = [u for u, c in enumerate(self.counts) if c > 0]
         if self._k[0] != version:  # one full-size exponentiation per user, reused with c_u
             exponent = [self.counts[u] * self.masks_r[u] * R % n for u in users]
             self._k = (
                 version,
-                [_powmod(_num(ciphertexts[u]), e, n2) for u, e in zip(users, exponent, strict=True)],
+                [powmod(num(ciphertexts[u]), e, n2) for u, e in zip(users, exponent, strict=True)],
             )
         d = noise.shape[0]
         exps = np.array([encode(contributions[u], P) for u in users], dtype=object).reshape(len(users), d)
         if exps.size and max(abs(int(e)) for e in exps.ravel()) < 2**61:
             exps = exps.astype(np.int64)
-        acc, offset_power = _multi_power(self._k[1], exps, n2)
-        unshift = _invert(offset_power, n2)
+        acc, offset_power = multi_power(self._k[1], exps, n2)
+        unshift = invert(offset_power, n2)
         masks = self._pair_mask("update", round, d, n)
         plain = [(R * z + m) % n for z, m in zip(encode(noise, P), masks, strict=True)]
         out = []
         for a, m in zip(acc, plain, strict=True):
             c = a * unshift % n2 * (1 + nn * m) % n2  # (1 + n)^m = 1 + m·n mod n²
             if rerandomize:
-                c = c * _powmod(_num(self.rng.randrange(1, n)), nn, n2) % n2
+                c = c * powmod(num(self.rng.randrange(1, n)), nn, n2) % n2
             out.append(c)
-        return _to_bytes(out, (2 * n.bit_length() + 7) // 8)
+        return to_bytes(out, (2 * n.bit_length() + 7) // 8)
 
 
 class _Server:
     """The server's side: the Paillier key, the inverses β_u, the ciphertexts c_u and decryption."""
 
     def __init__(self, key_bits: int, rng: random.Random):
-        self.public, self._private = _paillier_keypair(key_bits, rng)
+        self.public, self._private = paillier_keypair(key_bits, rng)
         self.n, self.rng = self.public.n, rng
 
     def inverses(self, uploads: Sequence[bytes], width: int) -> tuple[list[list[int]], list[int], list[int]]:
@@ -375,7 +279,7 @@ class _Server:
         Any other B_u without an inverse would expose a factor of n (probability ~2⁻¹⁰⁰⁰).
         """
         n = self.n
-        rows = [_from_bytes(p, width) for p in uploads]
+        rows = [from_bytes(p, width) for p in uploads]
         totals = [sum(column) % n for column in zip(*rows, strict=True)]
         betas = []
         for b in totals:
@@ -383,21 +287,21 @@ class _Server:
                 raise RuntimeError(
                     "a blinded total shares a factor with n (probability ~2^-1000); rerun setup"
                 )
-            betas.append(int(_invert(b, n)) if b else 0)
+            betas.append(int(invert(b, n)) if b else 0)
         return rows, totals, betas
 
     def encrypt(self, betas: Sequence[int], width: int) -> bytes:
         """Returns the broadcast {c_u = Enc(β_u)}, each with fresh randomness."""
         cts = [self.public.raw_encrypt(b, r_value=self.rng.randrange(1, self.n)) for b in betas]
-        return _to_bytes(cts, width)
+        return to_bytes(cts, width)
 
     def decrypt_sum(self, payloads: Sequence[bytes], width: int) -> list[int]:
         """Returns the signed plaintext of Π_s upload_{s,j} for every coordinate j."""
-        n, n2 = self.n, _num(self.n * self.n)
-        columns = zip(*(_from_bytes(p, width) for p in payloads), strict=True)
+        n, n2 = self.n, num(self.n * self.n)
+        columns = zip(*(from_bytes(p, width) for p in payloads), strict=True)
         out = []
         for column in columns:
-            product = _num(1)
+            product = num(1)
             for c in column:
                 product = product * c % n2
             y = self._private.raw_decrypt(int(product))
@@ -475,10 +379,10 @@ class SecureWeighting:
         self.headroom_bits = self._check_headroom(S, U)
 
         start = time.perf_counter()
-        server = _Server(key_bits, _rng(seed, "server"))
+        server = _Server(key_bits, party_rng(seed, "server"))
         n = server.n
         self._width_n, self._width_c = (n.bit_length() + 7) // 8, (2 * n.bit_length() + 7) // 8
-        silos = [_Silo(s, self.counts[s], _rng(seed, f"silo-{s}")) for s in range(S)]
+        silos = [_Silo(s, self.counts[s], party_rng(seed, f"silo-{s}")) for s in range(S)]
         publics = tuple(silo.dh_public for silo in silos)  # (a) uploaded, (b) relayed by the server
         for silo in silos:
             silo.derive_pair_keys(publics)
@@ -498,7 +402,7 @@ class SecureWeighting:
             histogram_uploads=tuple(tuple(r) for r in rows),
             blinded_totals=tuple(blinded),
         )
-        sizes = [(_MODP_P.bit_length() + 7) // 8 + len(u) for u in uploads]
+        sizes = [(MODP_P.bit_length() + 7) // 8 + len(u) for u in uploads]
         sizes[0] += sum(len(m) for m in seed_messages.values())
         self.cost = SecureWeightingCost(
             key_bits=key_bits,
@@ -582,7 +486,7 @@ class SecureWeighting:
         payloads, silo_s = [], []
         for silo, x, z in zip(self._silos, xs, zs, strict=True):
             start = time.perf_counter()
-            ciphertexts = _from_bytes(broadcast, self._width_c)
+            ciphertexts = from_bytes(broadcast, self._width_c)
             upload = silo.round_upload(
                 round=round,
                 version=version,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+from dpfl.algorithms.uldp.crypto import MODP_P
 from dpfl.algorithms.uldp.secure import (
-    _MODP_P,
     SecureWeighting,
     encode,
     fixed_point_weighted_sum,
@@ -231,5 +231,5 @@ def test_encode_rounds_exactly_beyond_int64():
 
 def test_diffie_hellman_group_is_the_rfc_3526_safe_prime():
     is_prime = gmpy2.is_prime if gmpy2 is not None else __import__("phe.util").util.is_prime
-    assert _MODP_P.bit_length() == 2048
-    assert is_prime(_MODP_P) and is_prime((_MODP_P - 1) // 2)
+    assert MODP_P.bit_length() == 2048
+    assert is_prime(MODP_P) and is_prime((MODP_P - 1) // 2)
