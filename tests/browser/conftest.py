@@ -3,18 +3,13 @@ headless Chromium (Debian's, driven by Playwright) that fails the test on any co
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
+
+from tests.server import dpfl_up
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -32,45 +27,11 @@ CHROMIUM_ARGS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def server(tmp_path_factory) -> Iterator[str]:
     """The whole app as a user starts it: `dpfl up` with its own DPFL_HOME; yields the base URL."""
-    home = tmp_path_factory.mktemp("dpfl-home")
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DPFL_") or k == "DPFL_DATA_DIR"}
-    env |= {"DPFL_HOME": str(home), "DPFL_PORT": str(port)}
-    log = (home / "up.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dpfl", "up"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            if httpx.get(f"{url}/api/runs", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            raise RuntimeError(f"dpfl up did not start:\n{(home / 'up.log').read_text()[-3000:]}")
-        time.sleep(0.3)
-    yield url
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+    with dpfl_up(tmp_path_factory.mktemp("dpfl-home")) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

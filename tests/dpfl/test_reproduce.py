@@ -11,13 +11,7 @@ import contextlib
 import csv
 import io
 import math
-import os
-import signal
-import socket
 import statistics
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +27,7 @@ from dpfl.reproduce.manifest import Claim
 from dpfl.reproduce.summary import check_claim
 from dpfl.spec import load_spec, parse_spec
 from tests.factories import run_cli
+from tests.server import dpfl_up, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -404,43 +399,13 @@ def test_failed_runs_are_reported_and_exit_non_zero(capsys, tmp_path):
 # --- on a server ------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server(tmp_path) -> Iterator[str]:
     """`dpfl up` (API and one worker, embedded SQLite and broker) in its own DPFL_HOME; yields its URL."""
-    home, port = tmp_path / "home", _free_port()
+    home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DPFL_") or k == "DPFL_DATA_DIR"}
-    env |= {"DPFL_HOME": str(home), "DPFL_PORT": str(port)}
-    with (home / "up.log").open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dpfl", "up"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url, deadline = f"http://127.0.0.1:{port}", time.time() + 60
-    while True:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/api/runs", timeout=2).status_code == 200:
-                break
-        if proc.poll() is not None or time.time() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise RuntimeError(f"dpfl up did not start:\n{(home / 'up.log').read_text()[-3000:]}")
-        time.sleep(0.3)
-    yield url
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+    with dpfl_up(home, timeout_s=60) as url:
+        yield url
 
 
 @pytest.mark.service
@@ -482,7 +447,7 @@ def test_reproduce_on_a_server_gives_the_same_numbers(capsys, tmp_path, server):
 
 def test_unreachable_server_is_one_line(capsys, tmp_path):
     configs = write_config(tmp_path / "configs")
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     code, _, err = run_cli(capsys, "reproduce", "isrl", "--server", url, "--configs", str(configs))
     assert code == 1 and err.count("\n") == 1
     assert err.startswith(f"error: cannot reach the server at {url} (") and "start one with `dpfl up`" in err

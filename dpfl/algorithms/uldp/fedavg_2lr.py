@@ -13,7 +13,7 @@ import torch
 from pydantic import Field
 
 from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm
-from dpfl.algorithms.uldp.groups import RecordGroups, local_sgd
+from dpfl.algorithms.uldp.groups import RecordGroups, local_deltas
 
 __all__ = ["FedAvg2LR", "LocalTrainingParams"]
 
@@ -41,25 +41,11 @@ class FedAvg2LR(Algorithm):
 
     def silo_deltas(self, silos: np.ndarray, r: int) -> torch.Tensor:
         """Returns each listed silo's model delta after its local epochs, [S, P]."""
-        p = self.params
         groups = RecordGroups.of_silos(self.data, silos)
         position = {int(s): i for i, s in enumerate(silos)}
         out = torch.empty(len(groups), self.layout.size, dtype=self.w.dtype)
         for block in groups.blocks():
-            local = local_sgd(
-                self.model,
-                self.layout,
-                self.w,
-                self.data,
-                groups,
-                block,
-                epochs=p.local_epochs,
-                batch_size=p.batch_size,
-                lr=p.local_lr,
-                seed=self.spec.seed,
-                round=r,
-            )
-            out[[position[int(s)] for s in groups.silo[block]]] = local - self.w
+            out[[position[int(s)] for s in groups.silo[block]]] = local_deltas(self, groups, block, r)
         return out
 
     def round(self, r: int) -> RoundOutput:

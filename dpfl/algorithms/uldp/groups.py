@@ -22,7 +22,7 @@ from dpfl.data import UserAllocation
 from dpfl.engine import ParamLayout, SiloBatch, mean_grad, stack_copies
 from dpfl.federation import FederatedData
 
-__all__ = ["BLOCK", "RecordGroups", "epoch_order", "local_sgd"]
+__all__ = ["BLOCK", "RecordGroups", "epoch_order", "local_deltas", "local_sgd"]
 
 BLOCK = 256
 """Groups per batched block: bounds memory; results do not depend on it."""
@@ -182,3 +182,26 @@ def local_sgd(
             batch = groups.batch(data, index[:active].gather(1, cols), mask)
             local[:active] -= lr * mean_grad(model, layout, local[:active], batch)
     return local
+
+
+def local_deltas(algorithm, groups: RecordGroups, block: slice, round: int) -> torch.Tensor:
+    """Returns each group's model delta after `algorithm`'s local epochs from its model w, [G_block, P].
+
+    `algorithm` has the model, layout, data, spec and current model `w`, and params
+    `local_epochs`, `batch_size` and `local_lr` (FedAvg's two-rate DEFAULT, ULDP-AVG).
+    """
+    p = algorithm.params
+    local = local_sgd(
+        algorithm.model,
+        algorithm.layout,
+        algorithm.w,
+        algorithm.data,
+        groups,
+        block,
+        epochs=p.local_epochs,
+        batch_size=p.batch_size,
+        lr=p.local_lr,
+        seed=algorithm.spec.seed,
+        round=round,
+    )
+    return local - algorithm.w

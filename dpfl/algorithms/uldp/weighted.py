@@ -31,7 +31,7 @@ from pydantic import Field
 
 from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER
-from dpfl.algorithms.uldp.groups import RecordGroups, local_sgd
+from dpfl.algorithms.uldp.groups import RecordGroups, local_deltas
 from dpfl.algorithms.uldp.secure import SecureWeighting
 from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, require_users, user_level_plan
 from dpfl.engine import gaussian_noise, mean_grad
@@ -217,21 +217,7 @@ class ULDPAvg(ULDPWeighted):
     summary = "user-level DP: per-user local training, clipped weighted deltas; noise σC/√|S| per silo"
 
     def contributions(self, groups: RecordGroups, block: slice, r: int) -> torch.Tensor:
-        p = self.params
-        local = local_sgd(
-            self.model,
-            self.layout,
-            self.w,
-            self.data,
-            groups,
-            block,
-            epochs=p.local_epochs,
-            batch_size=p.batch_size,
-            lr=p.local_lr,
-            seed=self.spec.seed,
-            round=r,
-        )
-        return local - self.w
+        return local_deltas(self, groups, block, r)
 
 
 @register_algorithm("uldp_avg_w")

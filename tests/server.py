@@ -1,0 +1,61 @@
+"""`dpfl up` as a user starts it, for tests that need the whole app behind a real port."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """Returns a TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def dpfl_up(home: Path, *, timeout_s: float = 90) -> Iterator[str]:
+    """Runs `dpfl up` (API and one worker, embedded SQLite and broker) in `home`; yields its URL.
+
+    Only DPFL_DATA_DIR is kept from the environment, so the app runs on its embedded defaults.
+    """
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DPFL_") or k == "DPFL_DATA_DIR"}
+    env |= {"DPFL_HOME": str(home), "DPFL_PORT": str(port)}
+    with (home / "up.log").open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dpfl", "up"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url, deadline = f"http://127.0.0.1:{port}", time.time() + timeout_s
+    try:
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/api/runs", timeout=2).status_code == 200:
+                    break
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"dpfl up did not start:\n{(home / 'up.log').read_text()[-3000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
