@@ -19,7 +19,9 @@ from dpfl.cli.settings import cache_dir, data_dirs
 from dpfl.errors import DpflError, SpecError
 from dpfl.reproduce import PAPERS, Outcome, Sweep, default_config_dir, load_paper
 from dpfl.reproduce import server as remote
+from dpfl.reproduce.calibration import local_projector, paper_calibrations
 from dpfl.reproduce.local import missing_datasets, run_sweeps
+from dpfl.reproduce.markdown import write_markdown
 from dpfl.reproduce.report import Report, write_csv, write_html
 from dpfl.reproduce.summary import corrections, summary_rows, verdicts
 from dpfl.spec import RunSpec
@@ -57,7 +59,7 @@ def reproduce(
         typer.Option("--configs", help="Folder of paper configs (default: the repository's configs/paper)."),
     ] = None,
 ) -> None:
-    """Reproduce a paper's experiments and write DIR/report.html (offline) and DIR/summary.csv."""
+    """Reproduce a paper's experiments; write DIR/report.html (offline), summary.csv and reproduction.md."""
     start, started = time.perf_counter(), dt.datetime.now().astimezone()
     if seeds is not None and seeds < 1:
         raise SpecError("--seeds", f"must be an integer ≥ 1; got {seeds}.")
@@ -68,8 +70,17 @@ def reproduce(
     if server is None:
         _check_data(sweeps)
         outcomes = _run_here(sweeps, console)
+        with console.status("accounting the papers' own noise calibration"):
+            projector = local_projector(data_dirs=data_dirs(), cache_dir=cache_dir())
+            calibrations, unprojected = paper_calibrations(sweeps, projector)
     else:
-        outcomes, links = _run_on_server(server, token, sweeps, paper=paper, quick=quick, console=console)
+        client = remote.Client(server, token=token)
+        try:
+            outcomes, links = _run_on_server(client, sweeps, paper=paper, quick=quick, console=console)
+            with console.status("accounting the papers' own noise calibration on the server"):
+                calibrations, unprojected = paper_calibrations(sweeps, remote.projector(client))
+        finally:
+            client.close()
     blocks = {s.name: s.block for s in settings}
     rows = summary_rows(outcomes, blocks)
     report = Report(
@@ -80,6 +91,8 @@ def reproduce(
         rows=rows,
         verdicts=verdicts(outcomes, rows, blocks),
         corrections=corrections(outcomes),
+        calibrations=calibrations,
+        unprojected=unprojected,
         quick=quick,
         started=started,
         wall_s=time.perf_counter() - start,
@@ -90,6 +103,7 @@ def reproduce(
     folder.mkdir(parents=True, exist_ok=True)
     write_csv(rows, folder / "summary.csv")
     write_html(report, folder / "report.html")
+    write_markdown(report, folder / "reproduction.md")
     for v in report.verdicts:
         console.print(
             f"[bold]{escape(v.verdict)}[/]: {escape(v.claim.text)} ({escape(v.detail)})", soft_wrap=True
@@ -98,9 +112,17 @@ def reproduce(
         console.print(
             f"[bold yellow]privacy:[/] {len(report.corrections)} runs spent more than their stated ε"
         )
+    under = [c for c in calibrations if c.under_protects]
+    if under:
+        worst = max(under, key=lambda c: c.epsilon / c.target_epsilon)
+        console.print(
+            f"[bold yellow]privacy:[/] the paper's own σ under-protects in {len(under)} of "
+            f"{len(calibrations)} cells (worst: {escape(worst.line())})",
+            soft_wrap=True,
+        )
     console.print(
-        f"wrote {folder / 'report.html'} and {folder / 'summary.csv'}: {len(outcomes)} runs, "
-        f"{report.wall_s:.0f} s wall time",
+        f"wrote {folder / 'report.html'}, {folder / 'summary.csv'} and {folder / 'reproduction.md'}: "
+        f"{len(outcomes)} runs, {report.wall_s:.0f} s wall time",
         soft_wrap=True,
     )
     failed = [o for o in outcomes if o.status != "succeeded"]
@@ -155,37 +177,33 @@ def _run_here(sweeps: Sequence[Sweep], console: Console) -> list[Outcome]:
 
 
 def _run_on_server(
-    url: str, token: str | None, sweeps: Sequence[Sweep], *, paper: str, quick: bool, console: Console
+    client: remote.Client, sweeps: Sequence[Sweep], *, paper: str, quick: bool, console: Console
 ) -> tuple[list[Outcome], dict[str, str]]:
     """Returns the outcomes of the sweeps run on the server, and each setting's dashboard link."""
-    client = remote.Client(url, token=token)
-    try:
-        ids, links = [], {}
-        for sweep in sweeps:
-            name = f"reproduce {paper}: {sweep.setting}" + (" (quick)" if quick else "")
-            sweep_id = remote.submit(client, sweep, name=name)
-            ids.append(sweep_id)
-            links[sweep.setting] = f"{client.url}/#/compare?sweep={sweep_id}"
-            console.print(
-                f"submitted {escape(name)}: {len(sweep.points)} runs; {links[sweep.setting]}", soft_wrap=True
-            )
-        columns = [
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[finished]}"),
-            TimeElapsedColumn(),
-        ]
-        total = sum(len(s.points) for s in sweeps)
-        with Progress(*columns, console=console) as bar:
-            task = bar.add_task("runs on the server", total=total, finished="")
+    ids, links = [], {}
+    for sweep in sweeps:
+        name = f"reproduce {paper}: {sweep.setting}" + (" (quick)" if quick else "")
+        sweep_id = remote.submit(client, sweep, name=name)
+        ids.append(sweep_id)
+        links[sweep.setting] = f"{client.url}/#/compare?sweep={sweep_id}"
+        console.print(
+            f"submitted {escape(name)}: {len(sweep.points)} runs; {links[sweep.setting]}", soft_wrap=True
+        )
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[finished]}"),
+        TimeElapsedColumn(),
+    ]
+    total = sum(len(s.points) for s in sweeps)
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task("runs on the server", total=total, finished="")
 
-            def on_progress(progress: float, finished: int, runs: int) -> None:
-                bar.update(task, completed=progress, total=runs, finished=f"{finished}/{runs} finished")
+        def on_progress(progress: float, finished: int, runs: int) -> None:
+            bar.update(task, completed=progress, total=runs, finished=f"{finished}/{runs} finished")
 
-            remote.wait(client, ids, on_progress=on_progress)
-        outcomes = [
-            o for sweep, i in zip(sweeps, ids, strict=True) for o in remote.fetch_outcomes(client, sweep, i)
-        ]
-    finally:
-        client.close()
+        remote.wait(client, ids, on_progress=on_progress)
+    outcomes = [
+        o for sweep, i in zip(sweeps, ids, strict=True) for o in remote.fetch_outcomes(client, sweep, i)
+    ]
     return outcomes, links

@@ -25,6 +25,7 @@ import torch
 from plotly.offline import get_plotlyjs
 
 from dpfl.plots import algorithm_colour, tradeoff
+from dpfl.reproduce.calibration import PaperCalibration
 from dpfl.reproduce.manifest import PaperInfo, Setting, Sweep
 from dpfl.reproduce.summary import Outcome, Verdict, variant_label
 
@@ -75,6 +76,8 @@ class Report:
     rows: Sequence[Mapping[str, Any]]
     verdicts: Sequence[Verdict]
     corrections: Sequence[str]
+    calibrations: Sequence[PaperCalibration]  # the ledger ε of each method's paper σ
+    unprojected: Sequence[str]  # cells whose paper σ could not be accounted, and why
     quick: bool
     started: dt.datetime
     wall_s: float
@@ -261,16 +264,30 @@ def _setting_html(setting: Setting, sweep: Sweep, report: Report) -> str:
 
 
 def _privacy_html(report: Report) -> str:
+    parts = ["<h2>Privacy corrections</h2>"]
+    if report.calibrations:
+        items = "".join(
+            f"<li{' class=warn' if c.under_protects else ''}>{_e(c.line())}</li>" for c in report.calibrations
+        )
+        parts.append(
+            "<p>The paper's own noise calibration (<code>calibration: paper</code>), accounted by the "
+            f"ledger without running:</p><ul>{items}</ul>"
+        )
+    if report.unprojected:
+        items = "".join(f"<li>{_e(line)}</li>" for line in report.unprojected)
+        parts.append(f"<p class=warn>The paper's calibration could not be accounted for:</p><ul>{items}</ul>")
     if report.corrections:
         items = "".join(f"<li>{_e(line)}</li>" for line in report.corrections)
-        return (
-            "<h2>Privacy corrections</h2><p class=warn>These runs released more than the ε they state; "
+        parts.append(
+            "<p class=warn>These runs released more than the ε they state; "
             f"the ε they really spent is the ledger's:</p><ul>{items}</ul>"
         )
-    return (
-        "<h2>Privacy</h2><p>Every run's ledger ε (recomputed from what it released) is at most its stated ε; "
-        "the table shows both.</p>"
-    )
+    else:
+        parts.append(
+            "<p>Every run's ledger ε (recomputed from what it released) is at most its stated ε; "
+            "the table shows both.</p>"
+        )
+    return "".join(parts)
 
 
 def _failures_html(outcomes: Sequence[Outcome]) -> str:

@@ -1,9 +1,10 @@
 """Running a reproduction on a DP-FL Explorer server: submit each sweep, follow it, read it back.
 
 Only the public HTTP API is used (``POST /api/sweeps``, ``GET /api/sweeps/{id}``,
-``GET /api/runs/{id}/spec``), so the sweeps, their runs and ledgers land in the server's
-database and show on its Compare page like any other sweep. The server expands the grid with
-the same `dpfl.sweep.expand`; each run's own spec then says which cell it belongs to.
+``GET /api/runs/{id}/spec``, ``POST /api/privacy/project``), so the sweeps, their runs and
+ledgers land in the server's database and show on its Compare page like any other sweep. The
+server expands the grid with the same `dpfl.sweep.expand`; each run's own spec then says which
+cell it belongs to.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Any
 import httpx
 
 from dpfl.errors import DpflError
+from dpfl.reproduce.calibration import Projector
 from dpfl.reproduce.manifest import Sweep
 from dpfl.reproduce.summary import Outcome
 
-__all__ = ["Client", "ServerError", "fetch_outcomes", "submit", "wait"]
+__all__ = ["Client", "ServerError", "fetch_outcomes", "projector", "submit", "wait"]
 
 FINISHED = ("succeeded", "failed", "cancelled")
 OnProgress = Callable[[float, int, int], None]  # (runs' progress summed, finished runs, all runs)
@@ -42,15 +44,19 @@ class Client:
 
     def request(self, method: str, path: str, *, what: str, **kwargs: Any) -> Any:
         """Returns the JSON answer; raises ServerError naming `what` was asked and what came back."""
+        response = self.send(method, path, **kwargs)
+        if response.status_code >= 400:
+            raise ServerError(f"the server refused to {what}: {_reason(response)}")
+        return response.json()
+
+    def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Returns the server's response, whatever its status; raises ServerError if it cannot be reached."""
         try:
-            response = self._http.request(method, path, **kwargs)
+            return self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise ServerError(
                 f"cannot reach the server at {self.url} ({exc}); start one with `dpfl up` or fix --server"
             ) from None
-        if response.status_code >= 400:
-            raise ServerError(f"the server refused to {what}: {_reason(response)}")
-        return response.json()
 
 
 def _reason(response: httpx.Response) -> str:
@@ -121,3 +127,27 @@ def fetch_outcomes(client: Client, sweep: Sweep, sweep_id: str) -> list[Outcome]
             )
         )
     return outcomes
+
+
+def projector(client: Client) -> Projector:
+    """Returns a projector that asks the server (`POST /api/privacy/project`), whose workers hold the data."""
+
+    def project(spec_json: dict[str, Any]) -> tuple[float, float | list[float]] | None:
+        response = client.send("POST", "/api/privacy/project", json=spec_json)
+        if response.status_code == 422 and _field(response) == "privacy.calibration":
+            return None  # the paper gives no closed form for this method
+        if response.status_code >= 400:
+            raise ServerError(f"the server refused to project {spec_json['algorithm']}: {_reason(response)}")
+        body = response.json()
+        return body["epsilon"], body["noise_multiplier"]
+
+    return project
+
+
+def _field(response: httpx.Response) -> str:
+    """Returns the dotted field a 422 names ("" if none)."""
+    try:
+        detail = response.json()["detail"]
+        return ".".join(str(p) for p in detail[0]["loc"] if p != "body")
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""

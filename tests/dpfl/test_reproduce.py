@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import html
 import io
 import math
 import statistics
@@ -305,6 +306,38 @@ def test_report_embeds_plotly_once_with_figure_and_verdicts(reproduced):
     assert f"{first}: MB-SGD is more accurate than Local SGD" in err
 
 
+def test_markdown_section_has_the_table_verdicts_and_the_papers_calibration(reproduced):
+    _, err, out = reproduced
+    text = (out / "reproduction.md").read_text()
+    assert text.startswith("## Seed 000: Lowy, Ghafelebashi & Razaviyayn")
+    assert "`dpfl reproduce isrl` (the full sweep): 8 runs here, 2 seeds per cell" in text
+    assert "| method | ε = 1 | ε = 4 |" in text
+    rows = {(r["algorithm"], float(r["x"])): r for r in read_csv(out / "summary.csv")}
+    for algorithm in ("isrl_mbsgd", "isrl_localsgd"):
+        cells = [
+            f"{100 * float(r['accuracy_mean']):.2f} ± {100 * float(r['accuracy_std']):.2f} / "
+            f"{float(r['loss_mean']):.4f}"
+            for r in (rows[(algorithm, 1.0)], rows[(algorithm, 4.0)])
+        ]
+        assert f"| {algorithm} | {cells[0]} | {cells[1]} |" in text
+    assert "ε spent (the ledger's): the target, within 0.1 %, in every private run." in text
+    assert "| isrl_mbsgd | 4 | test error | 0.2 | " in text and " | Table 9 |" in text
+    assert "- **does not hold**: Local SGD has the lower loss, by 5. We measure: isrl_localsgd " in text
+    # The paper's σ, accounted without running, is what a run with `calibration: paper` records.
+    paper = [
+        runner.run(parse_spec(SPEC | {"privacy": SPEC["privacy"] | {"epsilon": e, "calibration": "paper"}}))
+        for e in (1.0, 4.0)
+    ]
+    low, high = (r.epsilon for r in paper)
+    assert low < 1.0 and high > 4.0  # over-protects at ε = 1, under-protects at ε = 4
+    assert f"| isrl_tiny | isrl_mbsgd | rdp, 1e-05 | {low:.4g} | **{high:.4g}** |" in text
+    assert "the paper's own σ under-protects in 2 of 4 cells" in err
+    assert (
+        html.escape(f"isrl_tiny isrl_mbsgd: the paper's σ for ε = 4 gives ε = {high:.4g}")
+        in (out / "report.html").read_text()
+    )
+
+
 def test_quick_uses_the_quick_block_and_cannot_check_a_missing_method(capsys, tmp_path):
     configs = write_config(tmp_path / "configs")
     code, _, err = run_cli(
@@ -443,6 +476,14 @@ def test_reproduce_on_a_server_gives_the_same_numbers(capsys, tmp_path, server):
     assert float(row["epsilon_mean"]) == pytest.approx(result.epsilon, rel=1e-9)
     assert math.isclose(float(row["target_epsilon"]), 4.0)
     assert sweep["id"] in (tmp_path / "o" / "report.html").read_text()
+    # The paper's calibration is accounted by the server's projection: the same ε as a run here.
+    paper = runner.run(
+        parse_spec(SPEC | {"privacy": SPEC["privacy"] | {"epsilon": 4.0, "calibration": "paper"}})
+    )
+    assert (
+        f"| isrl_tiny | isrl_mbsgd | rdp, 1e-05 | **{paper.epsilon:.4g}** |"
+        in (tmp_path / "o" / "reproduction.md").read_text()
+    )
 
 
 def test_unreachable_server_is_one_line(capsys, tmp_path):

@@ -1,0 +1,216 @@
+"""A reproduction as a Markdown section: the shape every paper has in docs/reproduction.md.
+
+One section per paper, in this order: how it was run; per setting its notes, the sweep, a table
+of test accuracy ± std / test loss per method (rows) and x (columns), the paper's numbers next
+to ours, and the verdict on each claim; then the privacy corrections (what the paper's own
+calibration really spends, and any run whose ledger exceeds its stated ε) and failed runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dpfl.reproduce.calibration import PaperCalibration
+from dpfl.reproduce.manifest import Setting, Sweep
+from dpfl.reproduce.report import Report
+from dpfl.reproduce.summary import variant_label
+
+__all__ = ["X_SYMBOLS", "markdown", "write_markdown"]
+
+X_SYMBOLS = {"privacy.epsilon": "ε", "privacy.mu": "μ", "privacy.noise_multiplier": "σ"}
+
+
+def write_markdown(report: Report, path: Path) -> None:
+    """Writes the paper's section of docs/reproduction.md."""
+    path.write_text(markdown(report), encoding="utf-8")
+
+
+def markdown(report: Report) -> str:
+    """Returns the paper's section (see the module docstring), ending in a newline."""
+    paper, runs = report.paper, len(report.outcomes)
+    seeds = sorted({o.seed for o in report.outcomes})
+    mode = "the reduced sweep" if report.quick else "the full sweep"
+    where = "here" if report.where == "local" else f"on the server at {report.where}"
+    lines = [
+        f"## Seed {paper.seed}: {paper.citation}",
+        "",
+        f"`dpfl reproduce {paper.key}{' --quick' if report.quick else ''}` ({mode}): {runs} runs {where}, "
+        f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} per cell, wall time {report.wall_s:.0f} s; "
+        f"{report.started:%Y-%m-%d}.",
+        "",
+    ]
+    for setting, sweep in zip(report.settings, report.sweeps, strict=True):
+        lines += _setting(setting, sweep, report)
+    lines += _privacy(report)
+    failed = [o for o in report.outcomes if o.status != "succeeded"]
+    if failed:
+        lines += [f"### Failed runs ({len(failed)})", ""]
+        lines += [f"- {o.label}: {o.status}: {(o.error or '').partition(chr(10))[0]}" for o in failed]
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _x_name(x: str) -> str:
+    return X_SYMBOLS.get(x, f"`{x}`")
+
+
+def _cell(row: Mapping[str, Any], *, spent: bool) -> str:
+    if row["accuracy_mean"] is None:
+        return "failed" if row["failed"] else "–"
+    text = f"{100 * row['accuracy_mean']:.2f}"
+    if row["accuracy_std"] is not None:
+        text += f" ± {100 * row['accuracy_std']:.2f}"
+    if row["loss_mean"] is not None:
+        text += f" / {row['loss_mean']:.4f}"
+    if spent and row["epsilon_max"] is not None:
+        text += f" (ε {row['epsilon_max']:.4g})"
+    return text
+
+
+def _setting(setting: Setting, sweep: Sweep, report: Report) -> list[str]:
+    block = setting.block
+    grid = "; ".join(f"`{k}` ∈ {{{', '.join(str(v) for v in vs)}}}" for k, vs in sweep.grid.items())
+    lines = [f"### {block.title}", ""]
+    if block.notes:
+        lines += [block.notes, ""]
+    lines += [
+        f"Config `configs/paper/{setting.path.name}`: {len(sweep.points)} runs of "
+        f"{sweep.base.get('rounds', 20)} rounds; grid {grid}.",
+        "",
+    ]
+    if setting.name in report.links:
+        lines += [f"On the dashboard: {report.links[setting.name]}", ""]
+    mine = [r for r in report.rows if r["setting"] == setting.name]
+    for variant in dict.fromkeys(r["variant"] for r in mine):
+        rows = [r for r in mine if r["variant"] == variant]
+        if variant:
+            lines += [f"#### {variant}", ""]
+        lines += _table(block.x, rows)
+        lines += _paper_numbers(block.x, rows)
+        lines += _claims(setting, variant, report)
+    return lines
+
+
+def _table(x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Returns the pivot table: one line per method, one column per x; non-private rows repeat."""
+    by_epsilon = x_key == "privacy.epsilon"
+    xs = sorted({r["x"] for r in rows if r["x"] is not None})
+    methods = list(dict.fromkeys(r["algorithm"] for r in rows))
+    head = ["method", *(f"{_x_name(x_key)} = {x:g}" for x in xs)]
+    out = [
+        "Test accuracy % (mean ± std over seeds) / test loss"
+        + ("" if by_epsilon else " (ε the ledger gives)")
+        + ", final round:",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for method in methods:
+        cells = {r["x"]: r for r in rows if r["algorithm"] == method}
+        if set(cells) == {None}:  # a non-private reference: one result, shown in every column
+            text = _cell(cells[None], spent=False)
+            out.append(f"| {method} (non-private) | " + " | ".join(text for _ in xs) + " |")
+            continue
+        texts = [_cell(cells[x], spent=not by_epsilon) if x in cells else "–" for x in xs]
+        out.append(f"| {method} | " + " | ".join(texts) + " |")
+    out.append("")
+    if by_epsilon:
+        ratios = [
+            r["epsilon_max"] / r["target_epsilon"]
+            for r in rows
+            if r["epsilon_max"] is not None and r["target_epsilon"]
+        ]
+        if ratios and max(ratios) - 1 <= 1e-3 and 1 - min(ratios) <= 1e-3:
+            out += ["ε spent (the ledger's): the target, within 0.1 %, in every private run.", ""]
+        elif ratios:
+            out += [
+                f"ε spent (the ledger's, every private run): between {min(ratios):.4g} and "
+                f"{max(ratios):.4g} times the target.",
+                "",
+            ]
+    return out
+
+
+def _paper_numbers(x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    cells = [r for r in rows if r["paper_value"] is not None]
+    if not cells:
+        return []
+    out = [
+        "The paper's numbers next to ours:",
+        "",
+        f"| method | {_x_name(x_key)} | metric | the paper | ours | ε the paper states | ε we spent "
+        "| source |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in cells:
+        x = "–" if r["x"] is None else f"{r['x']:g}"
+        metric = str(r["paper_metric"]).replace("_", " ")
+        out.append(
+            f"| {r['algorithm']} | {x} | {metric} | {_num(r['paper_value'])} | {_num(r['ours'])} | "
+            f"{_num(r['paper_epsilon'])} | {_num(r['epsilon_max'])} | {r['paper_source']} |"
+        )
+    return [*out, ""]
+
+
+def _num(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "–"
+    return f"{value:.4g}"
+
+
+def _claims(setting: Setting, variant: str, report: Report) -> list[str]:
+    items = [
+        f"- **{v.verdict}**: {v.claim.text}. We measure: {v.detail}."
+        for v in report.verdicts
+        if v.setting == setting.name and variant_label(v.variant) == variant
+    ]
+    return ["The paper's claims:", "", *items, ""] if items else []
+
+
+def _privacy(report: Report) -> list[str]:
+    lines = ["### Privacy corrections", ""]
+    if report.calibrations:
+        lines += _calibration_table(report.calibrations)
+    if report.unprojected:
+        lines += ["The paper's calibration could not be accounted for:", ""]
+        lines += [f"- {line}" for line in report.unprojected]
+        lines.append("")
+    if report.corrections:
+        lines += ["These runs released more than the ε they state (the ledger's ε is the true one):", ""]
+        lines += [f"- {line}" for line in report.corrections]
+        lines.append("")
+    else:
+        lines += ["Every run of the sweep spent at most its stated ε (σ calibrated on the accountant).", ""]
+    return lines
+
+
+def _calibration_table(calibrations: Sequence[PaperCalibration]) -> list[str]:
+    """Returns one line per (setting, variant, method): the ledger ε of the paper's σ at each target."""
+    targets = sorted({c.target_epsilon for c in calibrations})
+    out = [
+        "The paper's own noise calibration (`calibration: paper`), accounted by the ledger: the ε "
+        "it really spends at each stated ε. **Bold**: above the stated ε, so the paper's setting "
+        "under-protects.",
+        "",
+        "| setting | method | accountant, δ | " + " | ".join(f"stated ε = {t:g}" for t in targets) + " |",
+        "|---|---|---|" + "---|" * len(targets),
+    ]
+    groups: dict[tuple, dict[float, PaperCalibration]] = {}
+    for c in calibrations:
+        key = (c.setting, variant_label(c.variant), c.algorithm, f"{c.accountant}, {c.delta:g}")
+        groups.setdefault(key, {})[c.target_epsilon] = c
+    for (setting, variant, algorithm, accounting), by_target in groups.items():
+        name = setting + (f" ({variant})" if variant else "")
+        cells = [_spent(by_target.get(t)) for t in targets]
+        out.append(f"| {name} | {algorithm} | {accounting} | " + " | ".join(cells) + " |")
+    return [*out, ""]
+
+
+def _spent(calibration: PaperCalibration | None) -> str:
+    if calibration is None:
+        return "–"
+    text = f"{calibration.epsilon:.4g}"
+    return f"**{text}**" if calibration.under_protects else text
