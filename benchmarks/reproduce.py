@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,8 @@ from benchmarks.all import Child, run_child
 from benchmarks.report import machine, print_headline, write_section
 
 TITLE = "Quick reproductions"  # the section of docs/benchmarks.md
+DOC = Path(__file__).resolve().parents[1] / "docs" / "reproduction.md"  # the full sweeps' verdicts
+_VERDICT = re.compile(r"^- \*\*(holds|does not hold|cannot be checked)\*\*: (.*?)\. We measure:", re.M)
 TARGET_S = 300.0
 DEFAULT_TIMEOUT_S = 1800.0  # a paper's run is stopped after this (6× the target)
 
@@ -76,32 +79,71 @@ def plan(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     return json.loads(child.stdout.strip().splitlines()[-1])
 
 
+def claim_verdicts(markdown: str) -> list[tuple[str, str]]:
+    """Returns (claim, verdict) for every verdict line of a `dpfl reproduce` Markdown section."""
+    return [(claim, verdict) for verdict, claim in _VERDICT.findall(markdown)]
+
+
+def full_verdicts(paper: str, doc: Path = DOC) -> list[tuple[str, str]]:
+    """Returns the verdicts of the paper's full sweep, as its section of docs/reproduction.md has them."""
+    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
+    begin, end = f"<!-- dpfl reproduce {paper}: begin -->", f"<!-- dpfl reproduce {paper}: end -->"
+    if begin not in text:
+        return []
+    return claim_verdicts(text.split(begin, 1)[1].split(end, 1)[0])
+
+
+def compare_verdicts(quick: Sequence[tuple[str, str]], full: Sequence[tuple[str, str]]) -> str:
+    """Returns how many of the quick run's verdicts the full sweep's match, naming any that differ."""
+    if not quick:
+        return "no claim checked"
+    if not full:
+        return f"{len(quick)} checked; no full sweep in docs/reproduction.md to compare"
+    differ = [
+        f"“{claim[:60]}…”: quick {verdict}, full {dict(full).get(claim, 'not checked')}"
+        for claim, verdict in quick
+        if dict(full).get(claim) != verdict
+    ]
+    text = f"{len(quick) - len(differ)} of {len(quick)} as in the full sweep"
+    return text + (f" (differs: {'; '.join(differ)})" if differ else "")
+
+
 def reproduce(paper: str, out: Path, *, env: Mapping[str, str], timeout: float) -> Child:
     """Runs `dpfl reproduce PAPER --quick --out OUT` in a fresh process; returns what it left."""
     argv = [sys.executable, "-m", "dpfl", "reproduce", paper, "--quick", "--out", str(out)]
     return run_child(argv, env=env, timeout=timeout)
 
 
-def render(plans: Mapping[str, dict[str, Any]], results: Mapping[str, Child]) -> tuple[str, bool]:
-    """Returns the section's body, and whether every paper that ran succeeded within the target."""
+def render(
+    plans: Mapping[str, dict[str, Any]],
+    results: Mapping[str, Child],
+    verdicts: Mapping[str, str] | None = None,
+) -> tuple[str, bool]:
+    """Returns the section's body, and whether every paper that ran succeeded within the target.
+
+    `verdicts` says per paper how the quick run's claim verdicts compare with the full sweep's.
+    """
+    verdicts = verdicts or {}
     lines = [
         "`dpfl reproduce PAPER --quick --out <tmp>` per paper, in a fresh process, as a reader runs "
         "it: every run of the paper's quick sweeps (the `reproduce.quick` block of its "
-        "configs/paper/*.yaml) one after the other here, then summary.csv and report.html. Data "
-        "from DPFL_DATA_DIR; wall time includes start-up and loading the data.",
+        "configs/paper/*.yaml) one after the other here, then summary.csv, report.html and "
+        "reproduction.md. Data from DPFL_DATA_DIR; wall time includes start-up and loading the data. "
+        "\"Claims\" compares the quick run's verdicts on the paper's claims with the full sweep's "
+        "(docs/reproduction.md): whether the reduced run already shows the same ordering of methods.",
         "",
-        "| paper | configs | runs | wall time | peak RSS | target | met | note |",
-        "|---|---|---:|---:|---:|---:|:-:|---|",
+        "| paper | configs | runs | wall time | peak RSS | target | met | claims | note |",
+        "|---|---|---:|---:|---:|---:|:-:|---|---|",
     ]
     ok, target = True, f"< {TARGET_S / 60:g} min"
     for paper, p in plans.items():
         if "skip" in p:
-            lines.append(f"| {paper} | — | — | — | — | {target} | — | skipped: {p['skip']} |")
+            lines.append(f"| {paper} | — | — | — | — | {target} | — | — | skipped: {p['skip']} |")
             continue
         configs = ", ".join(f"`{s}.yaml`" for s in p["settings"])
         child = results.get(paper)
         if child is None:
-            lines.append(f"| {paper} | {configs} | {p['runs']} | — | — | {target} | — | not run |")
+            lines.append(f"| {paper} | {configs} | {p['runs']} | — | — | {target} | — | — | not run |")
             continue
         met = child.exit_code == 0 and child.wall_s < TARGET_S
         ok &= met
@@ -114,7 +156,8 @@ def render(plans: Mapping[str, dict[str, Any]], results: Mapping[str, Child]) ->
             note = ""
         lines.append(
             f"| {paper} | {configs} | {p['runs']} | {_minutes(child.wall_s)} | "
-            f"{child.peak_rss_mib:,.0f} MiB | {target} | {'yes' if met else '**no**'} | {note} |"
+            f"{child.peak_rss_mib:,.0f} MiB | {target} | {'yes' if met else '**no**'} | "
+            f"{verdicts.get(paper, '—')} | {note} |"
         )
     m = machine()
     lines += [
@@ -170,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"unknown paper {', '.join(unknown)}; known: {', '.join(plans)}")
         plans = {paper: p for paper, p in plans.items() if paper in args.papers}
     results: dict[str, Child] = {}
+    verdicts: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="dpfl-reproduce-") as tmp:
         for paper, p in plans.items():
             if "skip" in p:
@@ -177,7 +221,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             print(f"{paper}: {p['runs']} runs ({', '.join(p['settings'])})", file=sys.stderr, flush=True)
             results[paper] = reproduce(paper, Path(tmp) / paper, env=env, timeout=args.timeout)
-    body, ok = render(plans, results)
+            section = Path(tmp) / paper / "reproduction.md"
+            if section.exists():
+                quick = claim_verdicts(section.read_text(encoding="utf-8"))
+                verdicts[paper] = compare_verdicts(quick, full_verdicts(paper))
+    body, ok = render(plans, results, verdicts)
     print(f"## {TITLE}\n\n{body}")
     if not args.no_write:
         write_section(TITLE, body)

@@ -21,7 +21,7 @@ from dpfl.reproduce import PAPERS, Outcome, Sweep, default_config_dir, load_pape
 from dpfl.reproduce import server as remote
 from dpfl.reproduce.calibration import local_projector, paper_calibrations
 from dpfl.reproduce.local import missing_datasets, run_sweeps
-from dpfl.reproduce.markdown import write_markdown
+from dpfl.reproduce.markdown import markdown, splice, write_markdown
 from dpfl.reproduce.report import Report, write_csv, write_html
 from dpfl.reproduce.summary import corrections, summary_rows, verdicts
 from dpfl.spec import RunSpec
@@ -58,11 +58,20 @@ def reproduce(
         Path | None,
         typer.Option("--configs", help="Folder of paper configs (default: the repository's configs/paper)."),
     ] = None,
+    doc: Annotated[
+        Path | None,
+        typer.Option(
+            "--doc",
+            help="A Markdown file (docs/reproduction.md) whose section for PAPER is replaced by the new one.",
+        ),
+    ] = None,
 ) -> None:
     """Reproduce a paper's experiments; write DIR/report.html (offline), summary.csv and reproduction.md."""
     start, started = time.perf_counter(), dt.datetime.now().astimezone()
     if seeds is not None and seeds < 1:
         raise SpecError("--seeds", f"must be an integer ≥ 1; got {seeds}.")
+    if doc is not None and not doc.is_file():
+        raise SpecError("--doc", f"names no file; got {str(doc)!r}. Give an existing Markdown file.")
     settings = load_paper(paper, configs or default_config_dir())
     sweeps = [s.sweep(quick=quick, seeds=seeds) for s in settings]
     console = Console(stderr=True)
@@ -104,6 +113,12 @@ def reproduce(
     write_csv(rows, folder / "summary.csv")
     write_html(report, folder / "report.html")
     write_markdown(report, folder / "reproduction.md")
+    if doc is not None:
+        try:
+            doc.write_text(splice(doc.read_text(encoding="utf-8"), paper, markdown(report)), encoding="utf-8")
+        except ValueError as exc:
+            raise SpecError("--doc", f"cannot be updated: {exc}.") from None
+        console.print(f"replaced the {paper} section of {doc}", soft_wrap=True)
     for v in report.verdicts:
         console.print(
             f"[bold]{escape(v.verdict)}[/]: {escape(v.claim.text)} ({escape(v.detail)})", soft_wrap=True

@@ -78,6 +78,7 @@ def run_sweeps(
                     target_epsilon=result.privacy.target_epsilon,
                     warning=result.privacy.warning(epsilon),
                     duration_s=result.timings["total_s"],
+                    curve=tuple((r.round, r.accuracy, r.loss) for r in result.rounds),
                 )
             )
     return outcomes

@@ -14,6 +14,7 @@ base setting; `dpfl.spec.load_spec` ignores the block) plus an optional top-leve
         - {algorithm: isrl_spider, x: 3, metric: test_error, value: 0.12, source: "Table 2"}
       claims:                       # checked on the mean over the sweep's x values
         - {text: "...", better: isrl_spider, than: isrl_mbsgd, metric: test_error, by: 0.0172}
+        - {text: "...", better: uldp_avg_w, than: uldp_avg, metric: loss, round: 10}  # at round 10
       notes: "free text shown under the setting's title"
 
 Parameters: the config's own `params` belong to its own `algorithm`; every other algorithm of
@@ -134,13 +135,19 @@ class PaperValue(_Strict):
 
 
 class Claim(_Strict):
-    """ "`better` beats `than` on `metric`, by at least `by` if given", on the mean over x values."""
+    """ "`better` beats `than` on `metric`, by at least `by` if given", on the mean over x values.
+
+    `round` checks it at that round's evaluation instead of the last one: how a claim about
+    convergence speed ("A converges faster than B") is tested. The round must be evaluated in
+    the full and the quick sweep alike (`eval_every`), so both check the same thing.
+    """
 
     text: str = Field(min_length=1)
     better: str
     than: str
     metric: Metric
     by: float | None = Field(None, ge=0)
+    round: int | None = Field(None, ge=1)
     where: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -18,7 +18,7 @@ from dpfl.reproduce.manifest import Setting, Sweep
 from dpfl.reproduce.report import Report
 from dpfl.reproduce.summary import variant_label
 
-__all__ = ["X_SYMBOLS", "markdown", "write_markdown"]
+__all__ = ["X_SYMBOLS", "markdown", "splice", "write_markdown"]
 
 X_SYMBOLS = {"privacy.epsilon": "ε", "privacy.mu": "μ", "privacy.noise_multiplier": "σ"}
 
@@ -26,6 +26,23 @@ X_SYMBOLS = {"privacy.epsilon": "ε", "privacy.mu": "μ", "privacy.noise_multipl
 def write_markdown(report: Report, path: Path) -> None:
     """Writes the paper's section of docs/reproduction.md."""
     path.write_text(markdown(report), encoding="utf-8")
+
+
+def splice(document: str, paper: str, section: str) -> str:
+    """Returns `document` with the paper's generated section replaced by `section`.
+
+    The section sits between ``<!-- dpfl reproduce PAPER: begin -->`` and its ``end`` marker, so
+    the hand-written text around it survives a regeneration; without markers it is appended.
+    """
+    begin, end = f"<!-- dpfl reproduce {paper}: begin -->", f"<!-- dpfl reproduce {paper}: end -->"
+    block = f"{begin}\n{section.rstrip()}\n{end}"
+    head, found, rest = document.partition(begin)
+    if not found:
+        return document.rstrip("\n") + "\n\n" + block + "\n"
+    _, closed, tail = rest.partition(end)
+    if not closed:
+        raise ValueError(f"`{begin}` has no `{end}` after it")
+    return head + block + tail
 
 
 def markdown(report: Report) -> str:
@@ -183,7 +200,16 @@ def _privacy(report: Report) -> list[str]:
         lines += [f"- {line}" for line in report.corrections]
         lines.append("")
     else:
-        lines += ["Every run of the sweep spent at most its stated ε (σ calibrated on the accountant).", ""]
+        untargeted = any(o.epsilon is not None and o.target_epsilon is None for o in report.outcomes)
+        lines += [
+            "No run's ledger ε exceeds the ε it targets."
+            + (
+                " Runs given σ or a μ target state no ε; the tables show what their ledgers give."
+                if untargeted
+                else ""
+            ),
+            "",
+        ]
     return lines
 
 

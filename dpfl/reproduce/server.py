@@ -1,7 +1,7 @@
 """Running a reproduction on a DP-FL Explorer server: submit each sweep, follow it, read it back.
 
 Only the public HTTP API is used (``POST /api/sweeps``, ``GET /api/sweeps/{id}``,
-``GET /api/runs/{id}/spec``, ``POST /api/privacy/project``), so the sweeps, their runs and
+``GET /api/runs/{id}/spec`` and ``/metrics``, ``POST /api/privacy/project``), so the sweeps, their runs and
 ledgers land in the server's database and show on its Compare page like any other sweep. The
 server expands the grid with the same `dpfl.sweep.expand`; each run's own spec then says which
 cell it belongs to.
@@ -110,6 +110,13 @@ def fetch_outcomes(client: Client, sweep: Sweep, sweep_id: str) -> list[Outcome]
         spec = client.request("GET", f"/api/runs/{run['id']}/spec", what=f"show the spec of run {run['id']}")
         algorithm, x, variant, seed = sweep.cell(spec)
         done = run["status"] == "succeeded"
+        metrics = (
+            client.request(
+                "GET", f"/api/runs/{run['id']}/metrics", what=f"read the metrics of run {run['id']}"
+            )
+            if done
+            else []
+        )
         outcomes.append(
             Outcome(
                 setting=sweep.setting,
@@ -124,6 +131,7 @@ def fetch_outcomes(client: Client, sweep: Sweep, sweep_id: str) -> list[Outcome]
                 target_epsilon=run["target_epsilon"],
                 error=run["error"] or (None if done else f"run {run['id']} {run['status']}"),
                 duration_s=run["duration_s"],
+                curve=tuple((m["round"], m["accuracy"], m["loss"]) for m in metrics),
             )
         )
     return outcomes

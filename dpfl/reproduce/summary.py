@@ -8,9 +8,10 @@ by the same code, and the statistics are tested with numbers.
   and maximum ε the ledgers add up to, the target ε, and the paper's number for the cell with
   the ε the paper states for it.
 - A claim "A beats B on a metric (by at least m)" is checked on each method's mean over the x
-  values both have (a non-private method has one value and is compared with the other's mean).
-  It holds when A is better by more than 0, and by at least m when m is given; it cannot be
-  checked when either method has no finished run.
+  values both have (a non-private method has one value and is compared with the other's mean),
+  at the final round or at the round the claim names. It holds when A is better by more than 0,
+  and by at least m when m is given; it cannot be checked when either method has no finished
+  run (evaluated at that round).
 - A privacy correction is a run whose ledger ε exceeds its target (e.g. a paper's closed-form
   noise): the report says so next to the ε the paper states.
 """
@@ -54,6 +55,7 @@ class Outcome:
         variant: the values of the grid's other keys, as (key, value) pairs.
         status: succeeded, failed or cancelled.
         accuracy, loss: final test accuracy in [0, 1] and test loss (None unless succeeded).
+        curve: test accuracy and loss at every evaluated round, for claims checked at a round.
         epsilon: the ε its ledger adds up to (None for a non-private or unfinished run).
         target_epsilon: the ε it was calibrated to (None without an ε target).
         warning: what the run said about its privacy (a caveat, an ε above target).
@@ -73,6 +75,7 @@ class Outcome:
     warning: str | None = None
     error: str | None = None
     duration_s: float | None = None
+    curve: tuple[tuple[int, float, float], ...] = ()  # (round, accuracy, loss) of every evaluation
 
     @property
     def label(self) -> str:
@@ -116,12 +119,29 @@ def _matches(where: Mapping[str, Any], variant: Variant) -> bool:
     return all(key in values and values[key] == value for key, value in where.items())
 
 
-def metric_value(row: Mapping[str, Any], metric: str) -> float | None:
-    """Returns a row's mean in `metric`: accuracy, test error (1 − accuracy) or loss."""
+def metric_value(row: Mapping[str, Any], metric: str, round: int | None = None) -> float | None:
+    """Returns a row's mean in `metric` (accuracy, test error = 1 − accuracy, or loss), at the final
+    round or at `round` (None where that round was not evaluated)."""
+    means = row if round is None else row.get("by_round", {}).get(round)
+    if means is None:
+        return None
     if metric == "loss":
-        return row["loss_mean"]
-    acc = row["accuracy_mean"]
+        return means["loss_mean"]
+    acc = means["accuracy_mean"]
     return None if acc is None else (acc if metric == "accuracy" else 1.0 - acc)
+
+
+def _by_round(runs: Sequence[Outcome]) -> dict[int, dict[str, float | None]]:
+    """Returns the mean test accuracy and loss at every round that each of `runs` evaluated."""
+    curves = [dict((r, (acc, loss)) for r, acc, loss in o.curve) for o in runs]
+    shared = set.intersection(*(set(c) for c in curves)) if curves else set()
+    return {
+        r: {
+            "accuracy_mean": _mean([c[r][0] for c in curves]),
+            "loss_mean": _mean([c[r][1] for c in curves]),
+        }
+        for r in sorted(shared)
+    }
 
 
 def _paper_value(
@@ -138,7 +158,8 @@ def summary_rows(outcomes: Iterable[Outcome], blocks: Mapping[str, ReproduceBloc
 
     Each row: setting, variant, algorithm, x, n (succeeded runs), failed, accuracy_mean,
     accuracy_std, loss_mean, loss_std, epsilon_mean, epsilon_max (ledger ε spent), target_epsilon,
-    and the paper's number for the cell: paper_metric, paper_value, ours (our mean in the paper's
+    by_round (round → mean accuracy and loss, for the rounds every succeeded run evaluated), and
+    the paper's number for the cell: paper_metric, paper_value, ours (our mean in the paper's
     metric), paper_epsilon (the ε the paper states), paper_source; None where not given.
     """
     groups: dict[tuple, list[Outcome]] = defaultdict(list)
@@ -167,6 +188,7 @@ def summary_rows(outcomes: Iterable[Outcome], blocks: Mapping[str, ReproduceBloc
             "epsilon_mean": _mean(spent),
             "epsilon_max": max(spent) if spent else None,
             "target_epsilon": targets.pop() if len(targets) == 1 else None,
+            "by_round": _by_round(done),
         }
         entry = _paper_value(block.paper, algorithm, x, variant)
         stated = None
@@ -185,10 +207,12 @@ def summary_rows(outcomes: Iterable[Outcome], blocks: Mapping[str, ReproduceBloc
     return rows
 
 
-def _by_x(rows: Sequence[Mapping[str, Any]], algorithm: str, metric: str) -> dict[float | None, float]:
+def _by_x(
+    rows: Sequence[Mapping[str, Any]], algorithm: str, metric: str, round: int | None
+) -> dict[float | None, float]:
     out = {}
     for row in rows:
-        value = metric_value(row, metric)
+        value = metric_value(row, metric, round)
         if row["algorithm"] == algorithm and value is not None:
             out[row["x"]] = value
     return out
@@ -207,10 +231,12 @@ def check_claim(
 ) -> Verdict:
     """Returns the verdict of `claim` on the rows of one setting and variant (see the module docstring)."""
     mine = [r for r in rows if r["setting"] == setting and r["variant"] == variant_label(variant)]
-    better, than = _by_x(mine, claim.better, claim.metric), _by_x(mine, claim.than, claim.metric)
+    better = _by_x(mine, claim.better, claim.metric, claim.round)
+    than = _by_x(mine, claim.than, claim.metric, claim.round)
     missing = [name for name, values in ((claim.better, better), (claim.than, than)) if not values]
     if missing:
-        return Verdict(setting, variant, claim, CANNOT, None, f"no finished run of {' and '.join(missing)}")
+        what = "finished run" if claim.round is None else f"run evaluated at round {claim.round}"
+        return Verdict(setting, variant, claim, CANNOT, None, f"no {what} of {' and '.join(missing)}")
     if None in better or None in than:  # a non-private method: one value against the other's mean
         xs = sorted(x for x in (*better, *than) if x is not None)
         a, b = _mean(list(better.values())), _mean(list(than.values()))
@@ -224,9 +250,10 @@ def check_claim(
     holds = gap > 0 and (claim.by is None or gap >= claim.by)
     where = "at " if len(xs) == 1 else "on average over "
     side = "ahead of" if gap > 0 else "behind"
+    at_round = "" if claim.round is None else f"at round {claim.round}, "
     detail = (
         f"{claim.better} {side} {claim.than} by {_amount(claim.metric, abs(gap))} "
-        f"{where}x ∈ {{{', '.join(f'{x:g}' for x in xs)}}}"
+        f"{at_round}{where}x ∈ {{{', '.join(f'{x:g}' for x in xs)}}}"
         + ("" if claim.by is None else f"; the claim needs ≥ {_amount(claim.metric, claim.by)}")
     )
     return Verdict(setting, variant, claim, HOLDS if holds else DOES_NOT_HOLD, gap, detail)

@@ -23,9 +23,10 @@ from plotly.offline import get_plotlyjs
 
 from dpfl import runner
 from dpfl.cli import main
-from dpfl.reproduce import CANNOT, DOES_NOT_HOLD, HOLDS, default_config_dir, load_paper
+from dpfl.reproduce import CANNOT, DOES_NOT_HOLD, HOLDS, PAPERS, default_config_dir, load_paper, manifest
 from dpfl.reproduce.manifest import Claim
-from dpfl.reproduce.summary import check_claim
+from dpfl.reproduce.markdown import splice
+from dpfl.reproduce.summary import Outcome, check_claim, summary_rows
 from dpfl.spec import load_spec, parse_spec
 from tests.factories import run_cli
 from tests.server import dpfl_up, free_port
@@ -236,6 +237,33 @@ def test_claim_verdicts(claim, verdict, gap):
     assert result.gap == (None if gap is None else pytest.approx(gap, abs=1e-12))
 
 
+def test_a_claim_at_a_round_reads_that_rounds_means():
+    rows = [
+        _row("a", 1.0, 0.80, loss=0.50) | {"by_round": {10: {"accuracy_mean": 0.6, "loss_mean": 0.9}}},
+        _row("b", 1.0, 0.70, loss=0.40) | {"by_round": {10: {"accuracy_mean": 0.5, "loss_mean": 1.2}}},
+    ]
+    faster = Claim(text="a converges faster", better="a", than="b", metric="loss", round=10)
+    verdict = check_claim(faster, rows, setting="s", variant=())
+    assert (verdict.verdict, verdict.gap) == (HOLDS, pytest.approx(0.3))  # behind at the end, ahead at 10
+    assert verdict.detail == "a ahead of b by 0.3 of loss at round 10, at x ∈ {1}"
+    assert check_claim(faster.model_copy(update={"round": None}), rows, setting="s", variant=()).verdict == (
+        DOES_NOT_HOLD
+    )
+    late = check_claim(faster.model_copy(update={"round": 20}), rows, setting="s", variant=())
+    assert (late.verdict, late.detail) == (CANNOT, "no run evaluated at round 20 of a and b")
+
+
+def test_rows_average_each_round_that_every_run_evaluated():
+    def run(seed, curve):
+        return Outcome(
+            "s", "a", 1.0, (), seed, "succeeded", accuracy=curve[-1][1], loss=curve[-1][2], curve=curve
+        )
+
+    outcomes = [run(0, ((5, 0.5, 1.0), (10, 0.7, 0.8))), run(1, ((10, 0.8, 0.6),))]
+    (row,) = summary_rows(outcomes, {"s": manifest.ReproduceBlock.model_validate(BLOCK)})
+    assert row["by_round"] == {10: {"accuracy_mean": pytest.approx(0.75), "loss_mean": pytest.approx(0.7)}}
+
+
 def test_claim_verdict_says_why():
     assert check_claim(_claim("a", "c"), ROWS, setting="s", variant=()).detail == "no finished run of c"
     detail = check_claim(_claim("a", "b", by=0.08), ROWS, setting="s", variant=()).detail
@@ -338,6 +366,58 @@ def test_markdown_section_has_the_table_verdicts_and_the_papers_calibration(repr
     )
 
 
+def test_doc_section_is_replaced_between_its_markers_and_the_rest_kept(capsys, tmp_path):
+    doc = tmp_path / "reproduction.md"
+    doc.write_text(
+        "# Reproductions\n\n<!-- dpfl reproduce isrl: begin -->\nold numbers\n"
+        "<!-- dpfl reproduce isrl: end -->\n\n### Beyond the sweep\nhand-written\n"
+    )
+    configs = write_config(tmp_path / "configs")
+    out = tmp_path / "o"
+    code, _, err = run_cli(
+        capsys,
+        "reproduce",
+        "isrl",
+        "--quick",
+        "--configs",
+        str(configs),
+        "--out",
+        str(out),
+        "--doc",
+        str(doc),
+    )
+    assert code == 0, err
+    section = (out / "reproduction.md").read_text()
+    assert doc.read_text() == (
+        "# Reproductions\n\n<!-- dpfl reproduce isrl: begin -->\n"
+        + section
+        + "<!-- dpfl reproduce isrl: end -->\n\n### Beyond the sweep\nhand-written\n"
+    )
+    assert f"replaced the isrl section of {doc}" in err
+
+
+def test_splice_appends_a_missing_section_and_refuses_an_unclosed_one():
+    assert splice("# Doc\n", "uldp", "## Seed 004\n") == (
+        "# Doc\n\n<!-- dpfl reproduce uldp: begin -->\n## Seed 004\n<!-- dpfl reproduce uldp: end -->\n"
+    )
+    with pytest.raises(ValueError, match="has no `<!-- dpfl reproduce uldp: end -->` after it"):
+        splice("<!-- dpfl reproduce uldp: begin -->\n", "uldp", "x")
+
+
+def test_docs_hold_one_generated_section_per_paper_in_one_shape():
+    text = (ROOT / "docs" / "reproduction.md").read_text()
+    for paper in PAPERS.values():
+        begin, end = (
+            f"<!-- dpfl reproduce {paper.key}: begin -->",
+            f"<!-- dpfl reproduce {paper.key}: end -->",
+        )
+        assert text.count(begin) == 1 and text.count(end) == 1, paper.key
+        section = text.split(begin)[1].split(end)[0]
+        assert section.startswith(f"\n## Seed {paper.seed}: {paper.citation}\n"), paper.key
+        assert f"`dpfl reproduce {paper.key}` (the full sweep)" in section, paper.key
+        assert "Test accuracy % (mean ± std over seeds)" in section and "### Privacy corrections" in section
+
+
 def test_quick_uses_the_quick_block_and_cannot_check_a_missing_method(capsys, tmp_path):
     configs = write_config(tmp_path / "configs")
     code, _, err = run_cli(
@@ -385,6 +465,11 @@ def test_missing_data_names_dpfl_data_dir(capsys, monkeypatch, tmp_path):
     ("args", "files", "message"),
     [
         (["--seeds", "0"], {}, "error: `--seeds` must be an integer ≥ 1; got 0.\n"),
+        (
+            ["--doc", "nowhere.md"],
+            {},
+            "error: `--doc` names no file; got 'nowhere.md'. Give an existing Markdown file.\n",
+        ),
         (
             ["--quick"],
             {"quick": None},
