@@ -47,12 +47,6 @@ class PaperCalibration:
         """Returns whether the paper's σ releases more than the ε it was calibrated for."""
         return self.epsilon > self.target_epsilon * (1 + _TOLERANCE)
 
-    @property
-    def sigma_range(self) -> tuple[float, float]:
-        """Returns the smallest and largest σ over silos."""
-        sigmas = self.noise_multiplier if isinstance(self.noise_multiplier, list) else [self.noise_multiplier]
-        return min(sigmas), max(sigmas)
-
     def line(self) -> str:
         """Returns one sentence: the method, its stated ε and what the paper's σ really spends."""
         variant = f" ({variant_label(self.variant)})" if self.variant else ""
