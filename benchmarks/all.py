@@ -283,15 +283,20 @@ def render_summary(outcomes: Sequence[Outcome], info: Mapping[str, Any], total_s
             f"{_duration(c.wall_s)} | {c.peak_rss_mib:,.0f} MiB | {exit_cell} |"
         )
     load = info.get("load_average")
+    busy = load is not None and load[0] >= 1.0  # a whole core's worth of other work
     lines += [
         "",
         f"Machine: {info['cores']} cores, {info['cpu']}, {info['platform']}, Python {info['python']}, "
         f"torch {info['torch']}. Run started {info['date']}; total wall time {_duration(total_s)}"
         + (
-            f"; load average at the start {load[0]:.1f} (1 min) on {info['cores']} cores: other work "
-            "shared the machine (the engine and ULDP benchmarks interleave their variants, so it slows "
-            "both sides of their ratios alike)."
-            if load
+            ""
+            if load is None
+            else f"; load average at the start {load[0]:.1f} (1 min) on {info['cores']} cores"
+        )
+        + (
+            ": other work shared the machine (the engine and ULDP benchmarks interleave their variants, "
+            "so it slows both sides of their ratios alike)."
+            if busy
             else "."
         ),
     ]

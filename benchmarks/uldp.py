@@ -247,8 +247,8 @@ def render(results: dict[str, dict], repeats: dict[str, int]) -> tuple[str, bool
         "holds ~120 records: the loop already runs full minibatches of 64 and is close to "
         "compute-bound. With 10,000 users a pair holds ~3 records but owns a 50,890-parameter "
         "copy of the MLP: both variants are bound by memory traffic over [pairs, P] tensors "
-        "(copies, updates, clipping; the round also keeps every pair's clipped delta, "
-        "[21,939 × 50,890] floats = 4.5 GB). For the CNN, `vmap` over per-pair convolution "
+        "(copies, updates, clipping; a block of 256 pairs' models is 52 MB, and the round keeps "
+        "only the silo sums, not every pair's delta). For the CNN, `vmap` over per-pair convolution "
         "weights runs as one grouped convolution plus layout copies, slower on CPU than the "
         "loop's dense per-user convolutions.",
         "",
@@ -261,7 +261,7 @@ def render(results: dict[str, dict], repeats: dict[str, int]) -> tuple[str, bool
         + ".",
         "",
         f"Machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs (shared with other work while measured), Python "
+        f"{os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}, torch {torch.__version__} with {torch.get_num_threads()} "
         "intra-op thread(s).",
         "",

@@ -125,6 +125,10 @@ def test_summary_has_one_row_per_benchmark_with_ratio_time_memory_and_status():
         "other work shared the machine (the engine and ULDP benchmarks interleave their variants, so it "
         "slows both sides of their ratios alike)."
     )
+    quiet = render_summary(outcomes, INFO | {"load_average": (0.4, 0.9, 1.2)}, total_s=1400.0)
+    assert quiet.splitlines()[-1].endswith(
+        "total wall time 23.3 min; load average at the start 0.4 (1 min) on 2 cores."
+    )
 
 
 # A stand-in benchmark: touches 64 MiB, then prints its argv in the headline line.

@@ -21,7 +21,7 @@ from dpfl.reproduce import PAPERS, Outcome, Sweep, default_config_dir, load_pape
 from dpfl.reproduce import server as remote
 from dpfl.reproduce.calibration import local_projector, paper_calibrations
 from dpfl.reproduce.local import missing_datasets, run_sweeps
-from dpfl.reproduce.markdown import markdown, splice, write_markdown
+from dpfl.reproduce.markdown import markdown, splice
 from dpfl.reproduce.report import Report, write_csv, write_html
 from dpfl.reproduce.summary import corrections, summary_rows, verdicts
 from dpfl.spec import RunSpec
@@ -112,10 +112,11 @@ def reproduce(
     folder.mkdir(parents=True, exist_ok=True)
     write_csv(rows, folder / "summary.csv")
     write_html(report, folder / "report.html")
-    write_markdown(report, folder / "reproduction.md")
+    section = markdown(report)
+    (folder / "reproduction.md").write_text(section, encoding="utf-8")
     if doc is not None:
         try:
-            doc.write_text(splice(doc.read_text(encoding="utf-8"), paper, markdown(report)), encoding="utf-8")
+            doc.write_text(splice(doc.read_text(encoding="utf-8"), paper, section), encoding="utf-8")
         except ValueError as exc:
             raise SpecError("--doc", f"cannot be updated: {exc}.") from None
         console.print(f"replaced the {paper} section of {doc}", soft_wrap=True)

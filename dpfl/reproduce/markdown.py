@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from dpfl.reproduce.calibration import PaperCalibration
@@ -18,14 +17,9 @@ from dpfl.reproduce.manifest import Setting, Sweep
 from dpfl.reproduce.report import Report
 from dpfl.reproduce.summary import variant_label
 
-__all__ = ["X_SYMBOLS", "markdown", "splice", "write_markdown"]
+__all__ = ["X_SYMBOLS", "markdown", "splice"]
 
 X_SYMBOLS = {"privacy.epsilon": "ε", "privacy.mu": "μ", "privacy.noise_multiplier": "σ"}
-
-
-def write_markdown(report: Report, path: Path) -> None:
-    """Writes the paper's section of docs/reproduction.md."""
-    path.write_text(markdown(report), encoding="utf-8")
 
 
 def splice(document: str, paper: str, section: str) -> str:

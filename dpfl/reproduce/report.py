@@ -284,7 +284,7 @@ def _privacy_html(report: Report) -> str:
         )
     else:
         parts.append(
-            "<p>Every run's ledger ε (recomputed from what it released) is at most its stated ε; "
+            "<p>No run's ledger ε (recomputed from what it released) exceeds the ε it targets; "
             "the table shows both.</p>"
         )
     return "".join(parts)
