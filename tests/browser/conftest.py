@@ -13,7 +13,6 @@ from tests.server import dpfl_up
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
-SCREENSHOTS = ROOT / "docs" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 # Flags this machine needs: no sandbox as root, and no background traffic to the closed network.
 CHROMIUM_ARGS = [
@@ -69,8 +68,7 @@ def page(browser, server, request) -> Iterator[Page]:
 
 
 def shoot(page: Page, name: str) -> None:
-    """Saves a screenshot as a test artifact and as the README's current one."""
+    """Saves a screenshot of a view as a test artifact (tests/artifacts, not tracked): a test
+    run never rewrites the tracked files under docs/."""
     ARTIFACTS.mkdir(exist_ok=True)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=False)
