@@ -370,7 +370,13 @@ def run(
     data = algorithm.data
     train_rows = torch.randperm(len(data.y_train), generator=torch.Generator().manual_seed(spec.seed))
     train_rows = train_rows[:_TRAIN_EVAL_RECORDS]
-    timings = {"setup_s": time.perf_counter() - start, "train_s": 0.0, "eval_s": 0.0}
+    # The threads go with the times: a run's times mean little without them.
+    timings = {
+        "setup_s": time.perf_counter() - start,
+        "train_s": 0.0,
+        "eval_s": 0.0,
+        "threads": torch.get_num_threads(),
+    }
     ledger, records, stopped = Ledger(), [], False
     for r in range(1, spec.rounds + 1):
         if should_stop is not None and should_stop():

@@ -17,7 +17,7 @@ from backend.deps import SessionDep, SettingsDep, WriteGuard
 from backend.models import Run
 from backend.queue import enqueue_run
 from backend.runs import service
-from backend.runs.schemas import LedgerRead, MetricRead, RunPage, RunRead
+from backend.runs.schemas import LedgerRead, MetricRead, RunDetail, RunPage, RunRead
 from dpfl.spec import parse_spec
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -142,7 +142,7 @@ def _runs_csv(rows: Sequence[Run]) -> str:
     return out.getvalue()
 
 
-@router.get("/{run_id}", response_model=RunRead, responses=ERRORS)
+@router.get("/{run_id}", response_model=RunDetail, responses=ERRORS)
 def get_run(run_id: str, session: SessionDep) -> Any:
     """One run's status, progress and outcome."""
     return service.get_run(session, run_id)

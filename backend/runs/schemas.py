@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["LedgerRead", "MetricRead", "RunPage", "RunRead"]
+__all__ = ["LedgerRead", "MetricRead", "RunDetail", "RunPage", "RunRead"]
 
 
 class RunRead(BaseModel):
@@ -40,6 +40,13 @@ class RunRead(BaseModel):
     worker: str | None
     attempts: int
     cancel_requested: bool
+
+
+class RunDetail(RunRead):
+    """One run as its own page shows it: the list's fields and where its time went."""
+
+    # setup_s, train_s, eval_s, total_s and the torch threads the run had; None until it ends
+    timings: dict[str, float] | None
 
 
 class RunPage(BaseModel):

@@ -68,9 +68,11 @@ def run(
         if privacy["epsilon"] is None
         else f"ε = {privacy['epsilon']:.4g} (δ = {privacy['delta']:g}, {privacy['accountant']})"
     )
+    threads = data["timings"]["threads"]
     console.print(
         f"final accuracy {final['accuracy']:.4f}, loss {final['loss']:.4f}; {eps}; "
-        f"{data['timings']['total_s']:.1f} s" + (f"; written to {out}" if out else "")
+        f"{data['timings']['total_s']:.1f} s on {threads} torch thread{'' if threads == 1 else 's'}"
+        + (f"; written to {out}" if out else "")
     )
     if privacy.get("warning"):
         console.print(f"[bold yellow]warning:[/] {privacy['warning']}")

@@ -97,8 +97,10 @@ def up(
     # uvicorn re-raises the SIGTERM it caught after shutting down; make that an exception, not
     # an abrupt exit, so the workers below are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # The workers share this machine's cores, unless DPFL_TORCH_THREADS says otherwise.
+    env = os.environ | {"DPFL_TORCH_THREADS": str(settings.threads_per_run(workers))}
     # Each worker in its own process group, so that stopping it also stops its pool children.
-    procs = [subprocess.Popen(worker_command(1), start_new_session=True) for _ in range(workers)]
+    procs = [subprocess.Popen(worker_command(1), env=env, start_new_session=True) for _ in range(workers)]
     try:
         bind_host, bind_port = host or settings.host, port or settings.port
         url = f"http://{bind_host}:{bind_port}"

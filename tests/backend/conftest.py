@@ -95,14 +95,15 @@ def client(settings) -> Iterator[TestClient]:
 class WorkerProcess:
     """A real `celery worker` process for the given settings."""
 
-    def __init__(self, settings: Settings, log: Path, name: str = "w1"):
+    def __init__(self, settings: Settings, log: Path, name: str = "w1", concurrency: int = 1):
         env = os.environ | {
             "DPFL_HOME": str(settings.home),
             "DPFL_DATABASE_URL": settings.database_url,
             "DPFL_BROKER_URL": settings.broker_url,
             "DPFL_DATA_DIR": settings.data_dir,
+            "DPFL_TORCH_THREADS": str(settings.torch_threads),
         }
-        cmd = [*worker_command(1), "--without-heartbeat", "-n", f"{name}@%h"]
+        cmd = [*worker_command(concurrency), "--without-heartbeat", "-n", f"{name}@%h"]
         self.log = log
         self.proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True

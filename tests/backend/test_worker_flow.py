@@ -42,6 +42,27 @@ def test_run_completes_and_its_ledger_matches_the_runner(client, worker):
     assert budget["spent"] == pytest.approx(local.epsilon) and budget["reserved"] == 0
 
 
+@pytest.mark.parametrize(("concurrency", "torch_threads"), [(2, 0), (1, 1)])
+def test_runs_side_by_side_split_the_cores(client, settings, tmp_path, concurrency, torch_threads):
+    # torch takes every core by default; two runs at once would oversubscribe them
+    cores = len(os.sched_getaffinity(0))
+    expected = torch_threads or max(1, cores // concurrency)
+    worker = WorkerProcess(
+        settings.model_copy(update={"torch_threads": torch_threads}),
+        tmp_path / "worker.log",
+        concurrency=concurrency,
+    )
+    try:
+        ids = [client.post("/api/runs", json=SPEC | {"seed": seed}).json()["id"] for seed in (1, 2)]
+        bodies = [wait_for(client, run_id, {"succeeded", "failed"}) for run_id in ids]
+    finally:
+        worker.stop()
+    assert [b["status"] for b in bodies] == ["succeeded"] * 2
+    assert [b["timings"]["threads"] for b in bodies] == [expected] * 2
+    assert set(bodies[0]["timings"]) == {"setup_s", "train_s", "eval_s", "total_s", "threads"}
+    assert bodies[0]["timings"]["total_s"] >= bodies[0]["timings"]["train_s"] > 0
+
+
 def test_cancel_is_honoured_between_rounds(client, worker):
     spec = SPEC | {"rounds": 400, "eval_every": 1}
     client.put("/api/budgets/digits", json={"total_epsilon": 1000.0})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -60,6 +61,14 @@ def test_submit_a_run_from_the_form_and_watch_it_finish(page: Page, server):
     assert wait_status(page, "succeeded") == "succeeded"
     assert page.locator("[role=progressbar]").first.get_attribute("aria-valuenow") == "100"
     assert len(seen - {0, 100}) >= 1, f"the progress bar never showed an intermediate value: {sorted(seen)}"
+    # `dpfl up` with one worker gives its run every core
+    threads = len(os.sched_getaffinity(0))
+    expect(page.locator(".duration")).to_have_text(
+        re.compile(
+            r"^[\d.]+ s \(setup [\d.]+ s, training [\d.]+ s, evaluation [\d.]+ s; "
+            + rf"{threads} torch threads?\)$"
+        )
+    )
     expect(page.locator("#chart-learning .main-svg").first).to_be_visible(timeout=20_000)
     expect(page.locator("#chart-epsilon .main-svg").first).to_be_visible()
     expect(page.locator(".ledger-eps")).to_contain_text("(rdp)")

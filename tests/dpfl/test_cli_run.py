@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.factories import run_cli
 
@@ -33,7 +34,9 @@ def test_run_writes_the_documented_keys(capsys, tmp_path):
     assert set(data["final"]) >= {"accuracy", "loss"}
     assert set(data["privacy"]) >= {"epsilon", "delta", "accountant", "noise_multiplier"}
     assert {"ledger", "timings", "spec"} <= set(data)
+    assert data["timings"]["threads"] == torch.get_num_threads()
     assert "final accuracy" in err
+    assert f"on {torch.get_num_threads()} torch thread" in " ".join(err.split())
 
 
 def test_private_run_reports_epsilon_and_ledger(capsys, tmp_path):

@@ -5,6 +5,17 @@ import { draw } from "../charts.js";
 import { banner, chip, fmt, h, progressBar, replace } from "../dom.js";
 import { go, setParams } from "../state.js";
 
+/** Returns a run's wall time, and once it has ended where that time went and on how many threads. */
+export function duration(run) {
+  if (run.duration_s == null) return "–";
+  const t = run.timings;
+  if (!t) return `${fmt(run.duration_s, 3)} s`;
+  // runs recorded before the threads were kept have only the times
+  const threads = t.threads == null ? "" : `; ${t.threads} torch thread${t.threads === 1 ? "" : "s"}`;
+  return `${fmt(run.duration_s, 3)} s (setup ${fmt(t.setup_s, 2)} s, training ${fmt(t.train_s, 2)} s, `
+    + `evaluation ${fmt(t.eval_s, 2)} s${threads})`;
+}
+
 /** Returns `value` as YAML (the subset specs use: maps, lists, scalars). */
 export function toYaml(value, indent = "") {
   if (Array.isArray(value)) {
@@ -48,7 +59,7 @@ export async function render(root, { id, params }) {
         h("dt", {}, "noise multiplier"), h("dd", {}, Array.isArray(run.noise_multiplier) ? `${fmt(Math.min(...run.noise_multiplier))}–${fmt(Math.max(...run.noise_multiplier))} (per silo)` : fmt(run.noise_multiplier, 4)),
         h("dt", {}, "accuracy / loss"), h("dd", { class: "acc" }, `${fmt(run.final_accuracy)} / ${fmt(run.final_loss)}`),
         h("dt", {}, "worker"), h("dd", {}, run.worker ?? "–"),
-        h("dt", {}, "duration"), h("dd", {}, run.duration_s == null ? "–" : `${fmt(run.duration_s, 3)} s`)));
+        h("dt", {}, "duration"), h("dd", { class: "duration" }, duration(run))));
     return run;
   }
 
