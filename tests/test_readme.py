@@ -184,3 +184,32 @@ def test_yaml_specs_parse():
         spec = load_spec(block)
         assert isinstance(spec, RunSpec)
         algorithm_class(spec.algorithm).parse_params(spec.params)
+
+
+def _cli_envvars() -> set[str]:
+    """Returns the environment variables the `dpfl` command's options read."""
+    from typer.main import get_command
+
+    from dpfl.cli import app
+
+    found: set[str] = set()
+    commands = [get_command(app)]
+    while commands:
+        command = commands.pop()
+        commands += getattr(command, "commands", {}).values()  # a group's subcommands
+        for param in command.params:
+            envvar = getattr(param, "envvar", None)
+            found |= {envvar} if isinstance(envvar, str) else set(envvar or ())
+    return found
+
+
+def test_every_environment_variable_in_the_readme_is_read():
+    settings = {f"DPFL_{name.upper()}" for name in Settings.model_fields}
+    named = set(re.findall(r"\bDPFL_[A-Z_]+\b", TEXT))
+    assert len(named) >= 8
+    unknown = sorted(named - settings - _cli_envvars())
+    assert not unknown, f"README variables nothing reads: {unknown}"
+    header, rows = first_table(section("Scaling out"))
+    assert header == ["variable", "meaning"]
+    table = {v for r in rows for v in re.findall(r"DPFL_[A-Z_]+", r[0])}
+    assert table <= settings and {"DPFL_TORCH_THREADS", "DPFL_DATABASE_URL", "DPFL_BROKER_URL"} <= table
