@@ -46,7 +46,7 @@ class RunDetail(RunRead):
     """One run as its own page shows it: the list's fields and where its time went."""
 
     # setup_s, train_s, eval_s, total_s and the torch threads the run had; None until it ends
-    timings: dict[str, float] | None
+    timings: dict[str, int | float] | None
 
 
 class RunPage(BaseModel):

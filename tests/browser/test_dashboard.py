@@ -72,6 +72,9 @@ def test_submit_a_run_from_the_form_and_watch_it_finish(page: Page, server):
     expect(page.locator("#chart-learning .main-svg").first).to_be_visible(timeout=20_000)
     expect(page.locator("#chart-epsilon .main-svg").first).to_be_visible()
     expect(page.locator(".ledger-eps")).to_contain_text("(rdp)")
+    expect(page.locator("table.ledger td.releases").first).to_have_text(
+        re.compile(r"^Poisson-sampled \(q = 0\.\d+\) Gaussian σ = \d+(\.\d+)?$")
+    )
     page.select_option("select[name=accountant]", "gdp")
     expect(page.locator(".ledger-eps")).to_contain_text("(gdp)", timeout=20_000)
     assert "accountant=gdp" in page.url
@@ -141,6 +144,8 @@ def test_cancel_a_running_run(page: Page, server):
     run_id = httpx.post(f"{server}/api/runs", json=spec).json()["id"]
     page.goto(f"/#/runs/{run_id}")
     wait_status(page, "running")
+    # a run cancelled during its setup stops at round 0; cancel one that has rounds to keep
+    expect(page.locator(".round")).to_have_text(re.compile(r"^round [1-9]\d* of 1500$"), timeout=60_000)
     page.click("button:has-text('Cancel')")
     assert wait_status(page, "cancelled") == "cancelled"
     body = httpx.get(f"{server}/api/runs/{run_id}").json()
@@ -193,3 +198,37 @@ def test_a_mu_target_from_the_form_runs_gdp_localnewton(page: Page, server):
     page.wait_for_url(re.compile(r"#/runs/[0-9a-f]+$"))
     assert wait_status(page, "succeeded|failed") == "succeeded"
     expect(page.locator("dd.eps")).to_contain_text("9.9")  # μ = 2 is ε = 9.997 at δ = 1e-5
+
+
+def test_ledger_events_and_per_silo_noise_read_as_words(page: Page):
+    page.goto("/")
+    described = page.evaluate(
+        """async () => {
+          const m = await import("/js/pages/run-detail.js");
+          const g = { kind: "gaussian", noise_multiplier: 1.5 };
+          const sampled = { kind: "poisson_sampled", sampling_rate: 0.01, event: g };
+          const approx = { kind: "approx_dp", epsilon: 1, delta: 1e-6 };
+          return [
+            m.describeEvent({ kind: "self_composed", count: 3, event: sampled }),
+            m.describeEvent({ kind: "group", group_size: 4, event: { kind: "parallel", events: [g, g] } }),
+            m.describeEvent({ kind: "composed", events: [{ kind: "gdp", mu: 0.5 }, approx] }),
+            m.describeEvent({ kind: "vote", noise_std: 40, sensitivity: 1.4142, counts: [1, 2] }),
+            m.describeEvent({ kind: "shuffle", local_epsilon: 2, num_users: 100 }),
+            m.describeEvent({ kind: "new_kind", x: 1 }),
+            m.noiseMultiplier([1.5727, 1.5749, 1.5749]),
+            m.noiseMultiplier([2, 2]),
+            m.noiseMultiplier(0.9187),
+          ];
+        }"""
+    )
+    assert described == [
+        "3 × Poisson-sampled (q = 0.01) Gaussian σ = 1.5",
+        "group of 4: parallel over 2 disjoint parts: Gaussian σ = 1.5",
+        "0.5-GDP + (1, 0.000001)-DP release",
+        "noisy-argmax vote σ = 40, sensitivity 1.414 (histogram kept)",
+        "shuffle of 100 reports, each ε₀ = 2",
+        '{"kind":"new_kind","x":1}',
+        "1.573–1.575 (per silo)",
+        "2 (every silo)",
+        "0.9187",
+    ]

@@ -16,6 +16,33 @@ export function duration(run) {
     + `evaluation ${fmt(t.eval_s, 2)} s${threads})`;
 }
 
+/** Returns a run's σ: one value, or the range of its silos' values in enough digits to tell them apart. */
+export function noiseMultiplier(sigma) {
+  if (!Array.isArray(sigma)) return fmt(sigma, 4);
+  const [low, high] = [Math.min(...sigma), Math.max(...sigma)];
+  let digits = 3;
+  while (digits < 8 && low !== high && fmt(low, digits) === fmt(high, digits)) digits += 1;
+  return low === high ? `${fmt(low, 4)} (every silo)` : `${fmt(low, digits)}–${fmt(high, digits)} (per silo)`;
+}
+
+/** Returns a ledger event in words (its JSON is the cell's tooltip); an unknown kind as JSON. */
+export function describeEvent(ev) {
+  switch (ev.kind) {
+    case "gaussian": return `Gaussian σ = ${fmt(ev.noise_multiplier, 4)}`;
+    case "laplace": return `Laplace, noise multiplier ${fmt(ev.noise_multiplier, 4)}`;
+    case "gdp": return `${fmt(ev.mu, 4)}-GDP`;
+    case "poisson_sampled": return `Poisson-sampled (q = ${fmt(ev.sampling_rate, 4)}) ${describeEvent(ev.event)}`;
+    case "self_composed": return `${ev.count} × ${describeEvent(ev.event)}`;
+    case "composed": return ev.events.map(describeEvent).join(" + ");
+    case "parallel": return `parallel over ${ev.events.length} disjoint parts: ${[...new Set(ev.events.map(describeEvent))].join(" | ")}`;
+    case "vote": return `noisy-argmax vote σ = ${fmt(ev.noise_std, 4)}, sensitivity ${fmt(ev.sensitivity, 4)}${ev.counts ? " (histogram kept)" : ""}`;
+    case "shuffle": return `shuffle of ${ev.num_users} reports, each ε₀ = ${fmt(ev.local_epsilon, 4)}`;
+    case "approx_dp": return `(${fmt(ev.epsilon, 4)}, ${fmt(ev.delta, 3)})-DP release`;
+    case "group": return `group of ${ev.group_size}: ${describeEvent(ev.event)}`;
+    default: return JSON.stringify(ev);
+  }
+}
+
 /** Returns `value` as YAML (the subset specs use: maps, lists, scalars). */
 export function toYaml(value, indent = "") {
   if (Array.isArray(value)) {
@@ -56,7 +83,7 @@ export async function render(root, { id, params }) {
       h("dl", { class: "kv" },
         h("dt", {}, "privacy"), h("dd", {}, run.notion === "none" ? "not private" : `${run.notion}-level, δ = ${run.delta}, ${run.accountant}`),
         h("dt", {}, "ε target / spent"), h("dd", { class: "eps" }, `${fmt(run.target_epsilon)} / ${fmt(run.epsilon, 4)}`),
-        h("dt", {}, "noise multiplier"), h("dd", {}, Array.isArray(run.noise_multiplier) ? `${fmt(Math.min(...run.noise_multiplier))}–${fmt(Math.max(...run.noise_multiplier))} (per silo)` : fmt(run.noise_multiplier, 4)),
+        h("dt", {}, "noise multiplier"), h("dd", {}, noiseMultiplier(run.noise_multiplier)),
         h("dt", {}, "accuracy / loss"), h("dd", { class: "acc" }, `${fmt(run.final_accuracy)} / ${fmt(run.final_loss)}`),
         h("dt", {}, "worker"), h("dd", {}, run.worker ?? "–"),
         h("dt", {}, "duration"), h("dd", { class: "duration" }, duration(run))));
@@ -75,7 +102,7 @@ export async function render(root, { id, params }) {
     try {
       const ledger = await api.ledger(id, accountant || undefined);
       const rows = ledger.events.slice(0, 500).map((e) => h("tr", {}, h("td", { class: "num" }, e.round), h("td", {}, e.party),
-        h("td", {}, e.events.map((ev) => JSON.stringify(ev)).join("; ")),
+        h("td", { class: "releases", title: e.events.map((ev) => JSON.stringify(ev)).join("\n") }, e.events.map(describeEvent).join("; ")),
         h("td", { class: "num" }, fmt(ledger.parties[e.party]?.[ledger.rounds.indexOf(e.round)], 4))));
       replace(ledgerBox, h("div", { class: "toolbar" }, h("label", {}, "accountant", select),
         h("span", { class: "ledger-eps" }, `ε = ${fmt(ledger.epsilon, 5)} at δ = ${ledger.delta} (${ledger.accountant})`)),
