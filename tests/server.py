@@ -25,8 +25,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def dpfl_up(home: Path, *, timeout_s: float = 90) -> Iterator[str]:
+def dpfl_up(home: Path, *, timeout_s: float = 90, demo: bool = False) -> Iterator[str]:
     """Runs `dpfl up` (API and one worker, embedded SQLite and broker) in `home`; yields its URL.
+    With `demo`, as `make up` runs it: the demo sweep is queued on start.
 
     Only DPFL_DATA_DIR is kept from the environment, so the app runs on its embedded defaults.
     """
@@ -35,7 +36,7 @@ def dpfl_up(home: Path, *, timeout_s: float = 90) -> Iterator[str]:
     env |= {"DPFL_HOME": str(home), "DPFL_PORT": str(port)}
     with (home / "up.log").open("w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dpfl", "up"],
+            [sys.executable, "-m", "dpfl", "up", *(["--demo"] if demo else [])],
             cwd=ROOT,
             env=env,
             stdout=log,

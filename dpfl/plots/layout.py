@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,6 +38,28 @@ def _layout(*, kind: str, title: str, **overrides: Any) -> dict[str, Any]:
         "uirevision": kind,
         **overrides,
     }
+
+
+_MAX_VALUE_TICKS = 8
+
+
+def _log_ticks(values: Iterable[float]) -> dict[str, Any]:
+    """Returns tick values and labels for a log axis over `values` (all > 0).
+
+    Plotly labels a log axis spanning about a decade with bare digits (0.5 shows as "5"); a
+    sweep's few ε values become the ticks themselves, and many values get 1-2-5 ticks.
+    """
+    distinct = sorted({float(f"{v:.3g}") for v in values if v is not None and 0 < v < math.inf})
+    if not distinct:
+        return {}
+    if len(distinct) <= _MAX_VALUE_TICKS:
+        ticks = distinct
+    else:
+        low, high = distinct[0], distinct[-1]
+        decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+        ticks = [m * 10.0**d for d in decades for m in (1, 2, 5) if low / 1.5 <= m * 10.0**d <= high * 1.5]
+        ticks = [float(f"{t:.3g}") for t in ticks]
+    return {"tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
 
 
 def _no_data(fig: go.Figure, message: str) -> go.Figure:

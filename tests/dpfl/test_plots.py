@@ -284,3 +284,24 @@ def test_user_distribution_counts_every_user_once():
     assert silos["x"] == ["1", "2", "3"] and silos["y"] == [3, 2, 1]
     small = to_json(user_distribution({"records_per_user": [2, 3, 3], "silos_per_user": [0, 3]}))
     assert small["data"][0]["x"] == ["2", "3"] and small["data"][0]["y"] == [1, 2]
+
+
+def test_a_log_epsilon_axis_is_labelled_with_numbers_not_bare_digits():
+    # Plotly's own labels on a log axis over about a decade are digits: ε = 0.5 shows as "5".
+    xaxis = to_json(tradeoff(SWEEP))["layout"]["xaxis"]
+    assert xaxis["tickvals"] == [0.5, 2.0, 8.0]
+    assert xaxis["ticktext"] == ["0.5", "2", "8"]
+    many = [{**SWEEP[0], "epsilon": 0.3 * 1.25**i} for i in range(12)]  # 0.3 … 3.49
+    xaxis = to_json(tradeoff(many))["layout"]["xaxis"]
+    assert xaxis["ticktext"] == ["0.2", "0.5", "1", "2", "5"]
+    runs = [
+        {
+            "id": "r",
+            "algorithm": "isrl_mbsgd",
+            "label": "r",
+            "rounds": [{"round": i, "accuracy": 0.5, "epsilon": 0.04 * i} for i in range(1, 40)],
+        }
+    ]
+    xaxis = to_json(accuracy_vs_spent(runs, log_x=True))["layout"]["xaxis"]
+    assert xaxis["ticktext"] == ["0.05", "0.1", "0.2", "0.5", "1", "2"]
+    assert "tickvals" not in to_json(accuracy_vs_spent(runs))["layout"]["xaxis"]
