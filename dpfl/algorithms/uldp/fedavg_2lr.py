@@ -44,7 +44,7 @@ class FedAvg2LR(Algorithm):
         groups = RecordGroups.of_silos(self.data, silos)
         position = {int(s): i for i, s in enumerate(silos)}
         out = torch.empty(len(groups), self.layout.size, dtype=self.w.dtype)
-        for block in groups.blocks():
+        for block in groups.blocks(self.data, params=self.layout.size, batch_size=self.params.batch_size):
             out[[position[int(s)] for s in groups.silo[block]]] = local_deltas(self, groups, block, r)
         return out
 

@@ -4,9 +4,9 @@ ULDP-AVG trains one model copy per (silo, user) pair on that user's records in t
 FedAvg trains one per silo. Both are "many small datasets, one model each": `RecordGroups`
 holds each group's record indices padded to a rectangle, and `local_sgd` runs Q epochs of
 minibatch SGD on every group in one batched computation (the engine's `mean_grad` treats the
-group axis like its silo axis). Groups are processed in fixed blocks of `BLOCK` so memory stays
-bounded; each group's epoch orders come from a hash of (seed, round, epoch, silo, user), so
-results do not depend on the blocks or on the other groups.
+group axis like its silo axis). Groups are processed in blocks whose working set fits in the
+CPU's cache (`RecordGroups.blocks`); each group's epoch orders come from a hash of (seed, round,
+epoch, silo, user), so results do not depend on the blocks or on the other groups.
 """
 
 from __future__ import annotations
@@ -22,10 +22,15 @@ from dpfl.data import UserAllocation
 from dpfl.engine import ParamLayout, SiloBatch, mean_grad, stack_copies
 from dpfl.federation import FederatedData
 
-__all__ = ["BLOCK", "RecordGroups", "epoch_order", "local_deltas", "local_sgd"]
+__all__ = ["CACHE_BYTES", "MAX_BLOCK", "RecordGroups", "epoch_order", "local_deltas", "local_sgd"]
 
-BLOCK = 256
-"""Groups per batched block: bounds memory; results do not depend on it."""
+CACHE_BYTES = 8 << 20
+"""Working set of one block of groups. A block's models, updates and minibatches are streamed
+through several times per local step; past the cache each pass goes to memory. Measured on
+MNIST with the 50,890-parameter MLP (one ULDP-AVG round, 1 thread): blocks of 8 groups run 3.2×
+faster than blocks of 256 with 100 users, 16 groups 8× faster with 10,000 users."""
+MAX_BLOCK = 256
+"""Most groups per block: small models (logistic regression) gain from batching up to here."""
 
 
 @dataclass(frozen=True)
@@ -90,10 +95,26 @@ class RecordGroups:
             index[g, : sizes[i]] = rows[i]
         return cls(index, torch.as_tensor(sizes[order]), silo[order], user[order])
 
-    def blocks(self) -> Iterator[slice]:
-        """Yields slices of at most `BLOCK` groups, covering all groups in order."""
-        for start in range(0, len(self), BLOCK):
-            yield slice(start, min(start + BLOCK, len(self)))
+    def blocks(self, data: FederatedData, *, params: int, batch_size: int) -> Iterator[slice]:
+        """Yields slices of groups covering all groups in order, each holding as many groups as
+        fit in `CACHE_BYTES` (at most `MAX_BLOCK`, at least 1); results do not depend on it.
+
+        Groups come largest first, so a block's first group bounds its minibatches, and blocks of
+        users with few records hold more of them.
+
+        Args:
+            data: the records the groups index (for the size of one record).
+            params: the model's parameter count P; a group holds its model, update and gradient.
+            batch_size: records per local step (a group's own count if smaller).
+        """
+        features = data.x_train[0].numel() if len(data.x_train) else 1
+        start = 0
+        while start < len(self):
+            batch = min(batch_size, int(self.count[start]))
+            per_group = 4 * (3 * params + batch * features)  # float32
+            size = max(1, min(MAX_BLOCK, CACHE_BYTES // per_group))
+            yield slice(start, min(start + size, len(self)))
+            start += size
 
     def batch(self, data: FederatedData, rows: torch.Tensor, mask: torch.Tensor) -> SiloBatch:
         """Returns the SiloBatch of training records `rows` [G, B] (indices), masked by `mask`."""

@@ -80,6 +80,11 @@ class ULDPWeighted(Algorithm):
     direction = 1.0  # +1: contributions are deltas (added); −1: gradients (subtracted)
     needs_contributions = False  # whether `aggregate` needs each pair's clipped contribution
 
+    @property
+    def records_per_step(self) -> int:
+        """Records of one group in one batched computation (sizes the blocks of groups)."""
+        raise NotImplementedError
+
     def plan(self, noise_multiplier: float) -> Ledger:
         return user_level_plan(self.spec, self.release_event(float(noise_multiplier)))
 
@@ -134,7 +139,7 @@ class ULDPWeighted(Algorithm):
         sums = torch.zeros(len(silos), self.layout.size, dtype=self.w.dtype)
         clipped = torch.empty(len(groups), self.layout.size, dtype=self.w.dtype) if keep else None
         clipped_count = 0.0
-        for block in groups.blocks():
+        for block in groups.blocks(self.data, params=self.layout.size, batch_size=self.records_per_step):
             rows, frac = clip_rows(self.contributions(groups, block, r), self.params.clip)
             if clipped is not None:
                 clipped[block] = rows
@@ -190,6 +195,7 @@ class ULDPSGD(ULDPWeighted):
     Params = ULDPSGDParams
     summary = "user-level DP: per-user clipped, weighted gradients; noise σC/√|S| per silo"
     direction = -1.0
+    records_per_step = _GRADIENT_CHUNK
 
     def contributions(self, groups: RecordGroups, block: slice, r: int) -> torch.Tensor:
         """Each group's mean gradient, in chunks of records: a chunk weighs (its records)/(the
@@ -215,6 +221,10 @@ class ULDPAvg(ULDPWeighted):
 
     Params = ULDPAvgParams
     summary = "user-level DP: per-user local training, clipped weighted deltas; noise σC/√|S| per silo"
+
+    @property
+    def records_per_step(self) -> int:
+        return self.params.batch_size
 
     def contributions(self, groups: RecordGroups, block: slice, r: int) -> torch.Tensor:
         return local_deltas(self, groups, block, r)

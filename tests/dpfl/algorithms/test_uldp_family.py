@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch.func import functional_call, grad
 
+import dpfl.algorithms.uldp.groups as groups_module
 from dpfl.algorithms.uldp.groups import RecordGroups, epoch_order, local_sgd
 from dpfl.errors import SpecError
 from dpfl.privacy.events import GroupEvent, ParallelEvent
@@ -307,3 +308,31 @@ def test_uldp_sgd_gradient_in_chunks_equals_the_whole_mean(monkeypatch):
     torch.testing.assert_close(
         alg.contributions(groups, slice(0, len(groups)), 1), whole, atol=1e-6, rtol=1e-5
     )
+
+
+def test_blocks_cover_every_group_once_and_fit_the_cache():
+    alg = prepared(heart_spec("uldp_avg"))
+    groups = alg.groups(np.arange(4), None)
+    features = alg.data.x_train[0].numel()
+    # logistic regression on 13 features: every pair in one block
+    assert list(groups.blocks(alg.data, params=alg.layout.size, batch_size=4)) == [slice(0, len(groups))]
+    # a 50,890-parameter model: blocks as large as the cache allows, largest groups first
+    blocks = list(groups.blocks(alg.data, params=50_890, batch_size=64))
+    assert [b.start for b in blocks] == [0] + [b.stop for b in blocks[:-1]] and blocks[-1].stop == len(groups)
+    for b in blocks[:-1]:
+        per_group = 4 * (3 * 50_890 + min(64, int(groups.count[b.start])) * features)
+        size = b.stop - b.start
+        assert size * per_group <= groups_module.CACHE_BYTES < (size + 1) * per_group
+    assert [b.stop - b.start for b in blocks[:2]] == [13, 13]
+
+
+@pytest.mark.parametrize("algorithm", ["uldp_avg", "uldp_sgd"])
+def test_silo_sums_do_not_depend_on_the_blocks(monkeypatch, algorithm):
+    params = HEART_PARAMS | {"local_epochs": 2} if algorithm == "uldp_avg" else {"clip": 0.1}
+    alg = prepared(heart_spec(algorithm, params=params))
+    one_block, _, groups, frac = alg.silo_sums(1, np.arange(4), None)
+    monkeypatch.setattr(groups_module, "CACHE_BYTES", 1)  # blocks of one group
+    assert len(list(groups.blocks(alg.data, params=alg.layout.size, batch_size=4))) == len(groups) == 127
+    per_group, _, _, frac_per_group = alg.silo_sums(1, np.arange(4), None)
+    torch.testing.assert_close(per_group, one_block, atol=1e-7, rtol=1e-6)
+    assert frac_per_group == pytest.approx(frac)
