@@ -3,10 +3,11 @@
 Parameters are flat ([P], or [S, P] for one model per silo; `params`), a round's data is a
 padded, masked `SiloBatch` (`batch`), gradients, clipping and evaluation are in `grads`
 (with ghost clipping for linear models in `ghost`), and randomness that does not depend on
-how silos are batched is in `noise`.
+how silos are batched is in `noise`. `blocks` says how many models to train at once.
 """
 
 from dpfl.engine.batch import SiloBatch
+from dpfl.engine.blocks import models_per_block
 from dpfl.engine.grads import (
     ClippedSum,
     clipped_grad_sum,
@@ -35,6 +36,7 @@ __all__ = [
     "gaussian_noise",
     "ghost_clipping_applies",
     "mean_grad",
+    "models_per_block",
     "per_sample_grads",
     "sample_without_replacement",
     "silo_generator",

@@ -5,7 +5,7 @@ FedAvg trains one per silo. Both are "many small datasets, one model each": `Rec
 holds each group's record indices padded to a rectangle, and `local_sgd` runs Q epochs of
 minibatch SGD on every group in one batched computation (the engine's `mean_grad` treats the
 group axis like its silo axis). Groups are processed in blocks whose working set fits in the
-CPU's cache (`RecordGroups.blocks`); each group's epoch orders come from a hash of (seed, round,
+CPU's cache (`dpfl.engine.blocks`); each group's epoch orders come from a hash of (seed, round,
 epoch, silo, user), so results do not depend on the blocks or on the other groups.
 """
 
@@ -19,18 +19,10 @@ import torch
 from torch import nn
 
 from dpfl.data import UserAllocation
-from dpfl.engine import ParamLayout, SiloBatch, mean_grad, stack_copies
+from dpfl.engine import ParamLayout, SiloBatch, mean_grad, models_per_block, stack_copies
 from dpfl.federation import FederatedData
 
-__all__ = ["CACHE_BYTES", "MAX_BLOCK", "RecordGroups", "epoch_order", "local_deltas", "local_sgd"]
-
-CACHE_BYTES = 8 << 20
-"""Working set of one block of groups. A block's models, updates and minibatches are streamed
-through several times per local step; past the cache each pass goes to memory. Measured on
-MNIST with the 50,890-parameter MLP (one ULDP-AVG round, 1 thread): blocks of 8 groups run 3.2×
-faster than blocks of 256 with 100 users, 16 groups 8× faster with 10,000 users."""
-MAX_BLOCK = 256
-"""Most groups per block: small models (logistic regression) gain from batching up to here."""
+__all__ = ["RecordGroups", "epoch_order", "local_deltas", "local_sgd"]
 
 
 @dataclass(frozen=True)
@@ -96,23 +88,21 @@ class RecordGroups:
         return cls(index, torch.as_tensor(sizes[order]), silo[order], user[order])
 
     def blocks(self, data: FederatedData, *, params: int, batch_size: int) -> Iterator[slice]:
-        """Yields slices of groups covering all groups in order, each holding as many groups as
-        fit in `CACHE_BYTES` (at most `MAX_BLOCK`, at least 1); results do not depend on it.
+        """Yields slices of groups covering all groups in order, each as many groups as fit in
+        the cache (`models_per_block`); results do not depend on them.
 
         Groups come largest first, so a block's first group bounds its minibatches, and blocks of
         users with few records hold more of them.
 
         Args:
             data: the records the groups index (for the size of one record).
-            params: the model's parameter count P; a group holds its model, update and gradient.
+            params: the model's parameter count P.
             batch_size: records per local step (a group's own count if smaller).
         """
         features = data.x_train[0].numel() if len(data.x_train) else 1
         start = 0
         while start < len(self):
-            batch = min(batch_size, int(self.count[start]))
-            per_group = 4 * (3 * params + batch * features)  # float32
-            size = max(1, min(MAX_BLOCK, CACHE_BYTES // per_group))
+            size = models_per_block(params, min(batch_size, int(self.count[start])), features)
             yield slice(start, min(start + size, len(self)))
             start += size
 

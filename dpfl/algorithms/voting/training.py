@@ -2,8 +2,9 @@
 
 Neither training releases anything: an agent's local model never leaves the agent (only its
 noisy votes do), and the student learns from labels that are already released (post-
-processing). So plain SGD with momentum is enough; what matters is that S models train as one
-batched computation (`dpfl.engine.mean_grad` over a [S, P] stack), never in a Python loop.
+processing). So plain SGD with momentum is enough; what matters is that S models train as
+batched computations (`dpfl.engine.mean_grad` over [s, P] stacks, in blocks that fit in the
+cache), never in a Python loop over models.
 
 Each model sees its records in epochs: a fresh permutation per epoch from its own
 `silo_generator(seed, id, epoch, stream)`, cut into batches of `batch_size`. Models with fewer
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from dpfl.engine import ParamLayout, SiloBatch, mean_grad, silo_generator
+from dpfl.engine import ParamLayout, SiloBatch, mean_grad, models_per_block, silo_generator
 
 __all__ = ["train_sgd"]
 
@@ -52,12 +53,45 @@ def train_sgd(
         raise ValueError(f"init must be [S, P] with S = {len(rows)} models; got shape {tuple(init.shape)}")
     ids = list(range(len(rows))) if ids is None else [int(i) for i in ids]
     w = init.detach().clone()
-    velocity = torch.zeros_like(w)
     sizes = torch.tensor([len(r) for r in rows], dtype=torch.long)
     width = int(sizes.max()) if len(rows) else 0
     if width == 0:
         return w
-    steps = math.ceil(width / batch_size)
+    steps = math.ceil(width / batch_size)  # for every model, whichever block it is in
+    # Models train independently, so they train in blocks that fit in the cache.
+    size = models_per_block(layout.size, min(batch_size, width), x[0].numel())
+    for start in range(0, len(rows), size):
+        block = slice(start, start + size)
+        w[block] = _train_block(
+            model, layout, w[block], x, y, rows[block], sizes[block], ids[block],
+            steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, momentum=momentum,
+            seed=seed, stream=stream,
+        )  # fmt: skip
+    return w
+
+
+def _train_block(
+    model: nn.Module,
+    layout: ParamLayout,
+    w: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    rows: Sequence[torch.Tensor],
+    sizes: torch.Tensor,
+    ids: Sequence[int],
+    *,
+    steps: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    momentum: float,
+    seed: int,
+    stream: int,
+) -> torch.Tensor:
+    """Returns the block's models [s, P] after `epochs` epochs of `steps` steps each."""
+    w = w.clone()
+    velocity = torch.zeros_like(w)
+    width = max(int(sizes.max()), 1)
     span = torch.arange(batch_size)
     mask = span.unsqueeze(0) < sizes.unsqueeze(1)  # a model with fewer records than a batch uses each once
     for epoch in range(epochs):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.func import functional_call, grad
 
-import dpfl.algorithms.uldp.groups as groups_module
+import dpfl.engine.blocks as engine_blocks
 from dpfl.algorithms.uldp.groups import RecordGroups, epoch_order, local_sgd
 from dpfl.errors import SpecError
 from dpfl.privacy.events import GroupEvent, ParallelEvent
@@ -322,7 +322,7 @@ def test_blocks_cover_every_group_once_and_fit_the_cache():
     for b in blocks[:-1]:
         per_group = 4 * (3 * 50_890 + min(64, int(groups.count[b.start])) * features)
         size = b.stop - b.start
-        assert size * per_group <= groups_module.CACHE_BYTES < (size + 1) * per_group
+        assert size * per_group <= engine_blocks.CACHE_BYTES < (size + 1) * per_group
     assert [b.stop - b.start for b in blocks[:2]] == [13, 13]
 
 
@@ -331,7 +331,7 @@ def test_silo_sums_do_not_depend_on_the_blocks(monkeypatch, algorithm):
     params = HEART_PARAMS | {"local_epochs": 2} if algorithm == "uldp_avg" else {"clip": 0.1}
     alg = prepared(heart_spec(algorithm, params=params))
     one_block, _, groups, frac = alg.silo_sums(1, np.arange(4), None)
-    monkeypatch.setattr(groups_module, "CACHE_BYTES", 1)  # blocks of one group
+    monkeypatch.setattr(engine_blocks, "CACHE_BYTES", 1)  # blocks of one group
     assert len(list(groups.blocks(alg.data, params=alg.layout.size, batch_size=4))) == len(groups) == 127
     per_group, _, _, frac_per_group = alg.silo_sums(1, np.arange(4), None)
     torch.testing.assert_close(per_group, one_block, atol=1e-7, rtol=1e-6)

@@ -105,6 +105,22 @@ def test_batched_local_training_equals_training_each_agent_alone():
     assert not torch.equal(together[0], together[1])
 
 
+def test_local_training_does_not_depend_on_the_blocks_of_agents(monkeypatch):
+    import dpfl.engine.blocks as engine_blocks
+
+    model = build_model("mlp", input_shape=(64,), num_classes=10, hidden=[16], seed=0)
+    layout = ParamLayout.of(model)
+    gen = torch.Generator().manual_seed(4)
+    x, y = torch.rand(90, 64, generator=gen), torch.randint(0, 10, (90,), generator=gen)
+    rows = [torch.arange(0, 40), torch.arange(40, 45), torch.arange(45, 90), torch.arange(0, 0)]
+    init = torch.stack([layout.flatten_module(model)] * 4)
+    kwargs = {"epochs": 2, "batch_size": 8, "lr": 0.1, "momentum": 0.9, "seed": 5, "stream": 8}
+    one_block = train_sgd(model, layout, init, x, y, rows, **kwargs)
+    monkeypatch.setattr(engine_blocks, "CACHE_BYTES", 1)  # one agent per block
+    torch.testing.assert_close(train_sgd(model, layout, init, x, y, rows, **kwargs), one_block)
+    assert torch.equal(one_block[3], init[3])  # an agent without records keeps its initial model
+
+
 # --- noisy argmax ----------------------------------------------------------------------------------
 
 
