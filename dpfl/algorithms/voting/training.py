@@ -57,57 +57,30 @@ def train_sgd(
     width = int(sizes.max()) if len(rows) else 0
     if width == 0:
         return w
-    steps = math.ceil(width / batch_size)  # for every model, whichever block it is in
+    steps = math.ceil(width / batch_size)  # the same for every model, whichever block it is in
+    span = torch.arange(batch_size)
     # Models train independently, so they train in blocks that fit in the cache.
     size = models_per_block(layout.size, min(batch_size, width), x[0].numel())
-    for start in range(0, len(rows), size):
-        block = slice(start, start + size)
-        w[block] = _train_block(
-            model, layout, w[block], x, y, rows[block], sizes[block], ids[block],
-            steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, momentum=momentum,
-            seed=seed, stream=stream,
-        )  # fmt: skip
-    return w
-
-
-def _train_block(
-    model: nn.Module,
-    layout: ParamLayout,
-    w: torch.Tensor,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    rows: Sequence[torch.Tensor],
-    sizes: torch.Tensor,
-    ids: Sequence[int],
-    *,
-    steps: int,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    momentum: float,
-    seed: int,
-    stream: int,
-) -> torch.Tensor:
-    """Returns the block's models [s, P] after `epochs` epochs of `steps` steps each."""
-    w = w.clone()
-    velocity = torch.zeros_like(w)
-    width = max(int(sizes.max()), 1)
-    span = torch.arange(batch_size)
-    mask = span.unsqueeze(0) < sizes.unsqueeze(1)  # a model with fewer records than a batch uses each once
-    for epoch in range(epochs):
-        perms = torch.zeros(len(rows), width, dtype=torch.long)
-        for s, r in enumerate(rows):
-            if len(r):
-                perms[s, : len(r)] = r[
-                    torch.randperm(len(r), generator=silo_generator(seed, ids[s], epoch, stream))
-                ]
-        for step in range(steps):
-            # Positions wrap modulo each model's size, so all models step together.
-            pos = (step * batch_size + span).unsqueeze(0) % sizes.clamp(min=1).unsqueeze(1)
-            index = perms.gather(1, pos)
-            bx = x.index_select(0, index.reshape(-1)).view(*index.shape, *x.shape[1:])
-            by = y.index_select(0, index.reshape(-1)).view(index.shape)
-            g = mean_grad(model, layout, w, SiloBatch(bx, by, mask))
-            velocity.mul_(momentum).add_(g)
-            w.sub_(lr * velocity)
+    for first in range(0, len(rows), size):
+        block = range(first, min(first + size, len(rows)))
+        wb = w[block.start : block.stop]  # a view: the steps below update w in place
+        velocity = torch.zeros_like(wb)
+        counts = sizes[block.start : block.stop]
+        # a model with fewer records than a batch uses each record once
+        mask = span.unsqueeze(0) < counts.unsqueeze(1)
+        for epoch in range(epochs):
+            perms = torch.zeros(len(block), width, dtype=torch.long)
+            for k, s in enumerate(block):
+                if len(rows[s]):
+                    draw = torch.randperm(len(rows[s]), generator=silo_generator(seed, ids[s], epoch, stream))
+                    perms[k, : len(rows[s])] = rows[s][draw]
+            for step in range(steps):
+                # Positions wrap modulo each model's size, so all models step together.
+                pos = (step * batch_size + span).unsqueeze(0) % counts.clamp(min=1).unsqueeze(1)
+                index = perms.gather(1, pos)
+                bx = x.index_select(0, index.reshape(-1)).view(*index.shape, *x.shape[1:])
+                by = y.index_select(0, index.reshape(-1)).view(index.shape)
+                g = mean_grad(model, layout, wb, SiloBatch(bx, by, mask))
+                velocity.mul_(momentum).add_(g)
+                wb.sub_(lr * velocity)
     return w
