@@ -14,7 +14,8 @@ __all__ = ["CACHE_BYTES", "MAX_MODELS", "models_per_block"]
 CACHE_BYTES = 8 << 20
 """Working set of one block of models. Measured on MNIST with the 50,890-parameter MLP, one
 thread: a ULDP-AVG round in blocks of 8 pairs runs 3.2× faster than in blocks of 256 (100
-users), blocks of 16 8× faster (10,000 users); AE-DPFL's 100 agents 1.8× faster in blocks of 10."""
+users), blocks of 16 8× faster (10,000 users); AE-DPFL's 100 agents 1.6–1.8× faster in blocks
+of 10."""
 MAX_MODELS = 256
 """Most models per block: small models (logistic regression) gain from batching up to here."""
 
