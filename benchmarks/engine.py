@@ -27,15 +27,14 @@ Exits 1 when a target below is missed.
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import os
 import platform
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +46,7 @@ from torch.func import functional_call, grad, vmap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from benchmarks.report import print_headline, write_section
+from benchmarks.report import interleaved_medians, print_headline, write_section
 from dpfl.engine import (
     NOISE_STREAM,
     SAMPLING_STREAM,
@@ -208,14 +207,11 @@ def time_rounds(rounds: dict[str, Round], w0: torch.Tensor) -> dict[str, float]:
     for fn in rounds.values():
         for r in range(CONFIG["warmup"]):
             fn(w0, r)
-    samples: dict[str, list[float]] = {name: [] for name in rounds}
-    # Interleaved, so a slow spell of the machine hits every variant alike.
-    for r in range(CONFIG["repeats"]):
-        for name, fn in rounds.items():
-            start = time.perf_counter()
-            fn(w0, CONFIG["warmup"] + r)
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in samples.items()}
+    return interleaved_medians(
+        {name: functools.partial(fn, w0) for name, fn in rounds.items()},
+        CONFIG["repeats"],
+        first=CONFIG["warmup"],
+    )
 
 
 def measure_memory(names: list[str], data: Path, threads: int) -> dict[str, tuple[float, float]]:
@@ -291,7 +287,7 @@ def render(
         f"MLP {CONFIG['features']}→{'→'.join(map(str, CONFIG['hidden']))}→{CONFIG['num_classes']}, "
         f"clip C = {CONFIG['clip']}, noise multiplier {CONFIG['noise_multiplier']}. Data: {data}. "
         f"Median of {CONFIG['repeats']} rounds after {CONFIG['warmup']} warm-up rounds, "
-        "variants interleaved.",
+        "variants interleaved in a fresh order each repeat.",
         "",
         "| variant | ms / round | peak RSS (MiB) | RSS growth in rounds (MiB) |",
         "|---|---:|---:|---:|",

@@ -31,9 +31,7 @@ import copy
 import math
 import os
 import platform
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,7 +41,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from benchmarks.report import print_headline, write_section
+from benchmarks.report import interleaved_medians, print_headline, write_section
 from dpfl.algorithms.base import participants
 from dpfl.algorithms.uldp.groups import RecordGroups, epoch_order
 from dpfl.algorithms.uldp.weighted import ULDPAvg
@@ -189,15 +187,7 @@ def measure(name: str, repeats: int, data_dirs: list[Path]) -> dict:
     }
     if not ok:
         return out
-    samples: dict[str, list[float]] = {"vectorised": [], "loop": []}
-    # Interleaved, so a slow spell of the (shared) machine hits both variants alike.
-    for i in range(repeats):
-        for variant, fn in (("vectorised", vectorised), ("loop", loop)):
-            start = time.perf_counter()
-            fn(2 + i)
-            samples[variant].append(time.perf_counter() - start)
-    out |= {variant: statistics.median(t) for variant, t in samples.items()}
-    return out
+    return out | interleaved_medians({"vectorised": vectorised, "loop": loop}, repeats, first=2)
 
 
 def _span(low_high: tuple[int, int]) -> str:
@@ -223,7 +213,8 @@ def render(results: dict[str, dict], repeats: dict[str, int]) -> tuple[str, bool
         "per-user loop: a deep copy of the `nn.Module` and a fresh "
         "`torch.optim.SGD` per pair. Both use the same epoch orders and noise; their silo sums are "
         "checked equal (max difference ≤ 1e-4 × largest entry) before timing. Median of the "
-        "repeats after one round each for the check, variants interleaved.",
+        "repeats after one round each for the check, variants interleaved in a fresh order each "
+        "repeat.",
         "",
         "| config | (silo, user) pairs | records per pair | params | pairs per block "
         "| (a) vectorised s/round | (b) per-user loop s/round | speed-up | target | met |",
