@@ -43,8 +43,15 @@ def _layout(*, kind: str, title: str, **overrides: Any) -> dict[str, Any]:
 _MAX_VALUE_TICKS = 8
 
 
-def _log_ticks(values: Iterable[float]) -> dict[str, Any]:
-    """Returns tick values and labels for a log axis over `values` (all > 0).
+def _epsilon_axis(title: str, values: Iterable[float | None], *, log: bool) -> dict[str, Any]:
+    """Returns an ε axis, linear or log; a log axis is ticked at numbers (`_log_ticks`)."""
+    if not log:
+        return {"title": {"text": title}, "type": "linear"}
+    return {"title": {"text": title}, "type": "log", **_log_ticks(values)}
+
+
+def _log_ticks(values: Iterable[float | None]) -> dict[str, Any]:
+    """Returns tick values and labels for a log axis over `values` (those > 0 and finite).
 
     Plotly labels a log axis spanning about a decade with bare digits (0.5 shows as "5"); a
     sweep's few ε values become the ticks themselves, and many values get 1-2-5 ticks.

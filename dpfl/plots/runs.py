@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpfl.plots.colours import TEST_COLOUR, TRAIN_COLOUR, algorithm_colour
-from dpfl.plots.layout import _floats, _hover, _layout, _log_ticks, _no_data
+from dpfl.plots.layout import _epsilon_axis, _floats, _hover, _layout, _no_data
 
 __all__ = ["accuracy_vs_spent", "learning_curves"]
 
@@ -34,8 +34,9 @@ def accuracy_vs_spent(runs: Sequence[Mapping[str, Any]], *, log_x: bool = False)
         layout=_layout(
             kind="accuracy_vs_spent",
             title="Test accuracy against ε spent",
-            xaxis={"title": {"text": "ε spent so far"}, "type": "log" if log_x else "linear"}
-            | (_log_ticks(r.get("epsilon") for run in runs for r in run["rounds"]) if log_x else {}),
+            xaxis=_epsilon_axis(
+                "ε spent so far", (r.get("epsilon") for run in runs for r in run["rounds"]), log=log_x
+            ),
             yaxis={"title": {"text": "test accuracy"}, "range": [0, 1]},
         )
     )

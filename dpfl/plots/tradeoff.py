@@ -14,7 +14,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from dpfl.plots.colours import _translucent, algorithm_colour
-from dpfl.plots.layout import _floats, _layout, _log_ticks, _no_data
+from dpfl.plots.layout import _epsilon_axis, _floats, _layout, _no_data
 
 __all__ = ["tradeoff"]
 
@@ -50,18 +50,11 @@ def tradeoff(
     references = [reference] if isinstance(reference, Mapping) else list(reference or ())
     if log_x:
         _check_log_epsilons([*points, *(pareto or ())])
-    xaxis: dict[str, Any] = {"title": {"text": "ε"}, "type": "linear"}
-    if log_x:
-        xaxis = {
-            "title": {"text": "ε (log scale)"},
-            "type": "log",
-            **_log_ticks(p["epsilon"] for p in points),
-        }
     fig = go.Figure(
         layout=_layout(
             kind="tradeoff",
             title=title,
-            xaxis=xaxis,
+            xaxis=_epsilon_axis("ε (log scale)" if log_x else "ε", (p["epsilon"] for p in points), log=log_x),
             yaxis={"title": {"text": "test accuracy"}, "range": [0, 1]},
         )
     )

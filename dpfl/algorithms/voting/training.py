@@ -63,9 +63,9 @@ def train_sgd(
     size = models_per_block(layout.size, min(batch_size, width), x[0].numel())
     for first in range(0, len(rows), size):
         block = range(first, min(first + size, len(rows)))
-        wb = w[block.start : block.stop]  # a view: the steps below update w in place
+        wb = w[first : block.stop]  # a view: the steps below update w in place
         velocity = torch.zeros_like(wb)
-        counts = sizes[block.start : block.stop]
+        counts = sizes[first : block.stop]
         # a model with fewer records than a batch uses each record once
         mask = span.unsqueeze(0) < counts.unsqueeze(1)
         for epoch in range(epochs):
