@@ -97,7 +97,8 @@ def test_killed_worker_leaves_the_run_requeued_and_finished_by_another(settings,
     fast = settings.model_copy(update={"heartbeat_timeout_s": 3.0})
     first = WorkerProcess(fast, tmp_path / "w1.log", name="w1")
     with TestClient(create_app(fast)) as client:
-        run_id = client.post("/api/runs", json=SPEC | {"rounds": 30, "eval_every": 1}).json()["id"]
+        # long enough that it cannot finish between the poll that sees round 2 and the kill
+        run_id = client.post("/api/runs", json=SPEC | {"rounds": 300, "eval_every": 1}).json()["id"]
         deadline = time.time() + 60
         while client.get(f"/api/runs/{run_id}").json()["current_round"] < 2 and time.time() < deadline:
             time.sleep(0.1)
@@ -113,5 +114,5 @@ def test_killed_worker_leaves_the_run_requeued_and_finished_by_another(settings,
         ledger = client.get(f"/api/runs/{run_id}/ledger").json()
     assert body["status"] == "succeeded", body["error"]
     assert body["attempts"] == 2 and body["worker"].startswith("w2@")
-    assert [m["round"] for m in metrics] == list(range(1, 31))  # the re-run wrote nothing twice
-    assert len(ledger["events"]) == 30 * 4
+    assert [m["round"] for m in metrics] == list(range(1, 301))  # the re-run wrote nothing twice
+    assert len(ledger["events"]) == 300 * 4
