@@ -27,6 +27,7 @@ class FederatedData:
         num_classes: number of labels.
         label_histogram: [silos, classes] record counts, for the dashboard's partition chart.
         users: the user of every silo's records (user-level DP), or None.
+        fitted: what was fitted on the training rows without noise (`Dataset.fitted`).
     """
 
     x_train: torch.Tensor
@@ -38,6 +39,7 @@ class FederatedData:
     num_classes: int
     label_histogram: np.ndarray
     users: UserAllocation | None = None
+    fitted: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -61,6 +63,7 @@ class FederatedData:
             num_classes=dataset.num_classes,
             label_histogram=partition.label_histogram(),
             users=users,
+            fitted=dataset.fitted,
         )
 
     @property

@@ -1,16 +1,22 @@
 """`run(spec)`: the one entry point for a run, and the round loop, written once.
 
-A run is deterministic for a spec and seed: data loading, partitions, model initialisation,
-participation, sampling and noise all draw from generators seeded by the spec, never from
-global state. The noise multiplier comes from the privacy target: calibrated on the
-algorithm's plan of releases (`Algorithm.plan`), taken from the paper's closed form
-(`calibration: paper`), or given. The ε shown while the run goes is the plan's; the ε in the
+A run is deterministic for a spec and seed in *simulation* (the default on public benchmark
+data): data loading, partitions, model initialisation, participation, sampling and noise all
+draw from generators seeded by the spec, never from global state. Anyone holding the spec can
+regenerate such a run's noise, so its result says so in its caveats. A *protected* run (a
+dataset with a privacy budget, or `privacy.noise_source: entropy`) draws every random choice
+of its mechanisms (noise, sampling, participation) from generators seeded with 128 bits of OS
+entropy that are never stored, and withholds its diagnostics.
+
+The noise multiplier comes from the privacy target: calibrated on the algorithm's plan of
+releases (`Algorithm.plan`), taken from the paper's closed form (`calibration: paper`), or given. The ε shown while the run goes is the plan's; the ε in the
 result is recomputed from the ledger of what was actually released.
 """
 
 from __future__ import annotations
 
 import math
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,11 +46,12 @@ from dpfl.privacy.accountants import make_accountant
 from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.accountants.group import describe_group_conversion
 from dpfl.privacy.calibration import calibrate_noise_multiplier, calibrate_party_noise_multipliers
+from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL, Caveat, split_metrics
 from dpfl.privacy.events import Event
 from dpfl.privacy.ledger import Ledger
 from dpfl.spec import DatasetSpec, RunSpec
 
-__all__ = ["Progress", "RoundRecord", "RunResult", "prepare", "project", "run"]
+__all__ = ["Progress", "RoundRecord", "RunResult", "caveats", "noise_source", "prepare", "project", "run"]
 
 _TRAIN_EVAL_RECORDS = 5_000  # training loss is measured on a fixed subsample of this size
 _EVAL_BATCH = 4_096
@@ -53,24 +60,26 @@ _IMAGE_MODELS = {"cnn", "lenet"}
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """One evaluated round: test accuracy and loss, training loss, ε spent so far, extra metrics."""
+    """One evaluated round: test accuracy and loss, ε spent so far, the algorithm's private
+    metrics, and its diagnostics (not private: training loss, clip fraction, ...; empty when
+    withheld)."""
 
     round: int
     accuracy: float
     loss: float
-    train_loss: float
     epsilon: float | None
     metrics: dict[str, float] = field(default_factory=dict)
+    diagnostics: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """Returns the record as a JSON-ready dict."""
+        """Returns the record as a JSON-ready dict, diagnostics in their own block."""
         return {
             "round": self.round,
             "accuracy": self.accuracy,
             "loss": self.loss,
-            "train_loss": self.train_loss,
             "epsilon": self.epsilon,
             **self.metrics,
+            "diagnostics": self.diagnostics,
         }
 
 
@@ -97,12 +106,18 @@ class Privacy:
     target_epsilon: float | None
     planned_epsilon: list[float]  # per round, from the plan (what the progress bar shows)
     target_mu: float | None = None  # the μ-GDP target, when the spec gives `mu`
-    caveat: str | None = None  # what the ledger does not cover (`Algorithm.privacy_caveat`)
+    caveats: list[Caveat] = field(default_factory=list)  # what the ε rests on or does not cover
+    noise_source: str | None = None  # "seeded" (simulation) or "entropy" (protected); None if not private
+
+    @property
+    def guaranteed(self) -> bool | None:
+        """Returns whether the ledger's ε bounds what the run leaks (None for a non-private run)."""
+        return None if self.notion == "none" else not any(c.breaks_guarantee for c in self.caveats)
 
     def warning(self, epsilon: float | None) -> str | None:
         """Returns what a reader must know: a channel the ledger does not cover, or a released ε
         above the target (paper calibration)."""
-        notes = [] if self.caveat is None else [self.caveat]
+        notes = [c.text for c in self.caveats if c.breaks_guarantee]
         target = self.target_epsilon
         if epsilon is not None and target is not None and epsilon > target * (1 + 1e-9):
             notes.append(
@@ -123,8 +138,10 @@ class Privacy:
             "target_epsilon": self.target_epsilon,
             "target_mu": self.target_mu,
             "calibration": self.calibration,
-            "guaranteed": None if self.notion == "none" else self.caveat is None,
+            "noise_source": self.noise_source,
+            "guaranteed": self.guaranteed,
             "warning": self.warning(epsilon),
+            "caveats": [c.to_json() for c in self.caveats],
         }
 
 
@@ -138,8 +155,9 @@ class RunResult:
     ledger: Ledger
     timings: dict[str, float]
     stopped: bool
-    label_histogram: np.ndarray
-    users: dict[str, Any] | None = None
+    label_histogram: np.ndarray | None  # diagnostic; None when withheld
+    users: dict[str, Any] | None = None  # diagnostic (records per user, ...); None when withheld
+    protected: bool = False  # diagnostics withheld, noise from OS entropy
 
     @property
     def final(self) -> RoundRecord | None:
@@ -176,10 +194,22 @@ class RunResult:
             "rounds": [r.to_json() for r in self.rounds],
             "stopped": self.stopped,
             "ledger": self.ledger.to_json(),
-            "label_histogram": self.label_histogram.tolist(),
-            "users": self.users,
+            "diagnostics": self.diagnostics(),
             "timings": self.timings,
             "spec": self.spec.to_json(),
+        }
+
+
+    def diagnostics(self) -> dict[str, Any]:
+        """Returns the run-level outputs computed on private data without noise, labelled as such
+        (each round's own are in its record); `withheld` and empty for a protected run."""
+        if self.protected:
+            return {"label": DIAGNOSTICS_LABEL, "withheld": True}
+        return {
+            "label": DIAGNOSTICS_LABEL,
+            "withheld": False,
+            "label_histogram": None if self.label_histogram is None else self.label_histogram.tolist(),
+            "users": self.users,
         }
 
 
@@ -241,13 +271,58 @@ def _silos_and_users(
     return split, owners
 
 
-def project(algorithm: Algorithm) -> Privacy:
-    """Returns the run's noise and planned ε per round, without training (calibrating if asked)."""
+def noise_source(spec: RunSpec, *, protected: bool) -> str:
+    """Returns where a run's randomness comes from: "entropy" (OS, never stored) or "seeded" (the spec).
+
+    A protected dataset (one with a privacy budget) always gets "entropy": a budget only sums
+    runs with independent noise, and seeded noise can be regenerated from the published spec.
+
+    Raises:
+        SpecError: the spec asks for seeded noise on a protected dataset.
+    """
+    asked = spec.privacy.noise_source if spec.privacy is not None else "auto"
+    if protected and asked == "seeded":
+        raise SpecError(
+            "privacy.noise_source",
+            f"must not be `seeded` on dataset {spec.dataset.name!r}: it has a privacy budget, so its "
+            "runs draw noise from OS entropy; remove the field or give `auto`.",
+        )
+    return "entropy" if protected or asked == "entropy" else "seeded"
+
+
+def caveats(algorithm: Algorithm, *, source: str) -> list[Caveat]:
+    """Returns what the run's ε rests on or does not cover, in the order a reader needs them."""
+    out = []
+    if source == "seeded":
+        out.append(
+            Caveat(
+                "simulation",
+                "simulation: noise, sampling and participation are drawn from generators seeded by the "
+                "spec's seed, so anyone holding the spec can regenerate them; the ε describes the "
+                "mechanism, not a protection of this data (a dataset with a budget gets OS entropy)",
+            )
+        )
+    out += [
+        Caveat("preprocessing", f"{step}, without noise: not covered by the ledger", breaks_guarantee=True)
+        for step in algorithm.data.fitted
+    ]
+    if algorithm.trusted is not None:
+        out.append(Caveat("trusted", algorithm.trusted))
+    if (text := algorithm.privacy_caveat()) is not None:
+        out.append(Caveat("data_dependent", text, breaks_guarantee=True))
+    return out
+
+
+def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
+    """Returns the run's noise and planned ε per round, without training (calibrating if asked).
+
+    `source` is the run's `noise_source`, which its caveats mention.
+    """
     spec, privacy = algorithm.spec, algorithm.spec.privacy
     if not algorithm.private:
         if privacy is not None:
             raise SpecError("privacy", f"must be omitted: {spec.algorithm} is not private.")
-        return Privacy("none", None, None, None, None, None, [])
+        return Privacy("none", None, None, None, None, None, [], caveats=caveats(algorithm, source="none"))
     if privacy is None:
         raise SpecError("privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`.")
     if privacy.mu is not None and algorithm.notion != "gdp":
@@ -311,7 +386,8 @@ def project(algorithm: Algorithm) -> Privacy:
         privacy.epsilon,
         planned,
         target_mu=privacy.mu,
-        caveat=algorithm.privacy_caveat(),
+        caveats=caveats(algorithm, source=source),
+        noise_source=source,
     )
 
 
@@ -350,6 +426,7 @@ def run(
     download: bool = False,
     on_round: Callable[[Progress], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    protected: bool = False,
 ) -> RunResult:
     """Returns the result of running `spec`; stops cleanly between rounds when `should_stop()`.
 
@@ -359,10 +436,20 @@ def run(
         download: allow fetching a missing dataset (checksummed).
         on_round: called after every round with its progress.
         should_stop: polled between rounds; True ends the run with the rounds done so far.
+        protected: the dataset has a privacy budget: randomness from OS entropy, diagnostics
+            withheld (a spec asking for seeded noise raises SpecError).
     """
     start = time.perf_counter()
+    source = noise_source(spec, protected=protected)
     algorithm = prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download)
-    privacy = project(algorithm)
+    if source == "entropy":
+        # The data and the model's initialisation stay those of the spec (public choices); every
+        # draw the algorithm makes from here on (participation, sampling, noise) is keyed by a
+        # 128-bit secret that lives only in this process. The spec's own range (< 2³¹) is no
+        # bound on it: the engine hashes the key into each generator's seed.
+        algorithm.spec = spec.model_copy(update={"seed": secrets.randbits(128)})
+    withhold = protected or source == "entropy"
+    privacy = project(algorithm, source=source)
     noise = privacy.noise_multiplier
     algorithm.setup(
         None if noise is None else np.asarray(noise, dtype=float) if isinstance(noise, list) else noise
@@ -394,23 +481,37 @@ def run(
             loss, acc = evaluate(
                 algorithm.model, algorithm.layout, w, data.x_test, data.y_test, batch_size=_EVAL_BATCH
             )
-            train_loss, _ = evaluate(
-                algorithm.model,
-                algorithm.layout,
-                w,
-                data.x_train[train_rows],
-                data.y_train[train_rows],
-                batch_size=_EVAL_BATCH,
-            )
-            record = RoundRecord(r, acc, loss, train_loss, epsilon, dict(out.metrics))
+            metrics, diagnostics = split_metrics(out.metrics, algorithm.private_metrics)
+            if withhold:
+                diagnostics = {}
+            else:
+                diagnostics["train_loss"], _ = evaluate(
+                    algorithm.model,
+                    algorithm.layout,
+                    w,
+                    data.x_train[train_rows],
+                    data.y_train[train_rows],
+                    batch_size=_EVAL_BATCH,
+                )
+            record = RoundRecord(r, acc, loss, epsilon, metrics, diagnostics)
             records.append(record)
             timings["eval_s"] += time.perf_counter() - t1
         if on_round is not None:
             on_round(Progress(r, spec.rounds, epsilon, record, out.releases))
     records = _with_ledger_epsilon(records, ledger, privacy)
     timings["total_s"] = time.perf_counter() - start
-    users_summary = None if data.users is None else data.users.summary()
-    return RunResult(spec, records, privacy, ledger, timings, stopped, data.label_histogram, users_summary)
+    users_summary = None if data.users is None or withhold else data.users.summary()
+    return RunResult(
+        spec,
+        records,
+        privacy,
+        ledger,
+        timings,
+        stopped,
+        None if withhold else data.label_histogram,
+        users_summary,
+        protected=withhold,
+    )
 
 
 def _with_ledger_epsilon(records: list[RoundRecord], ledger: Ledger, privacy: Privacy) -> list[RoundRecord]:
@@ -433,9 +534,9 @@ def _with_ledger_epsilon(records: list[RoundRecord], ledger: Ledger, privacy: Pr
                 rec.round,
                 rec.accuracy,
                 rec.loss,
-                rec.train_loss,
                 eps if math.isfinite(eps) else None,
                 rec.metrics,
+                rec.diagnostics,
             )
         )
     return out

@@ -130,6 +130,9 @@ class PrivacySpec(_Strict):
     delta: float = Field(1e-5, gt=0, lt=1)
     accountant: str = "rdp"
     calibration: Literal["accountant", "paper"] = "accountant"
+    # Where the mechanisms' randomness comes from: `auto` is the spec's seed in simulation and OS
+    # entropy on a dataset with a privacy budget (protected); `seeded` is refused there.
+    noise_source: Literal["auto", "seeded", "entropy"] = "auto"
 
     @model_validator(mode="before")
     @classmethod

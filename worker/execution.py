@@ -23,7 +23,7 @@ from backend.runs.service import ledger as ledger_of
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.errors import DpflError
-from dpfl.privacy.events import to_json
+from dpfl.privacy.events import public_event, to_json, withheld_fields
 from dpfl.spec import parse_spec
 
 __all__ = ["claim", "execute"]
@@ -67,9 +67,9 @@ def _metric_rows(run_id: str, records: list[runner.RoundRecord]) -> list[dict[st
             "round": r.round,
             "accuracy": r.accuracy,
             "loss": r.loss,
-            "train_loss": r.train_loss,
             "epsilon": r.epsilon,
             "metrics": r.metrics,
+            "diagnostics": r.diagnostics or None,
         }
         for r in records
     ]
@@ -92,7 +92,10 @@ class _Heartbeat(threading.Thread):
 def execute(database: Database, settings: Settings, run_id: str) -> None:
     """Runs a claimed run to its end and records the outcome on its row."""
     with database.session() as session:
-        spec = parse_spec(session.get(Run, run_id).spec)
+        row = session.get(Run, run_id)
+        spec = parse_spec(row.spec)
+        # A budget added after admission protects the run too: its noise must be independent.
+        protected = row.protected or budgets.exists(session, row.dataset)
 
     def on_round(p: runner.Progress) -> None:
         with database.session() as session:
@@ -106,7 +109,8 @@ def execute(database: Database, settings: Settings, run_id: str) -> None:
                         "run_id": run_id,
                         "round": p.round,
                         "party": party,
-                        "events": [to_json(e) for e in events],
+                        "events": [to_json(public_event(e)) for e in events],
+                        "withheld": _withheld(events),
                     }
                     for party, events in p.releases.items()
                 ],
@@ -135,6 +139,7 @@ def execute(database: Database, settings: Settings, run_id: str) -> None:
             cache_dir=settings.cache_dir,
             on_round=on_round,
             should_stop=should_stop,
+            protected=protected,
         )
     except DpflError as exc:
         _finish(database, run_id, status=RunStatus.failed, error=str(exc))
@@ -153,6 +158,12 @@ def execute(database: Database, settings: Settings, run_id: str) -> None:
     _record_result(database, run_id, result)
 
 
+def _withheld(events: list) -> list | None:
+    """Returns each event's withheld fields (None where it has none), or None when no event has any."""
+    fields = [withheld_fields(e) for e in events]
+    return fields if any(f is not None for f in fields) else None
+
+
 def _record_result(database: Database, run_id: str, result: runner.RunResult) -> None:
     final = result.final
     with database.session() as session:
@@ -165,9 +176,10 @@ def _record_result(database: Database, run_id: str, result: runner.RunResult) ->
         final_accuracy=None if final is None else final.accuracy,
         final_loss=None if final is None else final.loss,
         noise_multiplier=result.privacy.noise_multiplier,
-        label_histogram=result.label_histogram.tolist(),
-        users=result.users,
+        diagnostics=result.diagnostics(),
+        protected=result.protected,
         warning=result.privacy.warning(result.epsilon),
+        caveats=[c.to_json() for c in result.privacy.caveats],
         timings=result.timings,
     )
 

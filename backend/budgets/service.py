@@ -25,7 +25,12 @@ from backend.models import Budget, BudgetCharge, LedgerEventRow, Run
 from dpfl.data import dataset_info, registered_datasets
 from dpfl.privacy.ledger import Ledger
 
-__all__ = ["get_budget", "list_budgets", "put_budget", "reserve", "settle", "usage"]
+__all__ = ["exists", "get_budget", "list_budgets", "put_budget", "reserve", "settle", "usage"]
+
+
+def exists(session: Session, dataset: str) -> bool:
+    """Returns whether the dataset has a privacy budget, which makes its runs protected."""
+    return session.get(Budget, dataset) is not None
 
 
 def usage(session: Session, dataset: str) -> dict[str, float]:

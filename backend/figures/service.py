@@ -73,7 +73,12 @@ def run_figures(session: Session, run_id: str, *, accountant: str | None) -> dic
         "learning": plots.to_json(
             plots.learning_curves(
                 [
-                    {"round": m.round, "accuracy": m.accuracy, "loss": m.loss, "train_loss": m.train_loss}
+                    {
+                        "round": m.round,
+                        "accuracy": m.accuracy,
+                        "loss": m.loss,
+                        "train_loss": (m.diagnostics or {}).get("train_loss"),
+                    }
                     for m in metrics
                 ]
             )
@@ -88,8 +93,9 @@ def run_figures(session: Session, run_id: str, *, accountant: str | None) -> dic
                     parties, ledger["rounds"], accountant=ledger["accountant"], delta=ledger["delta"]
                 )
             )
-    if run.label_histogram:
-        out["partition"] = plots.to_json(plots.label_histogram(run.label_histogram))
-    if run.users:
-        out["users"] = plots.to_json(plots.user_distribution(run.users))
+    diagnostics = run.diagnostics or {}  # not private; empty when withheld (protected runs)
+    if diagnostics.get("label_histogram"):
+        out["partition"] = plots.to_json(plots.label_histogram(diagnostics["label_histogram"]))
+    if diagnostics.get("users"):
+        out["users"] = plots.to_json(plots.user_distribution(diagnostics["users"]))
     return out

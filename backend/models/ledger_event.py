@@ -21,3 +21,6 @@ class LedgerEventRow(Base):
     round: Mapped[int] = mapped_column(Integer)
     party: Mapped[str] = mapped_column(String(64))
     events: Mapped[list[dict[str, Any]]] = mapped_column(JSON)  # every release of that party in that round
+    # Per event, its withheld fields (a vote's noiseless histogram) or None: read only by the
+    # data-dependent accountant, never served (dpfl.privacy.events.public_event).
+    withheld: Mapped[list[dict[str, Any] | None] | None] = mapped_column(JSON, nullable=True)

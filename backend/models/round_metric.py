@@ -21,6 +21,7 @@ class RoundMetric(Base):
     round: Mapped[int] = mapped_column(Integer)
     accuracy: Mapped[float] = mapped_column(Float)
     loss: Mapped[float] = mapped_column(Float)
-    train_loss: Mapped[float | None] = mapped_column(Float)
     epsilon: Mapped[float | None] = mapped_column(Float)
-    metrics: Mapped[Any] = mapped_column(JSON, nullable=True)
+    metrics: Mapped[Any] = mapped_column(JSON, nullable=True)  # private: the algorithm's private_metrics
+    # not private (train_loss, clip fraction, ...): computed on private data without noise; None when withheld
+    diagnostics: Mapped[Any] = mapped_column(JSON, nullable=True)

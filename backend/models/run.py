@@ -7,7 +7,7 @@ import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db import Base, utcnow
@@ -56,9 +56,12 @@ class Run(Base):
     noise_multiplier: Mapped[Any] = mapped_column(JSON, nullable=True)
     final_accuracy: Mapped[float | None] = mapped_column(Float)
     final_loss: Mapped[float | None] = mapped_column(Float)
-    label_histogram: Mapped[Any] = mapped_column(JSON, nullable=True)
-    users: Mapped[Any] = mapped_column(JSON, nullable=True)  # UserAllocation.summary(), user-level runs
+    # A dataset with a privacy budget: noise from OS entropy, diagnostics withheld.
+    protected: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # RunResult.diagnostics(): label histogram and records per user, labelled "not private"
+    diagnostics: Mapped[Any] = mapped_column(JSON, nullable=True)
     warning: Mapped[str | None] = mapped_column(Text)  # what the privacy result warns of (RunResult)
+    caveats: Mapped[Any] = mapped_column(JSON, nullable=True)  # what the ε rests on or does not cover
     timings: Mapped[Any] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text)
     worker: Mapped[str | None] = mapped_column(String(255))

@@ -20,5 +20,8 @@ class ProjectionRead(BaseModel):
     accountant: str | None
     planned_epsilon: list[float] = Field(description="projected ε after each round, from round 1")
     budget: float | None = Field(description="the dataset's remaining ε budget; None when it has none")
-    label_histogram: list[list[int]] = Field(description="records per class in each silo, [silos][classes]")
-    partition_figure: dict[str, Any] = Field(description="the histogram as Plotly figure JSON")
+    label_histogram: list[list[int]] | None = Field(
+        description="records per class in each silo, [silos][classes]: a diagnostic (not private), "
+        "None for a dataset with a budget"
+    )
+    partition_figure: dict[str, Any] | None = Field(description="the histogram as Plotly figure JSON")

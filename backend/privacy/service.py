@@ -43,10 +43,13 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> dict[str,
             "noise_multiplier": plan.noise_multiplier,
             "planned_epsilon": plan.planned_epsilon,
         }
+    budget = _remaining(session, spec.dataset.name)
+    if budget is not None:  # protected: the partition's label counts are a diagnostic, withheld
+        return out | {"budget": budget, "label_histogram": None, "partition_figure": None}
     key = json.dumps(spec.dataset.model_dump(mode="json"), sort_keys=True)  # a DatasetSpec holds dicts
     histogram = _label_histogram(key, spec.seed, tuple(settings.data_dirs), settings.cache_dir)
     return out | {
-        "budget": _remaining(session, spec.dataset.name),
+        "budget": budget,
         "label_histogram": histogram,
         "partition_figure": plots.to_json(plots.label_histogram(histogram)),
     }

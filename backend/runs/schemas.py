@@ -37,6 +37,8 @@ class RunRead(BaseModel):
     error: str | None
     # what the privacy result warns of: an under-protecting calibration, or a leak the ledger misses
     warning: str | None = None
+    # a dataset with a budget: noise from OS entropy, diagnostics withheld
+    protected: bool = False
     worker: str | None
     attempts: int
     cancel_requested: bool
@@ -47,6 +49,10 @@ class RunDetail(RunRead):
 
     # setup_s, train_s, eval_s, total_s and the torch threads the run had; None until it ends
     timings: dict[str, int | float] | None
+    # what the ε rests on or does not cover: [{kind, text, breaks_guarantee}]; None until it ends
+    caveats: list[dict[str, Any]] | None = None
+    # not private: label histogram and records per user, labelled; None until it ends
+    diagnostics: dict[str, Any] | None = None
 
 
 class RunPage(BaseModel):
@@ -63,9 +69,10 @@ class MetricRead(BaseModel):
     round: int
     accuracy: float
     loss: float
-    train_loss: float | None
     epsilon: float | None
-    metrics: dict[str, Any] | None
+    metrics: dict[str, Any] | None  # private: functions of the releases and public data
+    # not private (train_loss, clip fraction, ...): computed on private data without noise; None when withheld
+    diagnostics: dict[str, Any] | None = None
 
 
 class LedgerRead(BaseModel):

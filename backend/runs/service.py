@@ -19,6 +19,7 @@ from backend.settings import Settings
 from dpfl import runner
 from dpfl.algorithms import algorithm_class
 from dpfl.errors import SpecError
+from dpfl.privacy.events import with_withheld
 from dpfl.privacy.ledger import Ledger
 from dpfl.spec import RunSpec
 
@@ -108,6 +109,9 @@ def project(spec: RunSpec, settings: Settings) -> dict[str, Any]:
 def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id: str | None = None) -> Run:
     """Validates, projects and admits a run against its dataset's budget; returns the queued row."""
     check_limits(spec, settings)
+    protected = budgets.exists(session, spec.dataset.name)
+    if protected:
+        _check_protected(spec)
     projection = project(spec, settings)
     privacy = spec.privacy
     run = Run(
@@ -123,12 +127,28 @@ def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id:
         delta=None if privacy is None else privacy.delta,
         accountant=None if privacy is None else privacy.accountant,
         noise_multiplier=projection["noise_multiplier"],
+        protected=protected,
     )
     session.add(run)
     session.flush()
     if projection["epsilon"] is not None:
         budgets.reserve(session, run=run, epsilon=projection["epsilon"])
     return run
+
+
+def _check_protected(spec: RunSpec) -> None:
+    """Refuses what a protected dataset (one with a budget) must not run: a non-private algorithm
+    (its model is released without noise) or seeded noise (regenerable from the spec)."""
+    name = spec.dataset.name
+    if spec.privacy is None:
+        raise Conflict(
+            f"dataset {name!r} has a privacy budget, so only private runs may use it; "
+            f"{spec.algorithm} is not private (it would release a model without noise)"
+        )
+    try:
+        runner.noise_source(spec, protected=True)
+    except SpecError as exc:
+        raise Conflict(str(exc)) from None
 
 
 def get_run(session: Session, run_id: str) -> Run:
@@ -152,7 +172,7 @@ def list_runs(
 ) -> tuple[list[Run], int]:
     """Returns one page of runs matching the filters, and how many match in all.
 
-    The rows come without `spec`, `label_histogram` and `timings`: JSON that no list shows and
+    The rows come without `spec`, `diagnostics` and `timings`: JSON that no list shows and
     that made up most of the time to load a page (benchmarks/api.py); reading one loads it.
     """
     filters = [
@@ -176,7 +196,7 @@ def list_runs(
     rows = session.scalars(
         select(Run)
         .where(*filters)
-        .options(defer(Run.spec), defer(Run.label_histogram), defer(Run.timings))
+        .options(defer(Run.spec), defer(Run.diagnostics), defer(Run.timings))
         .order_by(*order)
         .limit(limit)
         .offset(offset)
@@ -228,7 +248,17 @@ def ledger(session: Session, run_id: str, *, accountant: str | None, delta: floa
     ).all()
     accountant = accountant or run.accountant or "rdp"
     delta = delta or run.delta or 1e-5
-    book = Ledger.from_json({"round": r.round, "party": r.party, "event": e} for r in rows for e in r.events)
+    if run.protected and accountant == "pate":
+        raise Conflict(
+            f"run {run_id!r} is protected: the data-dependent ε (`pate`) reads the noiseless votes, a "
+            "diagnostic withheld for datasets with a budget; use `rdp` or `pld`"
+        )
+    # The served events are the public ones; only the accountant reads the withheld fields.
+    book = Ledger.from_json(
+        {"round": r.round, "party": r.party, "event": with_withheld(e, w)}
+        for r in rows
+        for e, w in zip(r.events, r.withheld or [None] * len(r.events), strict=True)
+    )
     curves = book.epsilon_curves(delta=delta, accountant=accountant)
     finite = [float(c[-1]) for c in curves.values() if len(c)]
     return {

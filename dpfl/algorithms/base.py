@@ -19,6 +19,10 @@ Hooks, in the order the runner calls them:
 - `global_params` → the model the server holds now, flat [P], for evaluation.
 - `privacy_caveat()` → what the ledger does not cover (e.g. a step size read from raw data),
   or None; the runner marks such a run's privacy as not guaranteed.
+
+Two class attributes say what a run discloses: `private_metrics` names the round metrics that
+are private (everything else is a diagnostic, labelled "not private"), and `trusted` names a
+component the guarantee trusts.
 """
 
 from __future__ import annotations
@@ -80,6 +84,12 @@ class Algorithm(abc.ABC):
     # release under their own σ_i only: `calibration: accountant` then gives every silo the
     # smallest σ_i its own ledger needs. None: one σ for all, the least private party's.
     party_of_silo: ClassVar[Callable[[int], str] | None] = None
+    # Round metrics that are functions of released values and public data only; every other
+    # metric is a diagnostic, served apart and labelled "not private" (dpfl.privacy.disclosure).
+    private_metrics: ClassVar[frozenset[str]] = frozenset()
+    # A component the guarantee trusts (secure aggregation, a shuffler), in one sentence; None
+    # when the guarantee holds against every other party.
+    trusted: ClassVar[str | None] = None
 
     def __init__(self, spec: RunSpec, data: FederatedData, model: nn.Module):
         self.spec = spec

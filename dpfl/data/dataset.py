@@ -37,6 +37,9 @@ class Dataset:
         silo_test: silo index of each test row, or ``None``.
         user_train: user id of each training row, or ``None``.
         silo_names: one name per silo, set exactly when ``silo_train`` is.
+        fitted: what was fitted on the training rows without noise (e.g. "features standardised
+            with the training rows' mean and standard deviation"): a disclosure of private data
+            the privacy ledger does not cover, listed in every run's caveats.
     """
 
     x_train: np.ndarray
@@ -50,6 +53,7 @@ class Dataset:
     silo_test: np.ndarray | None = None
     user_train: np.ndarray | None = None
     silo_names: tuple[str, ...] | None = None
+    fitted: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_features("x_train", self.x_train)
@@ -97,10 +101,19 @@ class Dataset:
         return None if self.silo_names is None else len(self.silo_names)
 
     def with_features(
-        self, x_train: np.ndarray, x_test: np.ndarray, feature_names: tuple[str, ...] | None
+        self,
+        x_train: np.ndarray,
+        x_test: np.ndarray,
+        feature_names: tuple[str, ...] | None,
+        *,
+        fitted: str | None = None,
     ) -> Dataset:
-        """Returns a copy with new feature matrices; labels and groupings are kept."""
-        return replace(self, x_train=x_train, x_test=x_test, feature_names=feature_names)
+        """Returns a copy with new feature matrices; labels and groupings are kept. `fitted` says
+        what the new features were fitted on the training rows with, when they were."""
+        more = () if fitted is None else (fitted,)
+        return replace(
+            self, x_train=x_train, x_test=x_test, feature_names=feature_names, fitted=self.fitted + more
+        )
 
 
 def _check_features(name: str, x: np.ndarray) -> None:

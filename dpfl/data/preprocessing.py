@@ -12,7 +12,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["one_hot", "rng_for", "standardise", "stratified_split"]
+__all__ = ["STANDARDISED", "one_hot", "rng_for", "standardise", "stratified_split"]
+
+STANDARDISED = "features standardised with the training rows' mean and standard deviation"
+"""What `standardise` discloses of the training rows, for `Dataset.fitted`."""
 
 
 def rng_for(seed: int, stream: str) -> np.random.Generator:

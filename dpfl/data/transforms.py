@@ -74,6 +74,7 @@ def pca(dataset: Dataset, num_components: int) -> Dataset:
         x_train=(dataset.x_train - shift) @ basis,
         x_test=(dataset.x_test - shift) @ basis,
         feature_names=tuple(f"pc{j + 1}" for j in range(int(num_components))),
+        fitted=f"PCA to {int(num_components)} components fitted on the training rows",
     )
 
 

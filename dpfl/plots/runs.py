@@ -74,7 +74,8 @@ def learning_curves(rounds: Sequence[Mapping[str, Any]]) -> go.Figure:
     Args:
         rounds: the run's evaluated rounds, ``{"round": int, "accuracy": float, "loss": float,
             "train_loss": float (optional)}``, in any order. The training loss is drawn when any
-            round has one.
+            round has one, named "not private" (a diagnostic: it reads the training records
+            without noise).
     """
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     fig.update_layout(
@@ -89,7 +90,7 @@ def learning_curves(rounds: Sequence[Mapping[str, Any]]) -> go.Figure:
     ordered = sorted(rounds, key=lambda r: r["round"])
     curves = [("test accuracy", "accuracy", TEST_COLOUR, 1), ("test loss", "loss", TEST_COLOUR, 2)]
     if any(r.get("train_loss") is not None for r in ordered):
-        curves.append(("train loss", "train_loss", TRAIN_COLOUR, 2))
+        curves.append(("train loss (not private)", "train_loss", TRAIN_COLOUR, 2))
     for name, key, colour, row in curves:
         shown = [r for r in ordered if r.get(key) is not None]
         fig.add_trace(

@@ -38,8 +38,11 @@ __all__ = [
     "VoteEvent",
     "event_kinds",
     "from_json",
+    "public_event",
     "to_dp_accounting",
     "to_json",
+    "with_withheld",
+    "withheld_fields",
 ]
 
 _KINDS: dict[str, type[Event]] = {}
@@ -71,6 +74,9 @@ class Event:
     """Base of all events. Subclasses are frozen, hashable and compared by value."""
 
     kind: ClassVar[str] = ""
+    # Fields computed from private data without noise, which only an accountant may read: they
+    # are stored apart from the public ledger and never served (`public_event`).
+    withheld: ClassVar[tuple[str, ...]] = ()
 
 
 @_register("gaussian")
@@ -192,9 +198,12 @@ class VoteEvent(Event):
         noise_std: σ, the noise standard deviation on each vote count.
         sensitivity: L2 sensitivity of the vote histogram to one protected unit (1 for
             agent-level votes; √2 for instance-level AE-DPFL).
-        counts: the noiseless histogram, needed only for the data-dependent analysis.
+        counts: the noiseless histogram, needed only for the data-dependent analysis. It is
+            private data without noise: withheld from every public form of the ledger
+            (`public_event`) and read only by the `pate` accountant.
     """
 
+    withheld: ClassVar[tuple[str, ...]] = ("counts",)
     noise_std: float
     sensitivity: float = 1.0
     counts: tuple[float, ...] | None = None
@@ -316,6 +325,25 @@ def from_json(data: dict[str, Any]) -> Event:
         return cls(**kwargs)
     except TypeError as exc:  # a required field is missing
         raise SpecError(f"event.{kind}", str(exc)) from None
+
+
+def public_event(event: Event) -> Event:
+    """Returns the event without its withheld fields (a vote's noiseless histogram): what may be served."""
+    if not event.withheld:
+        return event
+    return dataclasses.replace(event, **{name: None for name in event.withheld})
+
+
+def withheld_fields(event: Event) -> dict[str, Any] | None:
+    """Returns the event's withheld fields as JSON (None when it has none set): what only an
+    accountant may read, stored apart from the public ledger."""
+    values = {name: getattr(event, name) for name in event.withheld if getattr(event, name) is not None}
+    return {name: list(v) if isinstance(v, tuple) else v for name, v in values.items()} or None
+
+
+def with_withheld(data: dict[str, Any], withheld: dict[str, Any] | None) -> dict[str, Any]:
+    """Returns an event's public JSON with its withheld fields put back (for the accountant path)."""
+    return data if not withheld else {**data, **withheld}
 
 
 def to_dp_accounting(event: Event) -> dp_accounting.DpEvent | None:

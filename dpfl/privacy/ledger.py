@@ -6,7 +6,9 @@ voting), a user group. The run's ε is the maximum over parties at the last roun
 hold disjoint data, so each party's guarantee is the guarantee for its own records (parallel
 composition), and the run is as private as its least private party.
 
-The ledger is plain data (`to_json`), the shape the database stores. ε is always recomputed
+The ledger is plain data (`to_json`), the shape the database stores. Its public form leaves out
+what events withhold (a vote's noiseless histogram, `Event.withheld`): that is private data
+without noise, kept apart and read only by the data-dependent accountant. ε is always recomputed
 from the events, for any accountant and δ. Parties with identical histories (the common case:
 every silo releases the same mechanism) are accounted once, and accountants cache per
 distinct event, so 100 parties × 1,000 rounds recompute in well under a second with `rdp`.
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dpfl.privacy.accountants import make_accountant
-from dpfl.privacy.events import ComposedEvent, Event, SelfComposedEvent, from_json, to_json
+from dpfl.privacy.events import ComposedEvent, Event, SelfComposedEvent, from_json, public_event, to_json
 
 __all__ = ["Ledger", "LedgerEntry"]
 
@@ -34,9 +36,11 @@ class LedgerEntry:
     party: str
     event: Event
 
-    def to_json(self) -> dict[str, Any]:
-        """Returns {"round", "party", "event"} with the event as JSON."""
-        return {"round": self.round, "party": self.party, "event": to_json(self.event)}
+    def to_json(self, *, withheld: bool = False) -> dict[str, Any]:
+        """Returns {"round", "party", "event"} with the event as JSON, without its withheld
+        fields unless `withheld` (only the accountant path may ask for them)."""
+        event = self.event if withheld else public_event(self.event)
+        return {"round": self.round, "party": self.party, "event": to_json(event)}
 
 
 class Ledger:
@@ -76,9 +80,10 @@ class Ledger:
             for party, per in counts.items()
         }
 
-    def to_json(self) -> list[dict[str, Any]]:
-        """Returns the entries as JSON-ready dicts."""
-        return [e.to_json() for e in self.entries]
+    def to_json(self, *, withheld: bool = False) -> list[dict[str, Any]]:
+        """Returns the entries as JSON-ready dicts: the public ledger (no vote histograms) unless
+        `withheld`, which only the accountant path may ask for."""
+        return [e.to_json(withheld=withheld) for e in self.entries]
 
     @classmethod
     def from_json(cls, data: Iterable[Mapping[str, Any]]) -> Ledger:

@@ -88,6 +88,8 @@ class SDPMinibatchSGD(ISRLMinibatchSGD):
 
     Params = SDPParams
     summary = "shuffle-DP minibatch SGD: per-record randomized messages, amplified by shuffling"
+    private_metrics = frozenset({"round_epsilon", "local_epsilon", "noise_bits"})  # functions of σ, sizes
+    trusted = "a trusted shuffler permutes the round's messages before the server sees them (simulated here)"
     party_of_silo = None  # shuffling amplifies among messages of one randomizer: one σ for all silos
 
     def __init__(self, spec, data, model):

@@ -42,6 +42,7 @@ class ISRLSpider(ISRLMinibatchSGD):
 
     Params = SpiderParams
     summary = "ISRL-DP FedProx-SPIDER: variance-reduced noisy gradients; phase 1 is MB-SGD"
+    private_metrics = frozenset({"phase_start"})  # the schedule, fixed before any data is seen
 
     def paper_noise_multiplier(self, *, epsilon: float, delta: float) -> np.ndarray:
         """The experiments' SPIDER-step form (reference §4.2, `spider_boost` v2): variance on the mean

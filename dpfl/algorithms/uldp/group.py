@@ -62,6 +62,7 @@ class ULDPGroup(FedAvg2LR):
     notion = "user"
     paper = PAPER
     summary = "user-level DP by group privacy: k records per user, per-silo DP-SGD"
+    private_metrics = frozenset({"group_size"})
 
     def __init__(self, spec, data, model):
         super().__init__(spec, data, model)

@@ -36,6 +36,7 @@ class ULDPNaive(FedAvg2LR):
     notion = "user"
     paper = PAPER
     summary = "user-level DP-FedAvg: per-silo noise σC√|S| for sensitivity |S|C"
+    private_metrics = frozenset({"silo_noise_std"})  # σ, C and the number of silos
 
     def plan(self, noise_multiplier: float) -> Ledger:
         return user_level_plan(self.spec, GaussianEvent(float(noise_multiplier)))

@@ -77,6 +77,12 @@ class ULDPWeighted(Algorithm):
 
     notion = "user"
     paper = PAPER
+    private_metrics = frozenset({"silo_noise_std", "update_noise_std"})  # σ, C, q and public counts
+    trusted = (
+        "secure aggregation: each silo adds noise σC/√|S|, enough only in the sum over silos, which "
+        "the silos are trusted to aggregate securely (simulated here; the private weighting protocol "
+        "computes it from ciphertexts)"
+    )
     direction = 1.0  # +1: contributions are deltas (added); −1: gradients (subtracted)
     needs_contributions = False  # whether `aggregate` needs each pair's clipped contribution
 

@@ -75,6 +75,15 @@ class VotingAlgorithm(Algorithm):
 
     Params = VotingParams
     method: ClassVar[str] = ""  # "ae" or "knn", for the sensitivity table
+    # The released labels against the public pool's truth, and the data-independent ε; the
+    # noiseless votes' statistics and the data-dependent ε are diagnostics.
+    private_metrics = frozenset(
+        {"queries_answered", "label_accuracy", "votes_cached", "epsilon_data_independent"}
+    )
+    trusted = (
+        "secure aggregation: each agent adds N(0, σ²/N) to its votes, enough only in the sum, which the "
+        "agents are trusted to aggregate securely (simulated here)"
+    )
     paper = "003: Zhu et al., Voting-based Approaches for Differentially Private Federated Learning"
 
     @classmethod

@@ -78,6 +78,11 @@ class DPFedAvg(Algorithm):
     notion = "agent"
     paper = "003: Zhu et al. (baseline: McMahan et al. 2018, DP-FedAvg)"
     summary = "agent-level DP federated averaging: clipped updates of sampled agents, noisy sum"
+    private_metrics = frozenset({"clip"})  # the adaptive clip follows the noisy count only
+    trusted = (
+        "a trusted aggregator: the agents' clipped updates are summed and the noise is added to the "
+        "sum (by the server here), so no single update is private on its own"
+    )
 
     def __init__(self, spec, data, model):
         super().__init__(spec, data, model)

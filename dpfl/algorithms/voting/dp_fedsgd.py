@@ -42,6 +42,10 @@ class DPFedSGD(ISRLMinibatchSGD):
     notion = "instance"
     paper = "003: Zhu et al. (baseline: DP-FedSGD, Truex et al. 2019)"
     summary = "instance-level DP-SGD in every agent, one step per round, noise on the secure sum"
+    trusted = (
+        "secure aggregation: each agent adds noise σC/√N, enough only in the sum over agents, which "
+        "the agents are trusted to aggregate securely (simulated here)"
+    )
     # Only the sum is revealed, and every record is protected by the sum's total noise, so all
     # agents share one σ (per-agent σ_i, as ISRL-DP calibrates them, would not be what protects them).
     party_of_silo = None

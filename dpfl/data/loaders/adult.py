@@ -27,7 +27,7 @@ import numpy as np
 
 from dpfl.data.dataset import Dataset
 from dpfl.data.files import FileSpec, locate
-from dpfl.data.preprocessing import one_hot, standardise
+from dpfl.data.preprocessing import STANDARDISED, one_hot, standardise
 from dpfl.data.registry import register
 from dpfl.errors import DatasetUnavailable, SpecError
 
@@ -131,6 +131,7 @@ def load_adult(
         num_classes=2,
         name="adult",
         feature_names=names,
+        fitted=() if encoding == "a9a" else (STANDARDISED,),
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from dpfl.data.dataset import Dataset
-from dpfl.data.preprocessing import standardise, stratified_split
+from dpfl.data.preprocessing import STANDARDISED, standardise, stratified_split
 from dpfl.data.registry import register
 
 __all__ = ["load_breast_cancer", "load_digits"]
@@ -78,4 +78,5 @@ def load_breast_cancer(*, search_dirs: Sequence[Path], cache_dir: Path | None, d
         num_classes=2,
         name="breast_cancer",
         feature_names=tuple(bunch.feature_names),
+        fitted=(STANDARDISED,),
     )

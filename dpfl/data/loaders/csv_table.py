@@ -133,6 +133,10 @@ def load_csv(
         silo_train=silo_train,
         silo_test=silo_test,
         user_train=user_train,
+        fitted=(
+            "numeric columns standardised (missing cells filled) with the training rows' mean and "
+            "standard deviation; categorical columns one-hot encoded over the values the training rows hold",
+        ),
         silo_names=silo_names,
     )
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from dpfl.data.dataset import Dataset
 from dpfl.data.files import FileSpec, locate
-from dpfl.data.preprocessing import standardise
+from dpfl.data.preprocessing import STANDARDISED, standardise
 from dpfl.data.registry import register
 from dpfl.errors import DatasetUnavailable, SpecError
 
@@ -124,6 +124,9 @@ def load_heart(
         silo_train=silo_train,
         silo_test=silo_test,
         silo_names=HEART_HOSPITALS,
+        fitted=(
+            STANDARDISED + (" pooled over the hospitals" if standardise == "pooled" else " of each hospital"),
+        ),
     )
 
 
