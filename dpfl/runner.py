@@ -9,8 +9,9 @@ of its mechanisms (noise, sampling, participation) from generators seeded with 1
 entropy that are never stored, and withholds its diagnostics.
 
 The noise multiplier comes from the privacy target: calibrated on the algorithm's plan of
-releases (`Algorithm.plan`), taken from the paper's closed form (`calibration: paper`), or given. The ε shown while the run goes is the plan's; the ε in the
-result is recomputed from the ledger of what was actually released.
+releases (`Algorithm.plan`), taken from the paper's closed form (`calibration: paper`), or
+given. The ε shown while the run goes is the plan's; the ε in the result is recomputed from
+the ledger of what was actually released.
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ class RunResult:
     label_histogram: np.ndarray | None  # diagnostic; None when withheld
     users: dict[str, Any] | None = None  # diagnostic (records per user, ...); None when withheld
     protected: bool = False  # diagnostics withheld, noise from OS entropy
+    final_params: torch.Tensor | None = None  # the server's model after the last round, flat [P]
 
     @property
     def final(self) -> RoundRecord | None:
@@ -511,6 +513,7 @@ def run(
         None if withhold else data.label_histogram,
         users_summary,
         protected=withhold,
+        final_params=algorithm.global_params.detach().clone(),
     )
 
 

@@ -76,6 +76,12 @@ def run(
     )
     if privacy.get("warning"):
         console.print(f"[bold yellow]warning:[/] {privacy['warning']}")
+    for caveat in privacy["caveats"]:
+        if not caveat["breaks_guarantee"]:  # the breaking ones are in the warning
+            console.print(f"caveat ({caveat['kind']}): {caveat['text']}", highlight=False)
+    if final["diagnostics"]:
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in final["diagnostics"].items())
+        console.print(f"diagnostics (not private): {shown}", highlight=False)
 
 
 def datasets(

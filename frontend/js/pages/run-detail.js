@@ -35,12 +35,27 @@ export function describeEvent(ev) {
     case "self_composed": return `${ev.count} × ${describeEvent(ev.event)}`;
     case "composed": return ev.events.map(describeEvent).join(" + ");
     case "parallel": return `parallel over ${ev.events.length} disjoint parts: ${[...new Set(ev.events.map(describeEvent))].join(" | ")}`;
-    case "vote": return `noisy-argmax vote σ = ${fmt(ev.noise_std, 4)}, sensitivity ${fmt(ev.sensitivity, 4)}${ev.counts ? " (histogram kept)" : ""}`;
+    case "vote": return `noisy-argmax vote σ = ${fmt(ev.noise_std, 4)}, sensitivity ${fmt(ev.sensitivity, 4)}`;
     case "shuffle": return `shuffle of ${ev.num_users} reports, each ε₀ = ${fmt(ev.local_epsilon, 4)}`;
     case "approx_dp": return `(${fmt(ev.epsilon, 4)}, ${fmt(ev.delta, 3)})-DP release`;
     case "group": return `group of ${ev.group_size}: ${describeEvent(ev.event)}`;
     default: return JSON.stringify(ev);
   }
+}
+
+/** Returns the run's caveats as a list: what its ε rests on or does not cover (breaking ones marked). */
+export function caveatList(caveats) {
+  if (!caveats?.length) return null;
+  return h("ul", { class: "caveats" }, caveats.map((c) => h("li", { class: c.breaks_guarantee ? "error-text" : "" },
+    h("strong", {}, `${c.kind.replace("_", "-")}${c.breaks_guarantee ? " (not covered by ε)" : ""}: `), c.text)));
+}
+
+/** Returns the last evaluated round's diagnostics, labelled not private, or why there are none. */
+export function diagnosticsBox(run, rounds) {
+  if (run.protected) return h("p", { class: "muted" }, "Withheld: this dataset has a privacy budget, so outputs computed on its records without noise are not shown.");
+  const last = rounds.length ? rounds[rounds.length - 1].diagnostics : null;
+  if (!last || !Object.keys(last).length) return h("p", { class: "muted" }, "none yet");
+  return h("dl", { class: "kv diagnostics" }, Object.entries(last).flatMap(([k, v]) => [h("dt", {}, k.replaceAll("_", " ")), h("dd", {}, fmt(v, 4))]));
 }
 
 /** Returns `value` as YAML (the subset specs use: maps, lists, scalars). */
@@ -63,12 +78,15 @@ export async function render(root, { id, params }) {
   const header = h("div");
   const charts = { learning: h("div", { class: "chart", id: "chart-learning" }), epsilon: h("div", { class: "chart", id: "chart-epsilon" }),
     partition: h("div", { class: "chart", id: "chart-partition" }), users: h("div", { class: "chart", id: "chart-users" }) };
-  const usersCard = h("div", { class: "card", hidden: "" }, h("h2", {}, "Users across silos"), charts.users);
+  const usersCard = h("div", { class: "card", hidden: "" }, h("h2", {}, "Users across silos (not private)"), charts.users);
+  const diagnosticsCard = h("div", { class: "card" });
   const ledgerBox = h("div");
+  let currentRun = null;
   const specBox = h("pre", { class: "spec" });
 
   async function loadHeader() {
     const run = await api.getRun(id);
+    currentRun = run;
     const finished = ["succeeded", "failed", "cancelled"].includes(run.status);
     replace(header,
       h("h1", {}, `${run.algorithm} on ${run.dataset} `, chip(run.status)),
@@ -80,14 +98,23 @@ export async function render(root, { id, params }) {
         h("button", { onclick: () => go("new", { from: id }) }, "Clone and edit")),
       run.error ? h("p", { class: "error-text run-error" }, run.error) : null,
       run.warning ? h("p", { class: "error-text privacy-warning" }, `Privacy: ${run.warning}.`) : null,
+      caveatList(run.caveats),
       h("dl", { class: "kv" },
         h("dt", {}, "privacy"), h("dd", {}, run.notion === "none" ? "not private" : `${run.notion}-level, δ = ${run.delta}, ${run.accountant}`),
         h("dt", {}, "ε target / spent"), h("dd", { class: "eps" }, `${fmt(run.target_epsilon)} / ${fmt(run.epsilon, 4)}`),
         h("dt", {}, "noise multiplier"), h("dd", {}, noiseMultiplier(run.noise_multiplier)),
+        h("dt", {}, "noise"), h("dd", { class: "noise-source" }, run.protected ? "protected: OS entropy, never stored" : "simulation: seeded from the spec"),
         h("dt", {}, "accuracy / loss"), h("dd", { class: "acc" }, `${fmt(run.final_accuracy)} / ${fmt(run.final_loss)}`),
         h("dt", {}, "worker"), h("dd", {}, run.worker ?? "–"),
         h("dt", {}, "duration"), h("dd", { class: "duration" }, duration(run))));
     return run;
+  }
+
+  async function loadDiagnostics(run) {
+    const rounds = run.protected ? [] : await api.metrics(id);
+    replace(diagnosticsCard, h("h2", {}, "Diagnostics: not private"),
+      h("p", { class: "muted" }, "Computed from the private records without noise, so not covered by the ledger's ε."),
+      diagnosticsBox(run, rounds));
   }
 
   async function loadCharts() {
@@ -116,21 +143,21 @@ export async function render(root, { id, params }) {
   replace(root, header,
     h("div", { class: "cards" }, h("div", { class: "card" }, h("h2", {}, "Accuracy and loss per round"), charts.learning),
       h("div", { class: "card" }, h("h2", {}, "ε spent per round, per party"), charts.epsilon),
-      h("div", { class: "card" }, h("h2", {}, "Partition: labels per silo"), charts.partition),
-      usersCard),
+      h("div", { class: "card" }, h("h2", {}, "Partition: labels per silo (not private)"), charts.partition),
+      usersCard, diagnosticsCard),
     h("h2", {}, "Ledger"), ledgerBox,
     h("h2", {}, "Spec ", h("button", { onclick: () => navigator.clipboard?.writeText(specBox.textContent) }, "Copy YAML")), specBox);
 
   const run = await loadHeader();
   specBox.textContent = toYaml(await api.spec(id)).trimStart();
-  await Promise.all([loadCharts(), loadLedger()]);
+  await Promise.all([loadCharts(), loadLedger(), loadDiagnostics(run)]);
   if (["succeeded", "failed", "cancelled"].includes(run.status)) return null;
   let lastRound = run.current_round;
   const refresh = async (ev) => {
     await loadHeader();
     if (ev && ev.current_round === lastRound && !["succeeded", "failed", "cancelled"].includes(ev.status)) return;
     lastRound = ev?.current_round ?? lastRound;
-    await Promise.all([loadCharts(), loadLedger()]);
+    await Promise.all([loadCharts(), loadLedger(), loadDiagnostics(currentRun)]);
   };
   return subscribe({ run: id }, (ev) => refresh(ev).catch(() => {}), () => refresh(null));
 }

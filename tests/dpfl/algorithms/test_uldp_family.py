@@ -275,7 +275,7 @@ def test_a_csv_with_user_and_silo_columns_keeps_its_own_allocation(tmp_path):
         "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
     }
     result = run(parse_spec(spec), data_dirs=[tmp_path])
-    users = result.to_json()["users"]
+    users = result.to_json()["diagnostics"]["users"]
     assert users["kind"] == "natural" and users["num_users"] == 30
     assert sum(users["records_per_user"]) == 320  # the training split: 80 % of the rows
     assert users["silos_per_user"][0] == 0 and sum(users["silos_per_user"]) == 30
@@ -292,7 +292,7 @@ def test_secure_weighting_gives_the_plain_model_and_reports_its_cost():
     # by η_g/(|U||S|) = 0.05, far below float32 resolution: the models agree to float32 rounding.
     assert secure.final.loss == pytest.approx(plain.final.loss, abs=1e-6)
     assert secure.final.accuracy == plain.final.accuracy
-    cost = secure.final.metrics
+    cost = secure.final.diagnostics  # the protocol's cost is a diagnostic
     assert cost["secure_setup_s"] > 0 and cost["secure_silo_s"] > 0 and cost["secure_aggregate_s"] > 0
     assert cost["secure_bytes_per_silo"] == 28 * 2 * 1024 / 8  # d = 2 × (13 + 1) ciphertexts of 2κ bits
     assert secure.epsilon == plain.epsilon
