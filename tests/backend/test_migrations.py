@@ -8,6 +8,7 @@ the command that fixes it, and that command works.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -126,3 +127,42 @@ def test_dpfl_db_upgrade_leaves_the_database_at_head(tmp_path):
     engine.dispose()
     assert schema(url) == model_schema()
     create_app(make_settings(tmp_path, url))  # and the app now starts on it
+
+
+def test_0003_moves_stored_noiseless_outputs_out_of_the_public_columns(empty_url):
+    """Runs stored before revision 0003 served vote histograms, train loss and clip fractions as
+    private; the upgrade moves them to the withheld and diagnostic columns, and back down again."""
+    migrate.upgrade(empty_url, "0002")
+    engine = create_engine(empty_url)
+    vote = {"kind": "vote", "noise_std": 20.0, "sensitivity": 1.0, "counts": [3.0, 1.0]}
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO runs (id, created_at, updated_at, status, algorithm, dataset, spec, rounds, "
+            "current_round, progress, notion, label_histogram, users, attempts, cancel_requested) VALUES "
+            "('r1', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 'succeeded', 'ae_dpfl', 'digits', '{}', 1, 1, 1.0, "
+            "'agent', '[[1, 2]]', NULL, 0, false)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO round_metrics (run_id, round, accuracy, loss, train_loss, epsilon, metrics) VALUES "
+            "('r1', 1, 0.5, 1.0, 0.7, 0.9, '{\"label_accuracy\": 0.8, \"mean_vote_gap\": 2.0}')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO ledger_events (run_id, round, party, events) VALUES ('r1', 1, 'agents', '"
+            + json.dumps([vote])
+            + "')"
+        )
+    migrate.upgrade(empty_url, "0003")
+    with engine.connect() as conn:
+        run = conn.exec_driver_sql("SELECT diagnostics, protected FROM runs").one()
+        metric = conn.exec_driver_sql("SELECT metrics, diagnostics FROM round_metrics").one()
+        row = conn.exec_driver_sql("SELECT events, withheld FROM ledger_events").one()
+    load = lambda v: json.loads(v) if isinstance(v, str) else v  # noqa: E731 (SQLite returns text)
+    assert load(run[0])["label_histogram"] == [[1, 2]] and not run[1]
+    assert load(metric[0]) == {"label_accuracy": 0.8}
+    assert load(metric[1]) == {"mean_vote_gap": 2.0, "train_loss": 0.7}
+    assert load(row[0]) == [vote | {"counts": None}] and load(row[1]) == [{"counts": [3.0, 1.0]}]
+    migrate.downgrade(empty_url, "0002")
+    with engine.connect() as conn:
+        assert load(conn.exec_driver_sql("SELECT events FROM ledger_events").scalar()) == [vote]
+        assert conn.exec_driver_sql("SELECT train_loss FROM round_metrics").scalar() == 0.7
+    engine.dispose()
