@@ -34,7 +34,8 @@ def _stored_withheld(settings, run_id: str) -> list:
     database = Database(settings.database_url)
     try:
         with database.session() as session:
-            return [r.withheld for r in session.scalars(select(LedgerEventRow).where(LedgerEventRow.run_id == run_id))]
+            rows = session.scalars(select(LedgerEventRow).where(LedgerEventRow.run_id == run_id))
+            return [r.withheld for r in rows]
     finally:
         database.engine.dispose()
 
@@ -52,7 +53,8 @@ def test_vote_histograms_stay_out_of_every_response(settings, client):
     pate = client.get(f"/api/runs/{run_id}/ledger", params={"accountant": "pate"}).json()
     assert pate["epsilon"] <= ledger["epsilon"] + 1e-9
     final = client.get(f"/api/runs/{run_id}/metrics").json()[-1]
-    assert set(final["metrics"]) == {"queries_answered", "label_accuracy", "votes_cached", "epsilon_data_independent"}
+    private = {"queries_answered", "label_accuracy", "votes_cached", "epsilon_data_independent"}
+    assert set(final["metrics"]) == private
     assert {"noiseless_label_accuracy", "mean_vote_gap", "train_loss"} <= set(final["diagnostics"])
 
 

@@ -63,9 +63,8 @@ def test_voting_result_serves_no_noiseless_vote():
         "round", "accuracy", "loss", "epsilon", "diagnostics",
         "queries_answered", "label_accuracy", "votes_cached", "epsilon_data_independent",
     }  # fmt: skip
-    assert {"noiseless_label_accuracy", "mean_vote_gap", "majority_agreement", "epsilon_data_dependent"} <= set(
-        final["diagnostics"]
-    )
+    noiseless = {"noiseless_label_accuracy", "mean_vote_gap", "majority_agreement", "epsilon_data_dependent"}
+    assert noiseless <= set(final["diagnostics"])
     assert final["diagnostics"]["noiseless_label_accuracy"] == pytest.approx(0.95)  # 19 of 20 digits votes
     assert data["diagnostics"]["label"] == DIAGNOSTICS_LABEL
 
@@ -141,7 +140,9 @@ def test_pca_fitted_on_training_rows_is_a_caveat_that_breaks_the_guarantee():
 def test_standardised_heart_disease_and_a_trusted_aggregator_are_caveats():
     raw = {
         "algorithm": "uldp_avg",
-        "dataset": {"name": "heart", "silos": 4, "partition": {"kind": "natural"}, "users": {"kind": "uniform", "count": 20}},
+        "dataset": {
+            "name": "heart", "silos": 4, "partition": {"kind": "natural"}, "users": {"kind": "uniform", "count": 20}
+        },
         "model": {"name": "logreg"},
         "rounds": 1,
         "params": {"local_epochs": 1},
