@@ -141,7 +141,10 @@ def test_standardised_heart_disease_and_a_trusted_aggregator_are_caveats():
     raw = {
         "algorithm": "uldp_avg",
         "dataset": {
-            "name": "heart", "silos": 4, "partition": {"kind": "natural"}, "users": {"kind": "uniform", "count": 20}
+            "name": "heart",
+            "silos": 4,
+            "partition": {"kind": "natural"},
+            "users": {"kind": "uniform", "count": 20},
         },
         "model": {"name": "logreg"},
         "rounds": 1,
