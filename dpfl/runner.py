@@ -43,7 +43,7 @@ from dpfl.engine import evaluate
 from dpfl.errors import AccountingError, SpecError
 from dpfl.federation import FederatedData
 from dpfl.models import build_model
-from dpfl.privacy.accountants import make_accountant
+from dpfl.privacy.accountants import headline_problem, make_accountant
 from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.accountants.group import describe_group_conversion
 from dpfl.privacy.calibration import calibrate_noise_multiplier, calibrate_party_noise_multipliers
@@ -333,6 +333,15 @@ def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
             f"is a μ-GDP target, offered by algorithms of notion `gdp`; give `epsilon` or "
             f"`noise_multiplier` for {spec.algorithm}.",
         )
+    # Every path to a run's σ and headline ε comes through here (dpfl run, the worker, admission,
+    # POST /api/privacy/project, sweeps, reproductions), so the accountant is checked once, here,
+    # before it calibrates anything. Who releases what at which sampling rate does not depend on
+    # σ, so a plan at the given σ (or 1) shows whether the accountant is exact for it.
+    problem = headline_problem(
+        privacy.accountant, algorithm.plan(privacy.noise_multiplier or 1.0).party_events().values()
+    )
+    if problem is not None:
+        raise SpecError("privacy.accountant", f"{problem}; got {privacy.accountant!r}.")
     sigma: float | np.ndarray
     if privacy.noise_multiplier is not None:
         if privacy.calibration == "paper":

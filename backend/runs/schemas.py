@@ -76,11 +76,18 @@ class MetricRead(BaseModel):
 
 
 class LedgerRead(BaseModel):
-    """The ledger of a run recomputed by one accountant: ε per party per round, and the rows."""
+    """The ledger of a run recomputed by one accountant: ε per party per round, and the rows.
+
+    `approximate` and `data_dependent` flag an ε that is not a sound, data-independent bound
+    (gdp's CLT, pate), which `notes` explains; such an ε is never the run's headline.
+    """
 
     accountant: str
     delta: float
     epsilon: float | None
+    approximate: bool
+    data_dependent: bool
+    notes: list[str]
     rounds: list[int]
     parties: dict[str, list[float]]
     events: list[dict[str, Any]]

@@ -19,6 +19,7 @@ from backend.settings import Settings
 from dpfl import runner
 from dpfl.algorithms import algorithm_class
 from dpfl.errors import SpecError
+from dpfl.privacy.accountants import accountant_class, headline_problem, make_accountant
 from dpfl.privacy.events import with_withheld
 from dpfl.privacy.ledger import Ledger
 from dpfl.spec import RunSpec
@@ -80,7 +81,12 @@ def project(spec: RunSpec, settings: Settings) -> dict[str, Any]:
     notion = cls.notion_of(cls.parse_params(spec.params))
     privacy = spec.privacy
     needs_plan = privacy is not None and (  # a μ target's ε comes from its plan too
-        privacy.noise_multiplier is not None or privacy.mu is not None or privacy.calibration == "paper"
+        privacy.noise_multiplier is not None
+        or privacy.mu is not None
+        or privacy.calibration == "paper"
+        # runner.project refuses an accountant that cannot give the headline ε of the plan;
+        # admission must reach that check, even for an ε target that needs no plan otherwise
+        or _may_refuse(privacy.accountant)
     )
     if privacy is not None and notion == "none":
         raise SpecError("privacy", f"must be omitted: {spec.algorithm} is not private.")
@@ -104,6 +110,11 @@ def project(spec: RunSpec, settings: Settings) -> dict[str, Any]:
         "noise_multiplier": plan.noise_multiplier,
         "planned_epsilon": plan.planned_epsilon,
     }
+
+
+def _may_refuse(accountant: str) -> bool:
+    cls = accountant_class(accountant)  # an unknown name is a 422 naming `privacy.accountant`
+    return cls.data_dependent or cls.approximates
 
 
 def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id: str | None = None) -> Run:
@@ -246,7 +257,6 @@ def ledger(session: Session, run_id: str, *, accountant: str | None, delta: floa
         .where(LedgerEventRow.run_id == run_id)
         .order_by(LedgerEventRow.round, LedgerEventRow.party)
     ).all()
-    accountant = accountant or run.accountant or "rdp"
     delta = delta or run.delta or 1e-5
     if run.protected and accountant == "pate":
         raise Conflict(
@@ -259,12 +269,24 @@ def ledger(session: Session, run_id: str, *, accountant: str | None, delta: floa
         for r in rows
         for e, w in zip(r.events, r.withheld or [None] * len(r.events), strict=True)
     )
+    events = list(book.party_events().values())
+    if not accountant:  # the default is the run's headline ε, which settles its budget charge
+        accountant = run.accountant or "rdp"
+        if headline_problem(accountant, events) is not None:  # a run admitted before the rule
+            accountant = "rdp"
     curves = book.epsilon_curves(delta=delta, accountant=accountant)
     finite = [float(c[-1]) for c in curves.values() if len(c)]
+    # Any accountant may recompute a ledger, but a number that is not a sound, data-independent
+    # bound says so: never a plain ε.
+    probe = make_accountant(accountant)
+    approximations = [why for e in events if (why := probe.approximation(e)) is not None]
     return {
         "accountant": accountant,
         "delta": delta,
         "epsilon": max(finite) if finite else None,
+        "approximate": bool(approximations),
+        "data_dependent": probe.data_dependent,
+        "notes": list(dict.fromkeys([*probe.notes, *approximations])),
         "rounds": book.rounds,
         "parties": {p: [float(x) if math.isfinite(x) else None for x in c] for p, c in curves.items()},
         "events": [{"round": r.round, "party": r.party, "events": r.events} for r in rows],

@@ -16,6 +16,7 @@ from dpfl.privacy.accountants import (
     gdp_delta,
     gdp_epsilon,
     gdp_mu,
+    headline_problem,
     make_accountant,
     registered_accountants,
 )
@@ -86,8 +87,9 @@ def epsilon(
     acc.compose(
         calibration.sgd_event(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps)
     )
+    # an approximation (gdp's CLT) may underestimate ε: never printed under the plain name
     result = {
-        "epsilon": acc.epsilon(delta),
+        "epsilon_approximate" if acc.approximate else "epsilon": acc.epsilon(delta),
         "delta": delta,
         "accountant": accountant,
         "noise_multiplier": noise_multiplier,
@@ -117,6 +119,10 @@ def calibrate(
     def schedule(sigma: float):
         return calibration.sgd_event(noise_multiplier=sigma, sampling_rate=sampling_rate, steps=steps)
 
+    # σ is only ever calibrated on a sound, data-independent ε, as for a run's privacy target
+    problem = headline_problem(accountant, [schedule(1.0)])
+    if problem is not None:
+        raise SpecError("--accountant", f"{problem}; got {accountant!r}.")
     sigma = calibration.calibrate_noise_multiplier(
         schedule, target_epsilon=epsilon, target_delta=delta, accountant=accountant
     )

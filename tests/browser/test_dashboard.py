@@ -77,6 +77,9 @@ def test_submit_a_run_from_the_form_and_watch_it_finish(page: Page, server):
     )
     page.select_option("select[name=accountant]", "gdp")
     expect(page.locator(".ledger-eps")).to_contain_text("(gdp)", timeout=20_000)
+    # the CLT on Poisson-sampled releases is an approximation: labelled, never a plain ε
+    expect(page.locator(".ledger-eps")).to_contain_text("— approximate, not the run's guarantee")
+    expect(page.locator(".ledger-notes")).to_contain_text("GDP central limit theorem")
     assert "accountant=gdp" in page.url
     shoot(page, "run-detail")
 

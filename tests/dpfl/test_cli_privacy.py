@@ -73,6 +73,46 @@ def test_calibrate_prints_the_noise_multiplier(capsys):
     assert out["noise_multiplier"] == pytest.approx(1.6747, rel=1e-3)  # PLD; RDP needs 1.80
 
 
+def test_an_approximate_epsilon_is_printed_under_its_label(capsys):
+    args = ["--noise-multiplier", "1", "--steps", "100", "--sampling-rate", "0.1", "--delta", "1e-5"]
+    code, out, _ = run(capsys, "privacy", "epsilon", *args, "--accountant", "gdp")
+    assert code == 0 and "epsilon" not in out
+    assert out["epsilon_approximate"] == pytest.approx(6.007, rel=1e-3)  # the CLT's μ = 0.1·√(100(e−1))
+    assert out["approximate"] is True
+    assert out["notes"] == (
+        "Poisson-sampled Gaussian accounted by the GDP central limit theorem (approximate; can "
+        "underestimate ε)"
+    )
+    _, exact, _ = run(capsys, "privacy", "epsilon", *args[:4], "--delta", "1e-5", "--accountant", "gdp")
+    # q = 1: μ = 10, in closed form
+    assert exact["epsilon"] == pytest.approx(91.82, rel=1e-3) and "approximate" not in exact
+
+
+@pytest.mark.parametrize(
+    ("accountant", "reason"),
+    [
+        (
+            "gdp",
+            "must account every planned release exactly; 'gdp' would not: Poisson-sampled Gaussian "
+            "accounted by the GDP central limit theorem (approximate; can underestimate ε). An approximate "
+            "ε can neither calibrate σ nor be the headline ε; use rdp or pld",
+        ),
+        (
+            "pate",
+            "must be data-independent: 'pate' is data-dependent (its ε is computed from the noiseless vote "
+            "histograms, so it is not itself differentially private); the headline ε uses a data-independent "
+            "accountant such as rdp or pld, and the data-dependent bound is reported beside it",
+        ),
+    ],
+)
+def test_calibrate_refuses_an_approximate_or_data_dependent_accountant(capsys, accountant, reason):
+    code, _, err = run(
+        capsys, "privacy", "calibrate", "--epsilon", "3", "--delta", "1e-5", "--steps", "100",
+        "--sampling-rate", "0.1", "--accountant", accountant,
+    )  # fmt: skip
+    assert (code, err) == (1, f"error: `--accountant` {reason}; got {accountant!r}.\n")
+
+
 def test_gdp_both_directions(capsys):
     # reference/001_gdp_localnewton.md §1.4
     _, out, _ = run(capsys, "privacy", "gdp", "--mu", "1", "--delta", "1e-5")

@@ -54,6 +54,27 @@ def test_private_run_reports_epsilon_and_ledger(capsys, tmp_path):
     assert 0 < data["privacy"]["epsilon"] == data["rounds"][-1]["epsilon"]
 
 
+def test_an_approximate_accountant_is_refused_in_one_line(capsys, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "algorithm: isrl_mbsgd\ndataset: {name: digits, silos: 4}\nrounds: 3\n"
+        "privacy: {epsilon: 2.0, delta: 1.0e-5, accountant: gdp}\n"
+    )
+    code, out, err = run_cli(capsys, "run", str(spec))
+    assert (code, out) == (1, "")
+    # stderr also holds the progress line; the error is one line, the last
+    assert (
+        [line for line in err.splitlines() if line.startswith("error:")]
+        == err.splitlines()[-1:]
+        == [
+            "error: `privacy.accountant` must account every planned release exactly; 'gdp' would not: "
+            "Poisson-sampled Gaussian accounted by the GDP central limit theorem (approximate; can "
+            "underestimate ε). An approximate ε can neither calibrate σ nor be the headline ε; use rdp or "
+            "pld; got 'gdp'."
+        ]
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

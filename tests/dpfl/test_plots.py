@@ -209,7 +209,7 @@ def test_learning_curves_draw_train_loss_only_when_present():
     assert [(t["name"], t["yaxis"]) for t in with_train] == [
         ("test accuracy", "y"),
         ("test loss", "y2"),
-        ("train loss", "y2"),
+        ("train loss (not private)", "y2"),
     ]
     assert with_train[2]["y"] == pytest.approx([1.5, 0.75, 0.5])
     without = to_json(learning_curves([{k: v for k, v in r.items() if k != "train_loss"} for r in rounds]))

@@ -118,6 +118,43 @@ def test_bad_specs_name_the_field(overrides, error, message):
     assert str(info.value) == message
 
 
+GDP_CLT_REFUSAL = (
+    "`privacy.accountant` must account every planned release exactly; 'gdp' would not: Poisson-sampled "
+    "Gaussian accounted by the GDP central limit theorem (approximate; can underestimate ε). An approximate "
+    "ε can neither calibrate σ nor be the headline ε; use rdp or pld; got 'gdp'."
+)
+PATE_REFUSAL = (
+    "`privacy.accountant` must be data-independent: 'pate' is data-dependent (its ε is computed from the "
+    "noiseless vote histograms, so it is not itself differentially private); the headline ε uses a "
+    "data-independent accountant such as rdp or pld, and the data-dependent bound is reported beside it; "
+    "got 'pate'."
+)
+
+
+@pytest.mark.parametrize(
+    "privacy",
+    [
+        # Calibrated on the CLT, this target gave σ = 0.879 on 4 silos × 3 rounds, which pld puts
+        # at ε = 3.87 and rdp at 4.59: the run would have reported 2.0, guaranteed.
+        {"epsilon": 2.0, "delta": 1e-5, "accountant": "gdp"},
+        {"noise_multiplier": 2.0, "delta": 1e-5, "accountant": "gdp"},
+    ],
+)
+def test_gdp_accountant_is_refused_where_it_would_use_the_clt(privacy):
+    spec = isrl_digits_spec(dataset={"name": "digits", "silos": 4}, rounds=3, privacy=privacy)
+    with pytest.raises(SpecError) as info:
+        run(spec)
+    assert (info.value.field, str(info.value)) == ("privacy.accountant", GDP_CLT_REFUSAL)
+
+
+@pytest.mark.parametrize("target", [{"epsilon": 2.0}, {"noise_multiplier": 2.0}])
+def test_pate_accountant_is_refused_for_a_run(target):
+    spec = isrl_digits_spec(privacy=target | {"delta": 1e-5, "accountant": "pate"})
+    with pytest.raises(SpecError) as info:
+        run(spec)
+    assert (info.value.field, str(info.value)) == ("privacy.accountant", PATE_REFUSAL)
+
+
 def test_private_algorithm_without_privacy_is_refused():
     with pytest.raises(SpecError, match=r"`privacy` is required for isrl_mbsgd"):
         run(isrl_digits_spec(privacy=None))

@@ -3,6 +3,7 @@
 from dpfl.privacy.accountants.base import (
     Accountant,
     accountant_class,
+    headline_problem,
     make_accountant,
     register_accountant,
     registered_accountants,
@@ -24,6 +25,7 @@ __all__ = [
     "gdp_delta",
     "gdp_epsilon",
     "gdp_mu",
+    "headline_problem",
     "make_accountant",
     "register_accountant",
     "registered_accountants",

@@ -11,7 +11,7 @@ accountant unchanged. An accountant that cannot give a trustworthy ε raises
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -23,6 +23,7 @@ __all__ = [
     "Accountant",
     "Unsupported",
     "accountant_class",
+    "headline_problem",
     "make_accountant",
     "register_accountant",
     "registered_accountants",
@@ -47,10 +48,17 @@ class Accountant(abc.ABC):
     `_compose` and `epsilon`. `approximate` becomes True once an event was accounted with an
     approximation that can underestimate ε (e.g. the GDP central limit theorem); `notes` says
     what a reader of the ε must know (approximations, data dependence).
+
+    Two class flags say whether an accountant can give a run's headline ε (the number shown,
+    calibrated on and charged to budgets; see `headline_problem`): `data_dependent` (its ε
+    is computed from private data, so it is not itself DP) and `approximates` (some events
+    are accounted by an approximation; `approximation(event)` says which).
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    data_dependent: ClassVar[bool] = False
+    approximates: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.notes: list[str] = []
@@ -68,6 +76,13 @@ class Accountant(abc.ABC):
         except Unsupported:
             return False
         return True
+
+    def approximation(self, event: Event) -> str | None:
+        """Returns why accounting `event` would be approximate (may underestimate ε), or None if exact.
+
+        A dry run, like `supports`: nothing changes.
+        """
+        return None
 
     def compose(self, event: Event, count: int = 1) -> None:
         """Adds `event`, repeated `count` times; raises UnsupportedEventError naming the sub-event."""
@@ -112,6 +127,37 @@ class Accountant(abc.ABC):
     @abc.abstractmethod
     def epsilon(self, delta: float) -> float:
         """Returns the ε of everything composed so far at this δ."""
+
+
+def headline_problem(name: str, events: Iterable[Event]) -> str | None:
+    """Returns why accountant `name` cannot give the headline ε of `events`, or None if it can.
+
+    The headline ε calibrates σ, is charged to budgets and is what a run reports, so it must
+    be a sound, data-independent bound (DESIGN.md, "Privacy integrity"): a data-dependent
+    accountant (`pate`) or one that approximates any of the events (`gdp`'s CLT for
+    Poisson-sampled Gaussians) is refused; their numbers may only be shown beside it, labelled.
+    The text completes a sentence starting with the field's name; callers add the value found.
+    """
+    cls = accountant_class(name)
+    if cls.data_dependent:
+        return (
+            f"must be data-independent: {name!r} is data-dependent (its ε is computed from the "
+            "noiseless vote histograms, so it is not itself differentially private); the headline ε "
+            f"uses a data-independent accountant such as {_HEADLINE_EXAMPLES}, and the data-dependent "
+            "bound is reported beside it"
+        )
+    if cls.approximates:
+        accountant = cls()
+        reasons = list(dict.fromkeys(r for e in events if (r := accountant.approximation(e)) is not None))
+        if reasons:
+            return (
+                f"must account every planned release exactly; {name!r} would not: {'; '.join(reasons)}. "
+                f"An approximate ε can neither calibrate σ nor be the headline ε; use {_HEADLINE_EXAMPLES}"
+            )
+    return None
+
+
+_HEADLINE_EXAMPLES = "rdp or pld"  # sound and data-independent for every event kind but ApproxDP (pld only)
 
 
 def register_accountant(name: str):

@@ -82,6 +82,7 @@ class GDPAccountant(Accountant):
     """μ-GDP: Gaussian, GDP and vote events exactly; Poisson-sampled Gaussians by the CLT."""
 
     description = "Gaussian DP in closed form (√Σμ²); CLT for Poisson-sampled Gaussians (approximate)"
+    approximates = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -109,6 +110,10 @@ class GDPAccountant(Accountant):
 
     def _check(self, event: Event) -> None:
         self._mu_squared(event)
+
+    def approximation(self, event: Event) -> str | None:
+        """Returns the CLT note if `event` holds a Poisson-sampled Gaussian at q < 1, else None."""
+        return _CLT_NOTE if _uses_clt(event) else None
 
     def _compose(self, event: Event, count: int) -> None:
         self.mu_squared += count * self._mu_squared(event)

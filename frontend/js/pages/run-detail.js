@@ -131,8 +131,12 @@ export async function render(root, { id, params }) {
       const rows = ledger.events.slice(0, 500).map((e) => h("tr", {}, h("td", { class: "num" }, e.round), h("td", {}, e.party),
         h("td", { class: "releases", title: e.events.map((ev) => JSON.stringify(ev)).join("\n") }, e.events.map(describeEvent).join("; ")),
         h("td", { class: "num" }, fmt(ledger.parties[e.party]?.[ledger.rounds.indexOf(e.round)], 4))));
+      // gdp's CLT or pate's data-dependent bound is not a guarantee: label it, never a plain ε
+      const caveats = [ledger.approximate && "approximate", ledger.data_dependent && "data-dependent"].filter(Boolean);
       replace(ledgerBox, h("div", { class: "toolbar" }, h("label", {}, "accountant", select),
-        h("span", { class: "ledger-eps" }, `ε = ${fmt(ledger.epsilon, 5)} at δ = ${ledger.delta} (${ledger.accountant})`)),
+        h("span", { class: "ledger-eps" }, `ε = ${fmt(ledger.epsilon, 5)} at δ = ${ledger.delta} (${ledger.accountant})`
+          + (caveats.length ? ` — ${caveats.join(", ")}, not the run's guarantee` : ""))),
+        caveats.length ? h("p", { class: "muted ledger-notes" }, ledger.notes.join("; ")) : null,
         h("table", { class: "grid ledger" }, h("thead", {}, h("tr", {}, ["round", "party", "releases", "ε after"].map((c) => h("th", {}, c)))), h("tbody", {}, rows)),
         ledger.events.length > 500 ? h("p", { class: "muted" }, `first 500 of ${ledger.events.length} rows`) : null);
     } catch (err) {

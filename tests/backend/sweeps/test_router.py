@@ -155,6 +155,15 @@ def test_sweeps_are_listed_newest_first_with_status_counts(client):
             "is required for isrl_mbsgd: give `epsilon` or `noise_multiplier`. (point 1 of 1: seed=0)",
         ),
         (
+            BASE | {"algorithm": "isrl_mbsgd", "privacy": {"epsilon": 1.0, "delta": 1e-5}},
+            {"privacy.accountant": ["rdp", "gdp"]},
+            ["body", "grid", "privacy.accountant"],
+            "must account every planned release exactly; 'gdp' would not: Poisson-sampled Gaussian "
+            "accounted by the GDP central limit theorem (approximate; can underestimate ε). An approximate "
+            "ε can neither calibrate σ nor be the headline ε; use rdp or pld; got 'gdp'. (point 2 of 2: "
+            'privacy.accountant="gdp")',
+        ),
+        (
             BASE,
             GRID | {"rounds": [3, 5000]},
             ["body", "grid", "rounds"],

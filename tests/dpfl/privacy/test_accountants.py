@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from dpfl.errors import AccountingError, UnknownNameError, UnsupportedEventError
-from dpfl.privacy.accountants import GroupAccountant, make_accountant, registered_accountants
+from dpfl.privacy.accountants import (
+    GroupAccountant,
+    headline_problem,
+    make_accountant,
+    registered_accountants,
+)
 from dpfl.privacy.accountants.rdp import event_rdp
 from dpfl.privacy.calibration import epsilon, sgd_event
 from dpfl.privacy.conversion import rdp_to_epsilon
@@ -219,3 +224,20 @@ def test_parallel_event_is_the_pointwise_maximum_of_its_parts():
     both = event_rdp(ParallelEvent((weak, sampled)), DEFAULT_ORDERS)
     np.testing.assert_array_equal(both, np.maximum(*curves))
     assert (curves[0] > curves[1]).any() and (curves[1] > curves[0]).any()  # the maximum switches part
+
+
+@pytest.mark.parametrize(
+    ("name", "event", "refused"),
+    [
+        ("rdp", sgd_event(noise_multiplier=1.0, sampling_rate=0.1, steps=10), False),
+        ("pld", sgd_event(noise_multiplier=1.0, sampling_rate=0.1, steps=10), False),
+        ("gdp", sgd_event(noise_multiplier=1.0, sampling_rate=1.0, steps=10), False),  # exact closed form
+        ("gdp", GDPEvent(0.5), False),
+        ("gdp", sgd_event(noise_multiplier=1.0, sampling_rate=0.1, steps=10), True),  # the CLT
+        ("pate", GaussianEvent(1.0), True),  # data-dependent whatever it composes
+    ],
+)
+def test_headline_refuses_approximate_and_data_dependent_accounting(name, event, refused):
+    assert (headline_problem(name, [event]) is not None) == refused
+    accountant = make_accountant(name)
+    assert (accountant.approximation(event) is not None) == (name == "gdp" and refused)
