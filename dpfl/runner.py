@@ -98,6 +98,7 @@ class Privacy:
     planned_epsilon: list[float]  # per round, from the plan (what the progress bar shows)
     target_mu: float | None = None  # the μ-GDP target, when the spec gives `mu`
     caveat: str | None = None  # what the ledger does not cover (`Algorithm.privacy_caveat`)
+    neighbouring: str = "add_remove"  # the relation the guarantee holds for (`Algorithm.neighbouring`)
 
     def warning(self, epsilon: float | None) -> str | None:
         """Returns what a reader must know: a channel the ledger does not cover, or a released ε
@@ -123,6 +124,7 @@ class Privacy:
             "target_epsilon": self.target_epsilon,
             "target_mu": self.target_mu,
             "calibration": self.calibration,
+            "neighbouring": None if self.notion == "none" else self.neighbouring,
             "guaranteed": None if self.notion == "none" else self.caveat is None,
             "warning": self.warning(epsilon),
         }
@@ -312,6 +314,7 @@ def project(algorithm: Algorithm) -> Privacy:
         planned,
         target_mu=privacy.mu,
         caveat=algorithm.privacy_caveat(),
+        neighbouring=algorithm.neighbouring,
     )
 
 

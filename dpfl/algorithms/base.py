@@ -80,6 +80,9 @@ class Algorithm(abc.ABC):
     # release under their own σ_i only: `calibration: accountant` then gives every silo the
     # smallest σ_i its own ledger needs. None: one σ for all, the least private party's.
     party_of_silo: ClassVar[Callable[[int], str] | None] = None
+    # The neighbouring relation of the guarantee: `add_remove` one unit of the notion, or
+    # `replace_one` where the noise is scaled by a known number of records (the GDP family).
+    neighbouring: ClassVar[str] = "add_remove"
 
     def __init__(self, spec: RunSpec, data: FederatedData, model: nn.Module):
         self.spec = spec
