@@ -114,6 +114,7 @@ class Privacy:
     def guaranteed(self) -> bool | None:
         """Returns whether the ledger's ε bounds what the run leaks (None for a non-private run)."""
         return None if self.notion == "none" else not any(c.breaks_guarantee for c in self.caveats)
+    neighbouring: str = "add_remove"  # the relation the guarantee holds for (`Algorithm.neighbouring`)
 
     def warning(self, epsilon: float | None) -> str | None:
         """Returns what a reader must know: a channel the ledger does not cover, or a released ε
@@ -140,6 +141,7 @@ class Privacy:
             "target_mu": self.target_mu,
             "calibration": self.calibration,
             "noise_source": self.noise_source,
+            "neighbouring": None if self.notion == "none" else self.neighbouring,
             "guaranteed": self.guaranteed,
             "warning": self.warning(epsilon),
             "caveats": [c.to_json() for c in self.caveats],
@@ -399,6 +401,7 @@ def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
         target_mu=privacy.mu,
         caveats=caveats(algorithm, source=source),
         noise_source=source,
+        neighbouring=algorithm.neighbouring,
     )
 
 

@@ -90,6 +90,9 @@ class Algorithm(abc.ABC):
     # A component the guarantee trusts (secure aggregation, a shuffler), in one sentence; None
     # when the guarantee holds against every other party.
     trusted: ClassVar[str | None] = None
+    # The neighbouring relation of the guarantee: `add_remove` one unit of the notion, or
+    # `replace_one` where the noise is scaled by a known number of records (the GDP family).
+    neighbouring: ClassVar[str] = "add_remove"
 
     def __init__(self, spec: RunSpec, data: FederatedData, model: nn.Module):
         self.spec = spec

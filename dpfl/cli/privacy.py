@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from dpfl.algorithms.voting.accounting import vote_sensitivity
 from dpfl.cli.output import emit
 from dpfl.errors import SpecError
 from dpfl.privacy import calibration, shuffle
@@ -193,8 +194,9 @@ def vote(
         raise SpecError("--method", f"must be ae or knn; got {method!r}.")
     if k < 1:
         raise SpecError("--k", f"must be an integer ≥ 1; got {k}.")
-    # L2 sensitivity of the summed votes (reference/003_voting_dpfl.md §3.2, the paper's values).
-    sensitivity = 1.0 if level == "agent" else (math.sqrt(2) if method == "ae" else math.sqrt(2 / k))
+    # The algorithms' own sensitivity (reference/003_voting_dpfl.md §3.2): √2/k for instance-level
+    # kNN, not the paper's printed √(2/k).
+    sensitivity = vote_sensitivity(method, level, k=k)
     event = SelfComposedEvent(VoteEvent(noise_std=sigma, sensitivity=sensitivity), queries)
     results = {}
     for conversion in ("tight", "classic"):

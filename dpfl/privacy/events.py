@@ -9,7 +9,10 @@ meaning never changes; new fields are added only as optional. Stored ledgers mus
 re-accountable forever.
 
 Neighbouring relation: add-or-remove one protected unit (a record, a user, an agent; the unit
-is the notion of the algorithm that recorded the event). Sensitivity is folded into the noise
+is the notion of the algorithm that recorded the event), unless the event says otherwise in its
+optional `neighbouring` field (`replace_one`: the noise is calibrated to a mean over a known
+number of records, so it covers replacing one, not adding or removing one). JSON omits the
+field at its default, so stored ledgers read and write as before. Sensitivity is folded into the noise
 multiplier: σ = noise standard deviation ÷ L2 (Gaussian) or L1 (Laplace) sensitivity.
 """
 
@@ -109,18 +112,31 @@ class LaplaceEvent(Event):
         _positive("noise_multiplier", self.noise_multiplier)
 
 
+NEIGHBOURING = ("add_remove", "replace_one")
+
+
 @_register("gdp")
 @dataclasses.dataclass(frozen=True)
 class GDPEvent(Event):
     """A μ-GDP release (Dong, Roth & Su 2022): as hard to tell apart as N(0,1) from N(μ,1).
 
     A Gaussian release with noise multiplier σ is exactly (1/σ)-GDP.
+
+    Attributes:
+        mu: μ > 0.
+        neighbouring: the relation μ holds for: `add_remove` (the default, and the meaning of
+            every event stored without the field) or `replace_one`.
     """
 
     mu: float
+    neighbouring: str = dataclasses.field(default="add_remove", metadata={"omit_default": True})
 
     def __post_init__(self) -> None:
         _positive("mu", self.mu)
+        if self.neighbouring not in NEIGHBOURING:
+            raise SpecError(
+                "neighbouring", f"must be one of {', '.join(NEIGHBOURING)}; got {self.neighbouring!r}."
+            )
 
 
 @_register("poisson_sampled")
@@ -288,6 +304,8 @@ def to_json(event: Event) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": event.kind}
     for field in dataclasses.fields(event):
         value = getattr(event, field.name)
+        if field.metadata.get("omit_default") and value == field.default:
+            continue  # an optional field at its default: the JSON of events stored before it
         if isinstance(value, Event):
             value = to_json(value)
         elif isinstance(value, tuple) and value and isinstance(value[0], Event):

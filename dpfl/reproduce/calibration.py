@@ -7,6 +7,13 @@ would record with the paper's σ. Nothing is trained: the runner's projection ac
 planned releases, the same events a run records. Where that ε exceeds the target, the paper's
 setting under-protects and the report lists it as a privacy correction; where it is below, the
 paper spent less than it says.
+
+A σ sweep (x = `privacy.noise_multiplier`, e.g. seed 004 at σ = 5) states, for each σ, the ε
+of the paper's theorem; our ledger at that σ gives the same ε wherever the paper composes the
+same events as our plan (ULDP-FL Thms 3 and 5: T Gaussians of multiplier σ, reference 004
+§3.2). That ε is the target; `calibration: paper` then shows what the paper's noise for it
+really spends (ULDP-NAIVE at σ = 5, T = 50: stated 7.077, spent 16.51, since the paper's
+sensitivity is half the true one).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dpfl import runner
+from dpfl.algorithms import Algorithm, algorithm_class
 from dpfl.errors import DpflError, SpecError
 from dpfl.reproduce.manifest import Sweep
 from dpfl.reproduce.summary import Variant, variant_label
@@ -25,6 +33,7 @@ from dpfl.spec import parse_spec
 __all__ = ["PaperCalibration", "Projector", "local_projector", "paper_calibrations"]
 
 _TOLERANCE = 1e-9  # relative slack before an ε counts as above its target
+_SWEPT = ("privacy.epsilon", "privacy.noise_multiplier")  # the x of sweeps with a stated ε per cell
 # spec JSON with `calibration: paper` → (ledger ε, σ), or None when the method has no closed form
 Projector = Callable[[dict[str, Any]], "tuple[float, float | list[float]] | None"]
 
@@ -77,29 +86,33 @@ def local_projector(*, data_dirs: Sequence[Path] = (), cache_dir: Path | None = 
 def paper_calibrations(
     sweeps: Sequence[Sweep], project: Projector
 ) -> tuple[list[PaperCalibration], list[str]]:
-    """Returns, for every ε sweep, each method's ledger ε under its paper's σ at each target ε,
-    and one line per cell that could not be projected (why).
+    """Returns, for every ε or σ sweep, each method's ledger ε under its paper's σ at each
+    stated ε, and one line per cell that could not be projected (why).
 
-    One projection per (method, target, variant), at the sweep's first seed: σ does not depend
-    on the seed, and the plan depends on it only through the partition's silo sizes. Methods
-    without a closed form, non-private ones and σ-given runs are skipped.
+    One projection per (method, target, variant), at the sweep's first seed (two for a σ
+    sweep: the stated ε first): σ does not depend on the seed, and the plan depends on it only
+    through the partition's silo sizes. Methods without a closed form, non-private ones and
+    σ-given runs of an ε sweep are skipped.
     """
     out: list[PaperCalibration] = []
     failed: list[str] = []
     for sweep in sweeps:
-        if sweep.x != "privacy.epsilon":
+        if sweep.x not in _SWEPT:
             continue
         seen: set[tuple] = set()
         for point in sweep.points:
             spec = parse_spec(point.data)
             algorithm, x, variant, _ = sweep.cell(spec.to_json())
             privacy, key = spec.privacy, (algorithm, x, variant)
-            if x is None or key in seen or privacy is None or privacy.epsilon is None:
+            if x is None or key in seen or privacy is None or not _offers_closed_form(algorithm):
+                continue
+            if sweep.x == "privacy.epsilon" and privacy.epsilon is None:
                 continue
             seen.add(key)
             data = spec.to_json()
-            data["privacy"]["calibration"] = "paper"
             try:
+                target = x if sweep.x == "privacy.epsilon" else _stated_epsilon(data, project)
+                data["privacy"] |= {"epsilon": target, "noise_multiplier": None, "calibration": "paper"}
                 projected = project(data)
             except DpflError as exc:  # e.g. the data is missing: the cell's runs failed the same way
                 failed.append(f"{sweep.setting} {algorithm} ε = {x:g}: {exc}")
@@ -112,7 +125,7 @@ def paper_calibrations(
                     setting=sweep.setting,
                     algorithm=algorithm,
                     variant=variant,
-                    target_epsilon=x,
+                    target_epsilon=target,
                     epsilon=epsilon,
                     noise_multiplier=sigma,
                     accountant=privacy.accountant,
@@ -120,3 +133,15 @@ def paper_calibrations(
                 )
             )
     return out, failed
+
+
+def _stated_epsilon(spec_json: dict[str, Any], project: Projector) -> float:
+    """Returns the ledger ε of a σ-given spec: what the paper states for that σ (module docstring)."""
+    projected = project(spec_json)
+    assert projected is not None  # a σ-given spec never asks for the paper's closed form
+    return float(projected[0])
+
+
+def _offers_closed_form(algorithm: str) -> bool:
+    """Returns whether the algorithm overrides `paper_noise_multiplier` (it may still return None)."""
+    return algorithm_class(algorithm).paper_noise_multiplier is not Algorithm.paper_noise_multiplier

@@ -8,6 +8,10 @@ import sys
 
 import pytest
 
+from dpfl.privacy import calibration
+from dpfl.privacy.events import SelfComposedEvent, VoteEvent
+from dpfl.runner import prepare
+from dpfl.spec import parse_spec
 from tests.factories import run_cli
 
 
@@ -237,3 +241,37 @@ def test_installed_command_has_no_traceback():
     )
     assert proc.returncode == 1
     assert proc.stderr == "error: `--noise-multiplier` must be > 0; got 0.\n"
+
+
+def test_vote_knn_instance_sensitivity_is_sqrt2_over_k(capsys):
+    # reference/003_voting_dpfl.md §3.2: one record changes one of k neighbours, √2/k (not √(2/k) = 0.632)
+    _, out, _ = run(
+        capsys, "privacy", "vote", "--sigma", "2", "--queries", "100", "--delta", "1e-5",
+        "--level", "instance", "--method", "knn", "--k", "5",
+    )  # fmt: skip
+    assert out["sensitivity"] == pytest.approx(0.2828, abs=1e-4)
+    assert out["epsilon"] == pytest.approx(_vote_epsilon(noise_std=2.0, sensitivity=0.28284271, queries=100))
+
+
+@pytest.mark.parametrize(
+    ("method", "level"), [("ae", "agent"), ("ae", "instance"), ("knn", "agent"), ("knn", "instance")]
+)
+def test_vote_cli_and_the_algorithm_agree_on_the_sensitivity(capsys, method, level):
+    params = {"level": level, "public_pool": 200, "queries": 50} | ({"k": 5} if method == "knn" else {})
+    spec = {
+        "algorithm": f"{method}_dpfl",
+        "params": params,
+        "dataset": {"name": "digits", "silos": 10, "partition": {"kind": "iid"}},
+        "model": {"name": "mlp", "hidden": [32]},
+        "rounds": 1,
+        "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+    }
+    algorithm = prepare(parse_spec(spec))
+    args = ["--level", level, "--method", method, "--k", "5"]
+    _, out, _ = run(capsys, "privacy", "vote", "--sigma", "2", "--queries", "10", "--delta", "1e-5", *args)
+    assert out["sensitivity"] == algorithm.sensitivity
+
+
+def _vote_epsilon(*, noise_std: float, sensitivity: float, queries: int) -> float:
+    event = SelfComposedEvent(VoteEvent(noise_std=noise_std, sensitivity=sensitivity), queries)
+    return calibration.epsilon(event, delta=1e-5)

@@ -24,11 +24,12 @@ from plotly.offline import get_plotlyjs
 from dpfl import runner
 from dpfl.cli import main
 from dpfl.reproduce import CANNOT, DOES_NOT_HOLD, HOLDS, PAPERS, default_config_dir, load_paper, manifest
+from dpfl.reproduce.calibration import local_projector, paper_calibrations
 from dpfl.reproduce.manifest import Claim
 from dpfl.reproduce.markdown import splice
 from dpfl.reproduce.summary import Outcome, check_claim, summary_rows
 from dpfl.spec import load_spec, parse_spec
-from tests.factories import run_cli
+from tests.factories import data_dir, run_cli
 from tests.server import dpfl_up, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -580,3 +581,16 @@ def test_unreachable_server_is_one_line(capsys, tmp_path):
     code, _, err = run_cli(capsys, "reproduce", "isrl", "--server", url, "--configs", str(configs))
     assert code == 1 and err.count("\n") == 1
     assert err.startswith(f"error: cannot reach the server at {url} (") and "start one with `dpfl up`" in err
+
+
+def test_a_sigma_sweep_lists_uldp_naive_under_the_papers_calibration():
+    # Seed 004 sweeps σ = 5: the paper states ε for it (Thm 3, 20 rounds in --quick: 4.162);
+    # its NAIVE noise is σ = 2.5 against the true sensitivity 2|S|C, so it spends 9.368.
+    sweeps = [s.sweep(quick=True) for s in load_paper("uldp", default_config_dir()) if s.name == "uldp_heart"]
+    calibrations, failed = paper_calibrations(sweeps, local_projector(data_dirs=[data_dir()]))
+    assert failed == []
+    (naive,) = calibrations  # GROUP, SGD, AVG and AVG-w offer no closed form; DEFAULT is not private
+    assert naive.algorithm == "uldp_naive" and naive.under_protects
+    assert naive.target_epsilon == pytest.approx(4.1616, abs=1e-4)
+    assert naive.noise_multiplier == pytest.approx(2.5, rel=2e-4)
+    assert naive.epsilon == pytest.approx(9.368, abs=2e-3)

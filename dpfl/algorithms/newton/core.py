@@ -9,7 +9,8 @@ releases; the step size α_t (fixed, decaying or line search) and the bookkeepin
 Privacy (notion `gdp`): every noisy release is recorded as one GDPEvent(1/σ) of its client,
 so a client's ledger composes to √(number of releases)/σ and the run's μ is the maximum over
 clients (disjoint data, Lemma 3). T counts local iterations, R·L, as in the paper: every local
-step releases, even the ones the server never sees.
+step releases, even the ones the server never sees. The relation is replace-one record
+(`neighbouring: replace_one` on every event): the noise is scaled by the client's size s_k.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ class LocalSolver(Algorithm):
 
     Params = SolverParams
     paper = PAPER
+    neighbouring = "replace_one"  # noise scaled by the client's size s_k (mechanism.py)
     releases_per_step: ClassVar[int] = 0
 
     def __init__(self, spec: RunSpec, data: FederatedData, model: torch.nn.Module):
@@ -118,7 +120,9 @@ class LocalSolver(Algorithm):
     def _releases(self, sigma: float) -> list[Event]:
         """Returns what one client releases in one round under noise multiplier σ."""
         count = self.releases_per_step * self.params.local_steps
-        return [GDPEvent(1.0 / sigma)] * count
+        # noise_std scales with the client's size s_k: 2Γ/s_k covers replacing one record; under
+        # add/remove the std itself would change with s_k (mechanism.py), so say so per event.
+        return [GDPEvent(1.0 / sigma, neighbouring="replace_one")] * count
 
     def plan(self, noise_multiplier: float | np.ndarray) -> Ledger:
         sigmas = self._sigmas(noise_multiplier)

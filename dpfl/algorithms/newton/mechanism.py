@@ -4,8 +4,9 @@ Sensitivity (reference/001_gdp_localnewton.md §1.5): replacing one record of cl
 its local gradient by at most 2Γ/s_k and its local Hessian by at most 2B/s_k in Frobenius
 norm, when each record's gradient is clipped to Γ and its Hessian is bounded by B (rows
 clipped to R give B = R²/4 for the logistic loss). The ridge term is the same on both sides
-and cancels. These bounds also cover adding or removing a record with s_k held fixed (the
-change is then at most Γ/s_k and B/s_k), so the ledger is sound under either relation.
+and cancels. The guarantee is for replace-one neighbours (s_k fixed and public): adding or
+removing a record moves the mean by ≤ 2Γ/s_k too, but the noise std 2Γσ/s_k would then change
+with s_k, which no Gaussian event of one multiplier covers, so the events say `replace_one`.
 
 A release with noise multiplier σ adds N(0, (σ·sensitivity)²) to each coordinate (for the
 Hessian, to each entry on and above the diagonal, mirrored below), so it is exactly

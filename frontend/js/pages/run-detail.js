@@ -30,7 +30,7 @@ export function describeEvent(ev) {
   switch (ev.kind) {
     case "gaussian": return `Gaussian σ = ${fmt(ev.noise_multiplier, 4)}`;
     case "laplace": return `Laplace, noise multiplier ${fmt(ev.noise_multiplier, 4)}`;
-    case "gdp": return `${fmt(ev.mu, 4)}-GDP`;
+    case "gdp": return `${fmt(ev.mu, 4)}-GDP${ev.neighbouring === "replace_one" ? " (replace-one record)" : ""}`;
     case "poisson_sampled": return `Poisson-sampled (q = ${fmt(ev.sampling_rate, 4)}) ${describeEvent(ev.event)}`;
     case "self_composed": return `${ev.count} × ${describeEvent(ev.event)}`;
     case "composed": return ev.events.map(describeEvent).join(" + ");

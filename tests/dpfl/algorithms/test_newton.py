@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from torch.func import grad, jacrev, vmap
 
 from dpfl.algorithms.newton import LINE_SEARCH_CAVEAT
-from dpfl.algorithms.newton.mechanism import noisy_gradients, noisy_hessians, paper_noise_scales
-from dpfl.algorithms.newton.objective import hessians
+from dpfl.algorithms.newton.mechanism import noise_std, noisy_gradients, noisy_hessians, paper_noise_scales
+from dpfl.algorithms.newton.objective import ClientData, client_data, gradients, hessians
 from dpfl.algorithms.newton.steps import decayed_step
 from dpfl.engine import gaussian_noise
 from dpfl.errors import SpecError
@@ -189,8 +189,11 @@ def test_ledger_has_one_gdp_event_per_release_and_composes_to_exactly_mu():
     for entry in result.ledger.entries:
         per_party.setdefault(entry.party, []).append(entry.event)
     assert len(per_party) == 8
-    assert all(events == [GDPEvent(1 / sigma)] * 12 for events in per_party.values())
+    assert all(
+        events == [GDPEvent(1 / sigma, neighbouring="replace_one")] * 12 for events in per_party.values()
+    )
     out = result.to_json()["privacy"]
+    assert out["neighbouring"] == "replace_one"
     assert out["mu"] == pytest.approx(1.0, rel=1e-12)
     assert out["target_mu"] == 1.0 and out["accountant"] == "gdp"
     assert out["epsilon"] == pytest.approx(4.377, rel=1e-3)  # reference §1.4: μ = 1 ↔ ε ≈ 4.377 at δ = 1e-5
@@ -286,3 +289,49 @@ def test_localnewton_and_gdp_localnewton_at_mu_5_reach_floors_on_a9a():
     assert private.final.accuracy >= 0.84  # measured 0.8476
     assert private.mu == pytest.approx(5.0, rel=1e-12)
     assert private.epsilon == pytest.approx(33.10, rel=1e-3)  # reference §1.4
+
+
+@pytest.mark.parametrize("algorithm", ["gdp_localnewton", "gdp_gd"])
+def test_the_gradient_noise_covers_replacing_a_record_and_depends_on_the_clients_size(algorithm):
+    params = {"feature_clip": 3.0, "lr": 0.5}
+    alg = prepare(_spec(algorithm=algorithm, params=params))
+    alg.setup(project(alg).noise_multiplier)
+    bound, std = alg.grad_bound, float(alg.grad_std[0])
+    one = client_data(alg.data, radius=3.0).take([0])
+    s = int(one.sizes[0])
+    # A model far along e1 and two records of norm R with margin −10 (so |ℓ'| ≈ 1) pointing
+    # almost opposite ways: replacing one by the other moves the clipped mean by ≈ 2Γ/s.
+    w = torch.zeros(1, one.dim, dtype=one.x.dtype)
+    w[0, 0] = 1000.0
+    tilt = torch.zeros(one.dim, dtype=one.x.dtype)
+    tilt[0], tilt[1] = -0.01, math.sqrt(3.0**2 - 0.01**2)
+
+    def mean_gradient(data):
+        return gradients(data, w, ridge=alg.params.ridge, clip=bound)[0][0]
+
+    def with_first(x0):
+        x, y = one.x.clone(), one.y.clone()
+        x[0, 0], y[0, 0] = x0, 1.0
+        return ClientData(x, y, one.mask, one.sizes)
+
+    mirrored = tilt.clone()
+    mirrored[1] = -tilt[1]
+    base = mean_gradient(with_first(tilt))
+    replaced = float(torch.linalg.vector_norm(mean_gradient(with_first(mirrored)) - base))
+    assert bound == 3.0 and replaced / (2 * bound / s) == pytest.approx(
+        1.0, abs=1e-4
+    )  # the noise's sensitivity
+    assert std == pytest.approx(alg.sigmas[0] * 2 * bound / s, rel=1e-12)
+    # Remove record 0: the mean moves by less, but the noise the release would carry is scaled
+    # by 1/(s − 1), not 1/s: a different variance, which one Gaussian event does not cover.
+    mask = one.mask.clone()
+    mask[0, 0] = 0
+    removed = float(
+        torch.linalg.vector_norm(mean_gradient(ClientData(one.x, one.y, mask, one.sizes - 1)) - base)
+    )
+    assert removed <= 2 * bound / s
+    assert float(noise_std(alg.sigmas[:1], bound=bound, sizes=np.array([s - 1]))[0]) / std == pytest.approx(
+        s / (s - 1)
+    )
+    (event, *_) = {e.event for e in alg.plan(alg.sigmas[0]).entries}
+    assert event.neighbouring == "replace_one"

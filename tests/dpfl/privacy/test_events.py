@@ -104,3 +104,16 @@ def test_bad_json_names_the_field(data, message):
     with pytest.raises(SpecError) as info:
         from_json(data)
     assert str(info.value).startswith(message)
+
+
+def test_gdp_event_neighbouring_is_optional_and_old_json_reads_as_add_remove():
+    stored = {"kind": "gdp", "mu": 0.5}  # a ledger written before the field existed
+    assert from_json(stored) == GDPEvent(0.5) and GDPEvent(0.5).neighbouring == "add_remove"
+    assert to_json(GDPEvent(0.5)) == stored  # unchanged JSON at the default
+    replace = GDPEvent(0.5, neighbouring="replace_one")
+    assert to_json(replace) == stored | {"neighbouring": "replace_one"}
+    assert from_json(to_json(replace)) == replace
+    with pytest.raises(
+        SpecError, match=r"^`neighbouring` must be one of add_remove, replace_one; got 'swap'"
+    ):
+        GDPEvent(0.5, neighbouring="swap")
