@@ -16,7 +16,7 @@ from pydantic import Field
 from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER, FedAvg2LR, LocalTrainingParams
 from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, user_level_plan
-from dpfl.engine import gaussian_noise
+from dpfl.engine import release
 from dpfl.errors import SpecError
 from dpfl.privacy.events import GaussianEvent
 from dpfl.privacy.ledger import Ledger
@@ -51,7 +51,7 @@ class ULDPNaive(FedAvg2LR):
         silos = participants(self.spec, r)
         clipped, frac = clip_rows(self.silo_deltas(silos, r), p.clip)
         std = self.sigma * p.clip * math.sqrt(len(silos))
-        noisy = clipped + gaussian_noise((self.layout.size,), std, seed=self.spec.seed, silos=silos, round=r)
+        noisy = release(clipped, std, seed=self.spec.seed, silos=silos, round=r, secure_sum=True)
         self.w = self.w + p.global_lr * noisy.mean(0)
         return RoundOutput(
             metrics={"clip_fraction": frac, "silo_noise_std": std},
