@@ -44,6 +44,5 @@ def test_a_tap_without_noise_releases_the_value_itself_and_broadcasts_one_std():
 def test_pre_drawn_noise_is_used_as_is_and_taps_do_not_nest():
     v, drawn = value(), torch.ones(3, 40)
     assert torch.equal(release_noise(v, 1.0, seed=0, silos=[0, 1, 2], round=1, drawn=drawn), drawn)
-    with tap(), pytest.raises(RuntimeError, match="do not nest"):
-        with tap():
-            pass
+    with tap(), pytest.raises(RuntimeError, match="do not nest"), tap():
+        pass
