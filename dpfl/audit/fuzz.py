@@ -63,7 +63,9 @@ TOLERANCE = 1e-6
 
 
 def _user_neighbours(data: FederatedData) -> list[Neighbours]:
-    return user_neighbours(data) + heavy_user_neighbours(data)
+    # ULDP-NAIVE needs no allocation: then only the planted user is known.
+    existing = user_neighbours(data) if data.users is not None else []
+    return existing + heavy_user_neighbours(data)
 
 
 def _all_records(data: FederatedData) -> dict[str, Any]:
