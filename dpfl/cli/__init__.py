@@ -14,6 +14,7 @@ from typer.exceptions import TyperException
 
 from dpfl.cli import privacy, service
 from dpfl.cli import run as run_cmd
+from dpfl.cli.audit import audit
 from dpfl.cli.reproduce import reproduce
 from dpfl.errors import DpflError
 
@@ -31,6 +32,7 @@ app.command(name="run")(run_cmd.run)
 app.command(name="datasets")(run_cmd.datasets)
 app.command(name="demo")(run_cmd.demo)
 app.command(name="reproduce")(reproduce)
+app.command(name="audit")(audit)
 app.command(name="up")(service.up)
 app.command(name="worker")(service.worker)
 app.add_typer(service.db_app, name="db")

@@ -3,7 +3,8 @@
 Parameters are flat ([P], or [S, P] for one model per silo; `params`), a round's data is a
 padded, masked `SiloBatch` (`batch`), gradients, clipping and evaluation are in `grads`
 (with ghost clipping for linear models in `ghost`), and randomness that does not depend on
-how silos are batched is in `noise`. `blocks` says how many models to train at once.
+how silos are batched is in `noise`; every Gaussian release goes through `release`, where
+the auditor can tap it. `blocks` says how many models to train at once.
 """
 
 from dpfl.engine.batch import SiloBatch
@@ -24,12 +25,14 @@ from dpfl.engine.noise import (
     silo_generator,
 )
 from dpfl.engine.params import ParamLayout, stack_copies
+from dpfl.engine.release import Release, release, release_noise, tap
 
 __all__ = [
     "NOISE_STREAM",
     "SAMPLING_STREAM",
     "ClippedSum",
     "ParamLayout",
+    "Release",
     "SiloBatch",
     "clipped_grad_sum",
     "evaluate",
@@ -38,7 +41,10 @@ __all__ = [
     "mean_grad",
     "models_per_block",
     "per_sample_grads",
+    "release",
+    "release_noise",
     "sample_without_replacement",
     "silo_generator",
     "stack_copies",
+    "tap",
 ]

@@ -20,6 +20,7 @@ from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.engine import SiloBatch, clipped_grad_sum, gaussian_noise, silo_generator, stack_copies
 from dpfl.engine.noise import SAMPLING_STREAM
+from dpfl.engine.release import release_noise
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 
 __all__ = ["ISRLLocalSGD"]
@@ -71,9 +72,12 @@ class ISRLLocalSGD(ISRLMinibatchSGD):
         p = self.params
         silos = participants(self.spec, r)
         expected = torch.as_tensor(self.rates[silos] * self.data.silo_sizes[silos], dtype=self.w.dtype)
+        stds = self.sigmas[silos] * p.clip
+        # All K steps' noise is drawn at once (one generator per silo and round); each step's
+        # release takes its slice.
         noise = gaussian_noise(
             (p.local_steps, self.layout.size),
-            self.sigmas[silos] * p.clip,
+            stds,
             seed=self.spec.seed,
             silos=silos,
             round=r,
@@ -82,7 +86,10 @@ class ISRLLocalSGD(ISRLMinibatchSGD):
         clip_frac, sizes = 0.0, 0.0
         for k, batch in enumerate(self.local_batches(silos, r)):
             clipped = clipped_grad_sum(self.model, self.layout, local, batch, clip=p.clip)
-            local = local - p.lr * (clipped.sum + noise[:, k]) / expected[:, None]
+            step_noise = release_noise(
+                clipped.sum, stds, seed=self.spec.seed, silos=silos, round=r, drawn=noise[:, k]
+            )
+            local = local - p.lr * (clipped.sum + step_noise) / expected[:, None]
             m = self.batch_metrics(batch, clipped.norms)
             clip_frac, sizes = clip_frac + m["clip_fraction"], sizes + m["batch_size"]
         self.w = local.mean(0)

@@ -19,7 +19,7 @@ import torch
 from pydantic import Field
 
 from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm
-from dpfl.engine import SiloBatch, clipped_grad_sum, gaussian_noise
+from dpfl.engine import SiloBatch, clipped_grad_sum, release_noise
 from dpfl.engine.sampling import poisson_batch
 from dpfl.errors import SpecError
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
@@ -106,8 +106,8 @@ class ISRLMinibatchSGD(Algorithm):
         record (C for a sum of gradients clipped to C); σ_i is the silo's noise multiplier.
         Dividing by the expected batch size q_i n_i gives an unbiased mean (post-processing).
         """
-        noise = gaussian_noise(
-            (self.layout.size,), self.sigmas[silos] * sensitivity, seed=self.spec.seed, silos=silos, round=r
+        noise = release_noise(
+            clipped_sum, self.sigmas[silos] * sensitivity, seed=self.spec.seed, silos=silos, round=r
         )
         expected = torch.as_tensor(self.rates[silos] * self.data.silo_sizes[silos], dtype=self.w.dtype)
         return (clipped_sum + noise) / expected[:, None]

@@ -23,7 +23,7 @@ import math
 import numpy as np
 import torch
 
-from dpfl.engine import gaussian_noise
+from dpfl.engine import release_noise
 
 __all__ = [
     "floor_eigenvalues",
@@ -58,15 +58,7 @@ def noisy_gradients(
     grads: torch.Tensor, std: np.ndarray, *, seed: int, clients: np.ndarray, round: int, step: int
 ) -> torch.Tensor:
     """Returns ĝ_k = g_k + N(0, std_k² I) for every client, [K, d]."""
-    noise = gaussian_noise(
-        (grads.shape[-1],),
-        std,
-        seed=seed,
-        silos=clients,
-        round=round,
-        stream=_FIRST_STREAM + 2 * step,
-        dtype=grads.dtype,
-    )
+    noise = release_noise(grads, std, seed=seed, silos=clients, round=round, stream=_FIRST_STREAM + 2 * step)
     return grads + noise
 
 
@@ -75,15 +67,10 @@ def noisy_hessians(
 ) -> torch.Tensor:
     """Returns Ĥ_k = H_k + std_k·U_k with U_k symmetric, its entries on and above the diagonal
     i.i.d. N(0, 1) (the paper's Wigner-type noise), [K, d, d]."""
-    d = hessians.shape[-1]
-    draws = gaussian_noise(
-        (d, d),
-        std,
-        seed=seed,
-        silos=clients,
-        round=round,
-        stream=_FIRST_STREAM + 2 * step + 1,
-        dtype=hessians.dtype,
+    # What the noise protects is the upper triangle (the lower one mirrors it), so that is the
+    # value recorded for the auditor; the draws below the diagonal are discarded.
+    draws = release_noise(
+        torch.triu(hessians), std, seed=seed, silos=clients, round=round, stream=_FIRST_STREAM + 2 * step + 1
     )
     upper = torch.triu(draws)
     return hessians + upper + torch.triu(draws, diagonal=1).transpose(1, 2)

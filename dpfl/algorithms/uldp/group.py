@@ -33,7 +33,7 @@ from pydantic import Field, field_validator
 from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER, FedAvg2LR, LocalTrainingParams
 from dpfl.algorithms.uldp.users import USERS_PARTY, require_users
-from dpfl.engine import clipped_grad_sum, gaussian_noise
+from dpfl.engine import clipped_grad_sum, release_noise
 from dpfl.engine.sampling import poisson_batch
 from dpfl.errors import SpecError
 from dpfl.privacy.calibration import sgd_event
@@ -143,7 +143,7 @@ class ULDPGroup(FedAvg2LR):
             )
             clipped = clipped_grad_sum(self.model, self.layout, local, batch, clip=p.clip)
             std = torch.as_tensor(np.where(active, self.sigma * p.clip, 0.0))
-            noise = gaussian_noise((self.layout.size,), std, seed=spec.seed, silos=silos, round=key)
+            noise = release_noise(clipped.sum, std, seed=spec.seed, silos=silos, round=key)
             local -= p.local_lr * (clipped.sum + noise) / expected
         return local - self.w
 

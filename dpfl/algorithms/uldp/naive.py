@@ -28,7 +28,7 @@ from pydantic import Field
 from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER, FedAvg2LR, LocalTrainingParams
 from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, user_level_plan
-from dpfl.engine import gaussian_noise
+from dpfl.engine import release
 from dpfl.errors import SpecError
 from dpfl.privacy.calibration import calibrate_noise_multiplier
 from dpfl.privacy.events import GaussianEvent
@@ -84,7 +84,7 @@ class ULDPNaive(FedAvg2LR):
         clipped, frac = clip_rows(self.silo_deltas(silos, r), p.clip)
         # per-silo std σ·2C·√|S|: the sum's std is σ·2|S|C, its sensitivity times σ
         std = self.sigma * 2 * p.clip * math.sqrt(len(silos))
-        noisy = clipped + gaussian_noise((self.layout.size,), std, seed=self.spec.seed, silos=silos, round=r)
+        noisy = release(clipped, std, seed=self.spec.seed, silos=silos, round=r, secure_sum=True)
         self.w = self.w + p.global_lr * noisy.mean(0)
         return RoundOutput(
             metrics={"clip_fraction": frac, "silo_noise_std": std},

@@ -34,7 +34,7 @@ from dpfl.algorithms.uldp.fedavg_2lr import PAPER
 from dpfl.algorithms.uldp.groups import RecordGroups, local_deltas
 from dpfl.algorithms.uldp.secure import SecureWeighting
 from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, require_users, user_level_plan
-from dpfl.engine import gaussian_noise, mean_grad
+from dpfl.engine import mean_grad, release_noise
 from dpfl.errors import SpecError
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
 from dpfl.privacy.ledger import Ledger
@@ -175,7 +175,7 @@ class ULDPWeighted(Algorithm):
         sampled = self.sampled_users(r)
         sums, clipped, groups, frac = self.silo_sums(r, silos, sampled, keep=self.needs_contributions)
         std = self.sigma * p.clip / math.sqrt(len(silos))
-        noise = gaussian_noise((self.layout.size,), std, seed=self.spec.seed, silos=silos, round=r)
+        noise = release_noise(sums, std, seed=self.spec.seed, silos=silos, round=r, secure_sum=True)
         total = self.aggregate(r, silos, sums, clipped, groups, noise, sampled)
         scale = p.global_lr / (self.users.num_users * len(silos) * p.user_sampling_rate)
         self.w = self.w + self.direction * scale * total

@@ -30,7 +30,7 @@ from pydantic import Field
 
 from dpfl.algorithms.base import Algorithm, Params, RoundOutput, register_algorithm
 from dpfl.algorithms.voting.split import carve_public_pool
-from dpfl.engine import gaussian_noise, mean_grad, stack_copies
+from dpfl.engine import mean_grad, release_noise, stack_copies
 from dpfl.engine.sampling import minibatches
 from dpfl.errors import SpecError
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
@@ -157,8 +157,8 @@ class DPFedAvg(Algorithm):
             norms = torch.linalg.vector_norm(updates, dim=1)
             total = (updates * (self.clip / norms.clamp(min=self.clip)).unsqueeze(1)).sum(0)
             unclipped = float((norms <= self.clip).sum())
-        noise = gaussian_noise(
-            (self.layout.size,),
+        noise = release_noise(
+            total[None],
             self.update_sigma * self.clip,
             seed=spec.seed,
             silos=[_SERVER],
@@ -172,8 +172,13 @@ class DPFedAvg(Algorithm):
             "clip_fraction": float((norms > self.clip).float().mean()) if len(agents) else 0.0,
         }
         if self.count_sigma is not None:
-            count = gaussian_noise(
-                (1,), self.count_sigma, seed=spec.seed, silos=[_SERVER], round=r, stream=_COUNT_NOISE
+            count = release_noise(
+                torch.tensor([[unclipped - len(agents) / 2]]),
+                self.count_sigma,
+                seed=spec.seed,
+                silos=[_SERVER],
+                round=r,
+                stream=_COUNT_NOISE,
             )
             centred = unclipped - len(agents) / 2 + float(count[0, 0])
             fraction = centred / self.expected_agents + 0.5

@@ -20,7 +20,7 @@ from pydantic import Field
 from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.algorithms.voting.split import carve_public_pool
-from dpfl.engine import clipped_grad_sum, gaussian_noise
+from dpfl.engine import clipped_grad_sum, release_noise
 
 __all__ = ["DPFedSGD", "DPFedSGDParams"]
 
@@ -62,12 +62,13 @@ class DPFedSGD(ISRLMinibatchSGD):
         silos = participants(self.spec, r)
         batch = self.batch(silos, r)
         clipped = clipped_grad_sum(self.model, self.layout, self.w, batch, clip=p.clip)
-        shares = gaussian_noise(
-            (self.layout.size,),
+        shares = release_noise(
+            clipped.sum,
             self.sigmas[silos] * p.clip / math.sqrt(len(silos)),
             seed=self.spec.seed,
             silos=silos,
             round=r,
+            secure_sum=True,
         )
         expected = float(np.sum(self.rates[silos] * self.data.silo_sizes[silos]))
         direction = (clipped.sum.sum(0) + shares.sum(0)) / expected
