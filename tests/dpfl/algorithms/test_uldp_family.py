@@ -343,12 +343,13 @@ def test_group_size_defaults_to_a_fixed_8_and_a_size_read_from_the_data_is_not_g
     spec = heart_spec("uldp_group", params=params, rounds=1, eval_every=1)
     fixed = prepare(parse_spec(spec), data_dirs=[data_dir()])
     assert fixed.params.group_size == fixed.k == 8 and fixed.privacy_caveat() is None
-    assert project(fixed).caveat is None
+    assert "data_dependent" not in [c.kind for c in project(fixed).caveats]
     median = heart_spec("uldp_group", params=params | {"group_size": "median"}, rounds=1, eval_every=1)
     result = run(parse_spec(median), data_dirs=[data_dir()])
     out = result.to_json()["privacy"]
-    per_user = result.to_json()["users"]["records_per_user"]
+    per_user = result.to_json()["diagnostics"]["users"]["records_per_user"]
     k = int(np.median([n for n in per_user if n > 0]))
     assert k == result.final.metrics["group_size"] == 8  # zipf-50 on heart: median 8 records
     assert out["guaranteed"] is False
-    assert out["warning"].startswith(f"the group size k = {k} is the median of the users' record counts")
+    assert f"the group size k = {k} is the median of the users' record counts" in out["warning"]
+    assert [c["kind"] for c in out["caveats"]] == ["simulation", "preprocessing", "data_dependent"]
