@@ -301,7 +301,7 @@ def caveats(algorithm: Algorithm, *, source: str) -> list[Caveat]:
         out.append(
             Caveat(
                 "simulation",
-                "simulation: noise, sampling and participation are drawn from generators seeded by the "
+                "noise, sampling and participation are drawn from generators seeded by the "
                 "spec's seed, so anyone holding the spec can regenerate them; the ε describes the "
                 "mechanism, not a protection of this data (a dataset with a budget gets OS entropy)",
             )

@@ -56,7 +56,7 @@ class Sweep:
                 run(parse_spec(spec | {"seed": s}), data_dirs=self.dirs).final for s in range(self.seeds)
             ]
             self.cache[key] = (
-                statistics.mean(f.metrics["objective"] for f in finals),
+                statistics.mean(f.diagnostics["objective"] for f in finals),
                 statistics.mean(f.accuracy for f in finals),
             )
             print(f"  {algorithm} {params} μ={mu}: {self.cache[key]}", file=sys.stderr, flush=True)

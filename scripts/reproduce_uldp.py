@@ -153,7 +153,7 @@ def summarise(results: list[RunResult], checkpoints: list[int]) -> dict[str, Any
     final = results[0].to_json()
     out["epsilon"] = final["privacy"]["epsilon"]
     out["conversion"] = final["privacy"]["conversion"]
-    metrics = final["final"]
+    metrics = final["final"] | final["final"]["diagnostics"]  # dropped records, clip fraction: not private
     out["group_size"] = metrics.get("group_size")
     out["dropped_records"] = metrics.get("dropped_records")
     out["clip_fraction"] = metrics.get("clip_fraction")

@@ -71,6 +71,12 @@ def test_submit_a_run_from_the_form_and_watch_it_finish(page: Page, server):
     )
     expect(page.locator("#chart-learning .main-svg").first).to_be_visible(timeout=20_000)
     expect(page.locator("#chart-epsilon .main-svg").first).to_be_visible()
+    # what the ε rests on, and what is not private, are said on the page
+    expect(page.locator(".noise-source")).to_have_text("simulation: seeded from the spec")
+    expect(page.locator("ul.caveats li").first).to_contain_text("simulation: noise, sampling and participation are drawn")
+    expect(page.locator("dl.diagnostics")).to_contain_text("train loss")
+    expect(page.locator("dl.diagnostics")).to_contain_text("clip fraction")
+    expect(page.get_by_role("heading", name="Diagnostics: not private")).to_be_visible()
     expect(page.locator(".ledger-eps")).to_contain_text("(rdp)")
     expect(page.locator("table.ledger td.releases").first).to_have_text(
         re.compile(r"^Poisson-sampled \(q = 0\.\d+\) Gaussian σ = \d+(\.\d+)?$")
@@ -215,7 +221,7 @@ def test_ledger_events_and_per_silo_noise_read_as_words(page: Page):
             m.describeEvent({ kind: "self_composed", count: 3, event: sampled }),
             m.describeEvent({ kind: "group", group_size: 4, event: { kind: "parallel", events: [g, g] } }),
             m.describeEvent({ kind: "composed", events: [{ kind: "gdp", mu: 0.5 }, approx] }),
-            m.describeEvent({ kind: "vote", noise_std: 40, sensitivity: 1.4142, counts: [1, 2] }),
+            m.describeEvent({ kind: "vote", noise_std: 40, sensitivity: 1.4142, counts: null }),
             m.describeEvent({ kind: "shuffle", local_epsilon: 2, num_users: 100 }),
             m.describeEvent({ kind: "new_kind", x: 1 }),
             m.noiseMultiplier([1.5727, 1.5749, 1.5749]),
@@ -228,7 +234,7 @@ def test_ledger_events_and_per_silo_noise_read_as_words(page: Page):
         "3 × Poisson-sampled (q = 0.01) Gaussian σ = 1.5",
         "group of 4: parallel over 2 disjoint parts: Gaussian σ = 1.5",
         "0.5-GDP + (1, 0.000001)-DP release",
-        "noisy-argmax vote σ = 40, sensitivity 1.414 (histogram kept)",
+        "noisy-argmax vote σ = 40, sensitivity 1.414",
         "shuffle of 100 reports, each ε₀ = 2",
         '{"kind":"new_kind","x":1}',
         "1.573–1.575 (per silo)",
