@@ -139,7 +139,9 @@ def seed(url: str) -> list[str]:
                 "noise_multiplier": rng.uniform(0.5, 5) if private else None,
                 "final_accuracy": rng.uniform(0.5, 0.98) if done else None,
                 "final_loss": rng.uniform(0.05, 2.0) if done else None,
-                "diagnostics": {"label_histogram": [[rng.randint(0, 500) for _ in range(10)] for _ in range(4)]},
+                "diagnostics": {
+                    "label_histogram": [[rng.randint(0, 500) for _ in range(10)] for _ in range(4)]
+                },
                 "timings": {"setup_s": 0.4, "train_s": 12.0, "eval_s": 1.1, "total_s": 13.5},
                 "error": "internal error in worker (run x); see worker log" if status == "failed" else None,
                 "worker": "w1@bench",
