@@ -42,7 +42,14 @@ def test_every_error_body_has_detail_and_error(client, settings):
     assert_shape(client.get("/api/events?run=nope"), 404, "NotFound")
     client.put("/api/budgets/digits", json={"total_epsilon": 1.0})
     assert_shape(client.post("/api/runs", json=SPEC), 409, "BudgetExceeded")
-    run_id = client.post("/api/runs", json=SPEC | {"algorithm": "fedavg", "privacy": None}).json()["id"]
+    # a non-private run on a dataset with a budget is refused
+    assert_shape(
+        client.post("/api/runs", json=SPEC | {"algorithm": "fedavg", "privacy": None}), 409, "Conflict"
+    )
+    other = {"name": "breast_cancer", "silos": 2}
+    run_id = client.post(
+        "/api/runs", json=SPEC | {"algorithm": "fedavg", "privacy": None, "dataset": other}
+    ).json()["id"]
     assert_shape(client.delete(f"/api/runs/{run_id}"), 409, "Conflict")
     assert_shape(client.post("/api/runs", json=SPEC | {"rounds": 0}), 422, "SpecError")
     assert_shape(client.post("/api/runs", json=SPEC | {"algorithm": "nope"}), 422, "UnknownNameError")
