@@ -27,6 +27,7 @@ from tests.factories import data_dir
 DIGITS = {"name": "digits", "silos": 3}
 DIGITS_USERS = DIGITS | {"users": {"kind": "uniform", "count": 20}}
 LOGISTIC = {"name": "logistic", "silos": 3, "options": {"num_samples": 400, "num_test": 100}}
+VOTES = {"public_pool": 40, "queries": 8, "student_epochs": 1}
 TRIALS = 200_000
 
 # algorithm → (dataset, params, the worst ratio measured over its notion's neighbours)
@@ -43,17 +44,21 @@ CASES = {
     "uldp_avg_w": (DIGITS_USERS, {"local_epochs": 1}, 0.3503),
     "gdp_gd": (LOGISTIC, {}, 0.5),  # at w = 0 a logistic gradient is ≤ R/2: half the 2Γ/s bound
     "gdp_localnewton": (LOGISTIC, {}, 0.5),
+    # The summed histogram before the argmax, per query: an agent removed moves it by 1
+    # (AE, agent level); a record placed on a public query evicts a k-th neighbour: √2/k (kNN).
+    "ae_dpfl": (DIGITS, VOTES | {"local_epochs": 2}, 1.0),
+    "knn_dpfl": (DIGITS, VOTES | {"k": 5, "features": "raw"}, 1.0),
 }
 
 PRIVATE = sorted(n for n in registered_algorithms() if algorithm_class(n).notion != "none")
 
 
-def spec_of(name, rounds=2):
-    dataset, params, _ = CASES[name]
+def spec_of(name, rounds=2, **params):
+    dataset, base, _ = CASES[name]
     return parse_spec(
         {
             "algorithm": name,
-            "params": params,
+            "params": base | params,
             "dataset": dataset,
             "model": {"name": "logreg"},
             "rounds": rounds,
@@ -97,7 +102,10 @@ def test_the_plan_is_what_the_run_releases(name):
         np.asarray(sigma, dtype=float) if isinstance(sigma, list) else sigma
     )
     assert result.ledger.rounds == [1, 2]
-    assert result.ledger.entries == plan.entries
+    # Entry by entry, in the public form: a vote's noiseless histogram is recorded only by the
+    # run (for the data-dependent bound) and withheld from every public ledger.
+    assert result.ledger.to_json() == plan.to_json()
+    assert [(e.round, e.party) for e in result.ledger.entries] == [(e.round, e.party) for e in plan.entries]
     eps = result.epsilon
     assert eps == pytest.approx(plan.epsilon(delta=1e-5, accountant=result.privacy.accountant), rel=1e-12)
 
@@ -109,3 +117,16 @@ def test_one_seed_gives_one_run(name):
     assert first.ledger.entries == second.ledger.entries
     assert first.final.accuracy == second.final.accuracy
     assert torch.equal(first.final_params, second.final_params)
+
+
+@pytest.mark.parametrize(
+    ("name", "level", "claimed"),
+    [("ae_dpfl", "instance", 2**0.5), ("knn_dpfl", "agent", 1.0)],
+)
+def test_the_other_voting_level_is_sound_and_tight(name, level, claimed):
+    """AE at instance level: a record flips one agent's label, √2; kNN at agent level: 1."""
+    audits = audit_first_round(spec_of(name, level=level), data_dirs=[data_dir()], trials=TRIALS)
+    (a,) = audits
+    assert a.claimed_sensitivity == pytest.approx(claimed)
+    assert a.max_sensitivity_ratio == pytest.approx(1.0, abs=1e-9)
+    assert 0 < a.epsilon_lower <= a.epsilon_ledger and a.sound
