@@ -42,6 +42,8 @@ CASES = {
     "uldp_sgd": (DIGITS_USERS, {}, 0.9870),
     "uldp_avg": (DIGITS_USERS, {"local_epochs": 1}, 0.3503),
     "uldp_avg_w": (DIGITS_USERS, {"local_epochs": 1}, 0.3503),
+    # Group privacy for k = 2: the planted user's 2 kept records lie in 2 silos, C each of 2C.
+    "uldp_group": (DIGITS_USERS, {"group_size": 2}, 0.5),
     "gdp_gd": (LOGISTIC, {}, 0.5),  # at w = 0 a logistic gradient is ≤ R/2: half the 2Γ/s bound
     "gdp_localnewton": (LOGISTIC, {}, 0.5),
     # The summed histogram before the argmax, per query: an agent removed moves it by 1
