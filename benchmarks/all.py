@@ -78,6 +78,12 @@ BENCHMARKS: dict[str, Benchmark] = {
             ("-m", "benchmarks.ledger"),
         ),
         Benchmark(
+            "audit",
+            "ε lower bound (10⁶ trials) vs ledger ε at ε = 4, per Gaussian family, and a planted bug",
+            "Audit: ε lower bound vs ledger ε at ε = 4",
+            ("-m", "benchmarks.audit"),
+        ),
+        Benchmark(
             "api",
             "API latency under load: runs list, sweep submission, live events",
             "API: runs list, sweep submission and live events",

@@ -27,6 +27,7 @@ sample and differ only in the unit; amplification by sampling is the accountant'
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,9 +37,12 @@ import numpy as np
 import torch
 
 from dpfl.algorithms import Algorithm
+from dpfl.algorithms.voting.cache import clear_vote_cache
+from dpfl.algorithms.voting.split import carve_public_pool
 from dpfl.audit.neighbours import (
     Neighbours,
     agent_neighbours,
+    append_record,
     heavy_user_neighbours,
     record_neighbours,
     replacement_neighbours,
@@ -51,8 +55,11 @@ from dpfl.privacy.events import (
     Event,
     GaussianEvent,
     GDPEvent,
+    GroupEvent,
+    ParallelEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
+    VoteEvent,
 )
 from dpfl.spec import RunSpec, parse_spec
 
@@ -73,12 +80,53 @@ def _all_records(data: FederatedData) -> dict[str, Any]:
     return {"batch_size": int(max(data.silo_sizes.max(), 1)) + 1}
 
 
+def _whole_agent(algorithm: Algorithm) -> list[Neighbours]:
+    # kNN needs ≥ k records per agent, so only the neighbour that removes a full agent.
+    return agent_neighbours(algorithm.data)[:1]
+
+
+def _knn_records(algorithm: Algorithm) -> list[Neighbours]:
+    """Returns the record neighbours, plus a record placed on public query 0 (twice, two labels).
+
+    A record at distance 0 from a query enters every feature space's k nearest and evicts the
+    k-th neighbour: with a label unlike the evicted one, the vote moves by exactly √2/k. The
+    pool is public, so the adversary may place it. It is the pool the audited runs will carve
+    from `algorithm.data` (same seed), not the one `algorithm` carved from the full test set.
+    """
+    data, p = algorithm.data, algorithm.params
+    query = carve_public_pool(data, size=p.public_pool, seed=algorithm.spec.seed).pool_x[0]
+    silo = len(data.silos) - 1
+    out = record_neighbours(data, silos=[silo])
+    for label in (0, 1):
+        placed = append_record(data, silo, query, label)
+        out.append(
+            Neighbours(f"silo {silo}: a record of label {label} on public query 0 added", placed, data)
+        )
+    return out
+
+
 @dataclass(frozen=True)
 class Coverage:
-    """How the auditor covers one algorithm: its neighbours and the params that fix its sample."""
+    """How the auditor covers one algorithm: its neighbours and the params that fix its sample.
 
-    neighbours: Callable[[FederatedData], list[Neighbours]]
+    `neighbours` is one builder of the data, or one builder of the algorithm per notion when a
+    param chooses the notion (the voting level). `per_query`: the release's axis 1 are queries,
+    each a ledger event of its own (a noisy-argmax round answers a batch, one `VoteEvent`
+    each), so each query is compared with its own event: the claim is Δ per query, not for the
+    whole batch.
+    """
+
+    neighbours: (
+        Callable[[FederatedData], list[Neighbours]] | dict[str, Callable[[FederatedData], list[Neighbours]]]
+    )
     fixed_sample: Callable[[FederatedData], dict[str, Any]] = lambda data: {}
+    per_query: bool = False
+
+    def pairs(self, algorithm: Algorithm) -> list[Neighbours]:
+        """Returns the neighbours of `algorithm`'s notion on its data."""
+        if isinstance(self.neighbours, dict):
+            return self.neighbours[algorithm.notion](algorithm)
+        return self.neighbours(algorithm.data)
 
 
 COVERAGE: dict[str, Coverage] = {
@@ -92,16 +140,22 @@ COVERAGE: dict[str, Coverage] = {
     "uldp_sgd": Coverage(_user_neighbours, lambda data: {"user_sampling_rate": 1.0}),
     "uldp_avg": Coverage(_user_neighbours, lambda data: {"user_sampling_rate": 1.0}),
     "uldp_avg_w": Coverage(_user_neighbours, lambda data: {"user_sampling_rate": 1.0}),
+    # Record-level DP-SGD per silo, user level by group privacy: a user (≤ k kept records)
+    # moves a silo's clipped sum by ≤ k·C against a record's C (the first DP-SGD step).
+    "uldp_group": Coverage(_user_neighbours, _all_records),
     "gdp_gd": Coverage(replacement_neighbours),
     "gdp_localnewton": Coverage(replacement_neighbours),  # the first gradient release
+    # The summed vote histogram before the noisy argmax (the argmax is post-processing): one
+    # agent moves a query's sum by ≤ 1; one record by ≤ √2 (AE: a flipped label) or √2/k (kNN).
+    "ae_dpfl": Coverage(
+        {"agent": lambda a: agent_neighbours(a.data), "instance": lambda a: record_neighbours(a.data)},
+        per_query=True,
+    ),
+    "knn_dpfl": Coverage({"agent": _whole_agent, "instance": _knn_records}, per_query=True),
 }
 """The private algorithms the fuzzer covers, by registry name."""
 
 NOT_COVERED: dict[str, str] = {
-    "uldp_group": "its ledger is a group-privacy conversion of record-level releases; needs a user "
-    "neighbour measured against k record-level sensitivities",
-    "ae_dpfl": "a noisy-argmax vote release, not yet behind the release tap",
-    "knn_dpfl": "a noisy-argmax vote release, not yet behind the release tap",
     "sdp_mbsgd": "a shuffled ε₀-LDP randomizer, not a Gaussian release",
 }
 """Private algorithms without audit coverage yet, and why (the conformance test names them)."""
@@ -163,13 +217,19 @@ def fuzz(
         noise_multiplier: σ as `setup` takes it (one, or one per silo).
         neighbours: the pairs to compare (default: the coverage table's for the algorithm).
     """
-    cls = type(algorithm)
-    pairs = neighbours if neighbours is not None else COVERAGE[cls.name].neighbours(algorithm.data)
+    coverage = COVERAGE[type(algorithm).name]
+    pairs = neighbours if neighbours is not None else coverage.pairs(algorithm)
     out: list[ReleaseGap] = []
     for pair in pairs:
         rel_d, events = _first_round(algorithm, pair.d, noise_multiplier)
         rel_dp, _ = _first_round(algorithm, pair.d_prime, noise_multiplier)
-        out.extend(_gaps(rel_d, rel_dp, events, pair.name))
+        if not coverage.per_query:
+            out.extend(_gaps(rel_d, rel_dp, events, pair.name))
+            continue
+        for q in range(rel_d.value.shape[1]):
+            one = {party: [evs[q]] for party, evs in events.items()}
+            d, dp = (dataclasses.replace(r, value=r.value[:, q]) for r in (rel_d, rel_dp))
+            out.extend(_gaps(d, dp, one, f"{pair.name}; query {q}"))
     return out
 
 
@@ -177,10 +237,16 @@ def _first_round(
     algorithm: Algorithm, data: FederatedData, noise_multiplier
 ) -> tuple[Release, dict[str, list[Event]]]:
     """Returns the first release call of round 1 on `data` (noise off) and the round's ledger events."""
-    run = type(algorithm)(algorithm.spec, data, copy.deepcopy(algorithm.model))
-    run.setup(noise_multiplier)
-    with tap(noise=False) as releases:
-        out = run.round(1)
+    # The vote cache is keyed by the spec, not the data: D and D′ would share one entry, and
+    # a neighbour's votes would outlive the audit. So it is emptied before and after.
+    clear_vote_cache()
+    try:
+        run = type(algorithm)(algorithm.spec, data, copy.deepcopy(algorithm.model))
+        run.setup(noise_multiplier)
+        with tap(noise=False) as releases:
+            out = run.round(1)
+    finally:
+        clear_vote_cache()
     if not releases:
         raise ValueError(f"{algorithm.name} made no Gaussian release in round 1; nothing to audit")
     return releases[0], out.releases
@@ -244,16 +310,23 @@ def _noise_multiplier(events: list[Event]) -> float:
     """Returns the one σ of the Gaussian releases in a party's round events (GDP μ = 1/σ)."""
     found: set[float] = set()
 
-    def walk(e: Event) -> None:
+    def walk(e: Event, scale: float = 1.0) -> None:
         if isinstance(e, GaussianEvent):
-            found.add(float(e.noise_multiplier))
+            found.add(float(e.noise_multiplier) * scale)
+        elif isinstance(e, VoteEvent):  # noise std σ on a sum of sensitivity Δ: multiplier σ/Δ
+            found.add(float(e.noise_std) / float(e.sensitivity) * scale)
         elif isinstance(e, GDPEvent):
-            found.add(1.0 / float(e.mu))
+            found.add(scale / float(e.mu))
+        elif isinstance(e, GroupEvent):
+            # Group privacy for k units: the claim is k record-level sensitivities, so the
+            # multiplier against a user's move is σ/k (the group conversion's ε is never below
+            # the Gaussian's at σ/k, so the audit's comparison stays one-sided).
+            walk(e.event, scale / e.group_size)
         elif isinstance(e, PoissonSampledEvent | SelfComposedEvent):
-            walk(e.event)
-        elif isinstance(e, ComposedEvent):
+            walk(e.event, scale)
+        elif isinstance(e, ComposedEvent | ParallelEvent):
             for inner in e.events:
-                walk(inner)
+                walk(inner, scale)
         else:
             raise ValueError(f"the fuzzer reads σ from Gaussian and GDP events; found {type(e).__name__}")
 

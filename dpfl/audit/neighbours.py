@@ -40,6 +40,7 @@ __all__ = [
     "CANARY_SCALE",
     "Neighbours",
     "agent_neighbours",
+    "append_record",
     "heavy_user_neighbours",
     "record_neighbours",
     "replacement_neighbours",
@@ -66,11 +67,11 @@ def record_neighbours(data: FederatedData, *, silos: Sequence[int] | None = None
         last = int(data.silos[s][-1])
         out.append(Neighbours(f"silo {s}: its last record removed", data, _without_last(data, s)))
         x, y = data.x_train[last], int(data.y_train[last])
-        canary = _appended(data, s, x * CANARY_SCALE, _other_label(y, data.num_classes))
+        canary = append_record(data, s, x * CANARY_SCALE, _other_label(y, data.num_classes))
         out.append(
             Neighbours(f"silo {s}: a record of norm ×{CANARY_SCALE:g}, wrong label, added", canary, data)
         )
-        flipped = _appended(data, s, x, _other_label(y, data.num_classes))
+        flipped = append_record(data, s, x, _other_label(y, data.num_classes))
         out.append(Neighbours(f"silo {s}: a copy of a record with its label flipped added", flipped, data))
     return out
 
@@ -193,8 +194,8 @@ def _without_last(data: FederatedData, s: int) -> FederatedData:
     return dataclasses.replace(data, silos=silos, users=users)
 
 
-def _appended(data: FederatedData, s: int, x: torch.Tensor, y: int) -> FederatedData:
-    """Returns `data` with one training record (x, y) added at the end of silo s."""
+def append_record(data: FederatedData, s: int, x: torch.Tensor, y: int) -> FederatedData:
+    """Returns `data` with one training record (x, y) added at the end of silo s (x in `x_train`'s shape)."""
     row = len(data.x_train)
     silos = tuple(
         torch.cat([idx, torch.tensor([row])]) if i == s else idx for i, idx in enumerate(data.silos)

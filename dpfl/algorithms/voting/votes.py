@@ -22,7 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from dpfl.engine import ParamLayout, gaussian_noise
+from dpfl.engine import ParamLayout
+from dpfl.engine.release import release_noise
 
 __all__ = ["VOTE_NOISE_STREAM", "knn_votes", "noisy_argmax", "one_hot_votes", "predicted_labels"]
 
@@ -112,14 +113,20 @@ def noisy_argmax(
     Agent a's shares come from `silo_generator(seed, a, round, VOTE_NOISE_STREAM)`, drawn as
     standard normals and scaled, so runs that differ only in σ see proportional noise.
     """
-    shares = gaussian_noise(
-        tuple(counts.shape),
+    # Through the release tap (dpfl.engine.release), so the auditor sees the histogram before
+    # noise; the draws are those of `gaussian_noise` on the same generators, so the numbers do
+    # not change. Only the votes' sum is known here (the cache keeps sums), so each agent's row
+    # carries 1/N of it: what the tap compares is the row sum, the one value the secure
+    # aggregation reveals (`secure_sum`), with std √(N·σ²/N) = σ.
+    total = torch.tensor(np.asarray(counts, dtype=np.float64))  # a copy: cached votes are read-only
+    shares = release_noise(
+        (total / num_agents).expand(num_agents, *total.shape),
         sigma / math.sqrt(num_agents),
         seed=seed,
         silos=range(num_agents),
         round=round,
         stream=VOTE_NOISE_STREAM,
-        dtype=torch.float64,
+        secure_sum=True,
     )
     noisy = np.asarray(counts, dtype=np.float64) + shares.sum(0).numpy()
     return noisy.argmax(axis=1), noisy
