@@ -68,7 +68,15 @@ def make_settings(home: Path, database_url: str, broker_url: str = "", **extra) 
 def _truncate(database_url: str) -> None:
     engine = create_engine(database_url)
     with engine.begin() as conn:
-        for table in ("round_metrics", "ledger_events", "budget_charges", "runs", "sweeps", "budgets"):
+        for table in (
+            "audits",
+            "round_metrics",
+            "ledger_events",
+            "budget_charges",
+            "runs",
+            "sweeps",
+            "budgets",
+        ):
             conn.execute(text(f"DELETE FROM {table}"))
     engine.dispose()
 
