@@ -194,7 +194,12 @@ export async function render(root, { id, params }) {
     const button = h("button", { class: "audit-button", disabled: live, title: "Fuzz round 1's sensitivity and bound ε from below with many trials", onclick: async () => {
       try { await api.auditRun(id); await loadAudit(run); } catch (err) { banner(`Could not start the audit: ${err.message}`); }
     } }, live ? "Auditing…" : "Audit");
-    replace(auditCard, h("h2", {}, "Audit of round 1 ", button), auditBox(audit));
+    // the audit fixes each release's sample, so its ledger ε is one round-1 release without the
+    // sub-sampling amplification the ledger table above includes (dpfl/audit/rounds.py)
+    const note = audit?.status === "succeeded" ? h("p", { class: "muted audit-note" },
+      `Each round-1 release with its sample fixed (no sub-sampling amplification), ${audit.trials.toLocaleString("en")} trials per side; `
+      + "ledger ε is that one release's ε at the run's δ. ✗ means the audit contradicts the ledger.") : null;
+    replace(auditCard, h("h2", {}, "Audit of round 1 ", button), note, auditBox(audit));
     if (live) auditTimer = setTimeout(() => loadAudit(run).catch(() => {}), AUDIT_POLL_MS);
   }
 
