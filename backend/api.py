@@ -3,6 +3,7 @@
 from fastapi import APIRouter
 
 from backend.algorithms.router import router as algorithms
+from backend.audits.router import router as audits
 from backend.budgets.router import router as budgets
 from backend.datasets.router import router as datasets
 from backend.events.router import router as events
@@ -13,5 +14,5 @@ from backend.runs.router import router as runs
 from backend.sweeps.router import router as sweeps
 
 api = APIRouter(prefix="/api")
-for router in (runs, budgets, sweeps, algorithms, datasets, privacy, health, events, figures):
+for router in (runs, audits, budgets, sweeps, algorithms, datasets, privacy, health, events, figures):
     api.include_router(router)

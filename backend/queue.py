@@ -1,4 +1,4 @@
-"""The Celery app both sides share: the API sends `dpfl.execute_run`, workers run it.
+"""The Celery app both sides share: the API sends `dpfl.execute_run` and `dpfl.audit_run`, workers run them.
 
 Configured from Settings (Airflow's defaults): JSON only, late acknowledgement, one message
 prefetched, a message rejected (re-queued) when its worker process dies, and a visibility
@@ -13,9 +13,10 @@ from celery import Celery, group
 
 from backend.settings import Settings
 
-__all__ = ["EXECUTE_RUN", "enqueue_run", "enqueue_runs", "make_celery"]
+__all__ = ["AUDIT_RUN", "EXECUTE_RUN", "enqueue_audit", "enqueue_run", "enqueue_runs", "make_celery"]
 
 EXECUTE_RUN = "dpfl.execute_run"
+AUDIT_RUN = "dpfl.audit_run"
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -58,3 +59,8 @@ def enqueue_run(celery: Celery, run_id: str) -> None:
 def enqueue_runs(celery: Celery, run_ids: Sequence[str]) -> None:
     """Queues many runs as one Celery group: the broker connection is opened once for all."""
     group(celery.signature(EXECUTE_RUN, args=[run_id]) for run_id in run_ids).apply_async()
+
+
+def enqueue_audit(celery: Celery, audit_id: str) -> None:
+    """Queues one audit by id (the only argument its task takes)."""
+    celery.send_task(AUDIT_RUN, args=[audit_id])

@@ -1,13 +1,13 @@
-"""Tasks: stable names, the run id as the only argument; the body claims, delegates, records."""
+"""Tasks: stable names, an id as the only argument; the body claims, delegates, records."""
 
 from __future__ import annotations
 
 import functools
 
 from backend.db import Database
-from backend.queue import EXECUTE_RUN
+from backend.queue import AUDIT_RUN, EXECUTE_RUN
 from backend.settings import get_settings
-from worker import execution
+from worker import audit, execution
 from worker.app import app
 
 
@@ -23,3 +23,12 @@ def execute_run(run_id: str) -> None:
     if not execution.claim(database, run_id, worker=execute_run.request.hostname or "worker"):
         return
     execution.execute(database, get_settings(), run_id)
+
+
+@app.task(name=AUDIT_RUN)
+def audit_run(audit_id: str) -> None:
+    """Audits one queued audit's run (its first round); a redelivered message does nothing."""
+    database = _database()
+    if not audit.claim(database, audit_id, worker=audit_run.request.hostname or "worker"):
+        return
+    audit.execute(database, get_settings(), audit_id)

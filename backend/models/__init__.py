@@ -1,9 +1,20 @@
 """The tables, one module each; import this package to register them all on `Base.metadata`."""
 
+from backend.models.audit import Audit, AuditStatus
 from backend.models.budget import Budget, BudgetCharge
 from backend.models.ledger_event import LedgerEventRow
 from backend.models.round_metric import RoundMetric
 from backend.models.run import Run, RunStatus
 from backend.models.sweep import Sweep
 
-__all__ = ["Budget", "BudgetCharge", "LedgerEventRow", "RoundMetric", "Run", "RunStatus", "Sweep"]
+__all__ = [
+    "Audit",
+    "AuditStatus",
+    "Budget",
+    "BudgetCharge",
+    "LedgerEventRow",
+    "RoundMetric",
+    "Run",
+    "RunStatus",
+    "Sweep",
+]

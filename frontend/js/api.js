@@ -5,6 +5,13 @@
  *   epsilon: ?number, delta: ?number, noise_multiplier: any, final_accuracy: ?number,
  *   duration_s: ?number, error: ?string, notion: string, cancel_requested: boolean}} Run */
 
+/** @typedef {{release: string, neighbours: string, epsilon_lower: number, epsilon_ledger: number,
+ *   max_sensitivity_ratio: number, claimed_sensitivity: number, noise_std: number,
+ *   noise_multiplier: number, trials: number, sound: boolean}} ReleaseAudit */
+/** @typedef {{id: string, run_id: string, status: string, trials: number,
+ *   result: ?{releases: ReleaseAudit[]}, error: ?string, created_at: string,
+ *   started_at: ?string, finished_at: ?string}} Audit */
+
 export class ApiError extends Error {
   /** @param {number} status @param {any} detail */
   constructor(status, detail) {
@@ -47,6 +54,8 @@ export const api = {
   cancelRun: (id) => post(`/runs/${encodeURIComponent(id)}/cancel`),
   metrics: (id) => request(`/runs/${encodeURIComponent(id)}/metrics`),
   ledger: (id, accountant) => request(`/runs/${encodeURIComponent(id)}/ledger${query({ accountant })}`),
+  auditRun: (id, trials) => post(`/runs/${encodeURIComponent(id)}/audit`, trials ? { trials } : {}),
+  getAudit: (id) => request(`/runs/${encodeURIComponent(id)}/audit`),
   spec: (id) => request(`/runs/${encodeURIComponent(id)}/spec`),
   runFigures: (id, accountant) => request(`/runs/${encodeURIComponent(id)}/figures${query({ accountant })}`),
   project: (spec) => post("/privacy/project", spec),

@@ -22,7 +22,7 @@ from backend.db import Database
 from backend.main import create_app
 from backend.settings import Settings
 from dpfl.cli.service import worker_command
-from worker import execution
+from worker import audit, execution
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -68,7 +68,15 @@ def make_settings(home: Path, database_url: str, broker_url: str = "", **extra) 
 def _truncate(database_url: str) -> None:
     engine = create_engine(database_url)
     with engine.begin() as conn:
-        for table in ("round_metrics", "ledger_events", "budget_charges", "runs", "sweeps", "budgets"):
+        for table in (
+            "audits",
+            "round_metrics",
+            "ledger_events",
+            "budget_charges",
+            "runs",
+            "sweeps",
+            "budgets",
+        ):
             conn.execute(text(f"DELETE FROM {table}"))
     engine.dispose()
 
@@ -147,5 +155,15 @@ def run_here(settings: Settings, run_id: str) -> None:
     try:
         assert execution.claim(database, run_id, worker="test")
         execution.execute(database, settings, run_id)
+    finally:
+        database.engine.dispose()
+
+
+def audit_here(settings: Settings, audit_id: str) -> None:
+    """Claims and runs a queued audit in this process, as a worker would (no broker involved)."""
+    database = Database(settings.database_url)
+    try:
+        assert audit.claim(database, audit_id, worker="test")
+        audit.execute(database, settings, audit_id)
     finally:
         database.engine.dispose()

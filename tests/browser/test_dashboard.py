@@ -241,3 +241,36 @@ def test_ledger_events_and_per_silo_noise_read_as_words(page: Page):
         "2 (every silo)",
         "0.9187",
     ]
+
+
+def test_audit_a_private_run_from_its_page(page: Page, server):
+    spec = {
+        "algorithm": "isrl_mbsgd",
+        "dataset": {"name": "digits", "silos": 4},
+        "rounds": 2,
+        "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+    }
+    run_id = httpx.post(f"{server}/api/runs", json=spec).json()["id"]
+    page.goto(f"/#/runs/{run_id}")
+    wait_status(page, "succeeded")
+    expect(page.locator(".audit-status")).to_have_text("not audited")
+    page.click("button.audit-button")
+    lines = page.locator("ul.audit li")
+    expect(lines).to_have_count(4, timeout=180_000)  # one release per silo
+    for text in lines.all_inner_texts():
+        assert re.fullmatch(r"silo-\d: audited: ε ≥ [\d.]+ \(95 %\) — ledger ε [\d.]+ ✓", text), text
+    audit = httpx.get(f"{server}/api/runs/{run_id}/audit").json()
+    assert audit["status"] == "succeeded" and audit["trials"] == 1_000_000
+    shoot(page, "run-detail-audit")
+
+    verdict = page.evaluate(
+        """async () => {
+          const m = await import("/js/pages/run-detail.js");
+          return m.auditVerdict({ release: "silo-0", epsilon_lower: 2.5, epsilon_ledger: 2.0,
+                                  max_sensitivity_ratio: 1.5, sound: false });
+        }"""
+    )
+    assert verdict == (
+        "audited: ε ≥ 2.5 (95 %) — ledger ε 2 ✗ (a neighbour moves it 1.5 × the claimed sensitivity; "
+        "the lower bound exceeds the ledger's ε)"
+    )

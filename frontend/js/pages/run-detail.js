@@ -1,5 +1,5 @@
 // Run detail: status and live progress, learning curves, ε per party, partition, ledger
-// (accountant switchable), the spec as YAML, cancel and clone-and-edit.
+// (accountant switchable), the empirical audit of round 1, the spec as YAML, cancel and clone-and-edit.
 import { api, subscribe } from "../api.js";
 import { draw } from "../charts.js";
 import { banner, chip, fmt, h, progressBar, replace } from "../dom.js";
@@ -58,6 +58,36 @@ export function diagnosticsBox(run, rounds) {
   return h("dl", { class: "kv diagnostics" }, Object.entries(last).flatMap(([k, v]) => [h("dt", {}, k.replaceAll("_", " ")), h("dd", {}, fmt(v, 4))]));
 }
 
+const AUDIT_POLL_MS = 2000;
+const AUDIT_LIVE = ["queued", "running"];
+
+/**
+ * Returns one release's audit in words: "audited: ε ≥ 0.9 (95 %) — ledger ε 2.0 ✓", or ✗ and why
+ * the audit contradicts the ledger (a sensitivity above the claimed one, or a lower bound above ε).
+ * @param {import("../api.js").ReleaseAudit} r
+ */
+export function auditVerdict(r) {
+  const line = `audited: ε ≥ ${fmt(r.epsilon_lower, 3)} (95 %) — ledger ε ${fmt(r.epsilon_ledger, 3)}`;
+  if (r.sound) return `${line} ✓`;
+  const why = [];
+  if (r.max_sensitivity_ratio > 1 + 1e-6) why.push(`a neighbour moves it ${fmt(r.max_sensitivity_ratio, 4)} × the claimed sensitivity`);
+  if (r.epsilon_lower > r.epsilon_ledger) why.push("the lower bound exceeds the ledger's ε");
+  return `${line} ✗ (${why.join("; ") || "not sound"})`;
+}
+
+/** Returns an audit as nodes: its status while queued or running, its error, or a line per release. */
+export function auditBox(audit) {
+  if (!audit) return h("p", { class: "muted audit-status" }, "not audited");
+  if (AUDIT_LIVE.includes(audit.status)) {
+    return h("p", { class: "muted audit-status" }, chip(audit.status), ` auditing round 1 with ${audit.trials.toLocaleString("en")} trials per side…`);
+  }
+  if (audit.status === "failed") return h("p", { class: "error-text audit-error" }, `Audit failed: ${audit.error ?? "unknown error"}`);
+  return h("ul", { class: "audit" }, (audit.result?.releases ?? []).map((r) => h("li", {
+    class: r.sound ? "audit-sound" : "audit-violation error-text", title: `worst neighbours: ${r.neighbours}`,
+    dataset: { release: r.release },
+  }, h("strong", {}, `${r.release}: `), auditVerdict(r))));
+}
+
 /** Returns `value` as YAML (the subset specs use: maps, lists, scalars). */
 export function toYaml(value, indent = "") {
   if (Array.isArray(value)) {
@@ -81,6 +111,8 @@ export async function render(root, { id, params }) {
   const usersCard = h("div", { class: "card", hidden: "" }, h("h2", {}, "Users across silos (not private)"), charts.users);
   const diagnosticsCard = h("div", { class: "card" });
   const ledgerBox = h("div");
+  const auditCard = h("div", { class: "audit-card" });
+  let auditTimer = null;
   let currentRun = null;
   const specBox = h("pre", { class: "spec" });
 
@@ -144,18 +176,46 @@ export async function render(root, { id, params }) {
     }
   }
 
+  /** Shows the latest audit (polling while it is queued or running) and, for a private run, the button. */
+  async function loadAudit(run) {
+    clearTimeout(auditTimer);
+    if (run.notion === "none") { replace(auditCard); return; }
+    if (run.protected) {
+      replace(auditCard, h("h2", {}, "Audit of round 1"), h("p", { class: "muted audit-status" }, "Not audited: an audit releases round 1 many times without accounting, so runs on a dataset with a privacy budget are not audited."));
+      return;
+    }
+    let audit = null;
+    try {
+      audit = await api.getAudit(id);
+    } catch (err) {
+      if (err.status !== 404) { replace(auditCard, h("p", { class: "error-text" }, `Could not load the audit: ${err.message}`)); return; }
+    }
+    const live = audit && AUDIT_LIVE.includes(audit.status);
+    const button = h("button", { class: "audit-button", disabled: live, title: "Fuzz round 1's sensitivity and bound ε from below with many trials", onclick: async () => {
+      try { await api.auditRun(id); await loadAudit(run); } catch (err) { banner(`Could not start the audit: ${err.message}`); }
+    } }, live ? "Auditing…" : "Audit");
+    // the audit fixes each release's sample, so its ledger ε is one round-1 release without the
+    // sub-sampling amplification the ledger table above includes (dpfl/audit/rounds.py)
+    const note = audit?.status === "succeeded" ? h("p", { class: "muted audit-note" },
+      `Each round-1 release with its sample fixed (no sub-sampling amplification), ${audit.trials.toLocaleString("en")} trials per side; `
+      + "ledger ε is that one release's ε at the run's δ. ✗ means the audit contradicts the ledger.") : null;
+    replace(auditCard, h("h2", {}, "Audit of round 1 ", button), note, auditBox(audit));
+    if (live) auditTimer = setTimeout(() => loadAudit(run).catch(() => {}), AUDIT_POLL_MS);
+  }
+
   replace(root, header,
     h("div", { class: "cards" }, h("div", { class: "card" }, h("h2", {}, "Accuracy and loss per round"), charts.learning),
       h("div", { class: "card" }, h("h2", {}, "ε spent per round, per party"), charts.epsilon),
       h("div", { class: "card" }, h("h2", {}, "Partition: labels per silo (not private)"), charts.partition),
       usersCard, diagnosticsCard),
-    h("h2", {}, "Ledger"), ledgerBox,
+    h("h2", {}, "Ledger"), ledgerBox, auditCard,
     h("h2", {}, "Spec ", h("button", { onclick: () => navigator.clipboard?.writeText(specBox.textContent) }, "Copy YAML")), specBox);
 
   const run = await loadHeader();
   specBox.textContent = toYaml(await api.spec(id)).trimStart();
-  await Promise.all([loadCharts(), loadLedger(), loadDiagnostics(run)]);
-  if (["succeeded", "failed", "cancelled"].includes(run.status)) return null;
+  await Promise.all([loadCharts(), loadLedger(), loadDiagnostics(run), loadAudit(run)]);
+  const stopAudit = () => clearTimeout(auditTimer);
+  if (["succeeded", "failed", "cancelled"].includes(run.status)) return stopAudit;
   let lastRound = run.current_round;
   const refresh = async (ev) => {
     await loadHeader();
@@ -163,5 +223,6 @@ export async function render(root, { id, params }) {
     lastRound = ev?.current_round ?? lastRound;
     await Promise.all([loadCharts(), loadLedger(), loadDiagnostics(currentRun)]);
   };
-  return subscribe({ run: id }, (ev) => refresh(ev).catch(() => {}), () => refresh(null));
+  const unsubscribe = subscribe({ run: id }, (ev) => refresh(ev).catch(() => {}), () => refresh(null));
+  return () => { unsubscribe(); stopAudit(); };
 }

@@ -1,0 +1,48 @@
+"""HTTP for audits: request an audit of a run's first round, read the latest one."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Request
+
+from backend.audits import service
+from backend.audits.schemas import AuditCreate, AuditRead
+from backend.deps import SessionDep, WriteGuard
+from backend.queue import enqueue_audit
+
+router = APIRouter(prefix="/runs", tags=["audits"])
+
+
+@router.post(
+    "/{run_id}/audit",
+    status_code=202,
+    response_model=AuditRead,
+    dependencies=[WriteGuard],
+    responses={
+        404: {"description": "no run with this id"},
+        409: {"description": "the run is not private, has no audit coverage, or is protected (has a budget)"},
+        422: {"description": "`trials` is outside 10,000..1,000,000"},
+    },
+)
+def create_audit(
+    run_id: str,
+    request: Request,
+    session: SessionDep,
+    body: Annotated[AuditCreate | None, Body()] = None,
+) -> Any:
+    """Queue an audit of the run's round-1 releases: sensitivity fuzzing and a 95 % lower bound on ε."""
+    audit = service.create_audit(session, run_id=run_id, trials=(body or AuditCreate()).trials)
+    session.commit()  # the worker must find the row before the message
+    enqueue_audit(request.app.state.celery, audit.id)
+    return audit
+
+
+@router.get(
+    "/{run_id}/audit",
+    response_model=AuditRead,
+    responses={404: {"description": "no run with this id, or it has not been audited"}},
+)
+def get_audit(run_id: str, session: SessionDep) -> Any:
+    """The run's latest audit: its status, and per release the lower bound against the ledger's ε."""
+    return service.latest_audit(session, run_id=run_id)

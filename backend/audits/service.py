@@ -1,0 +1,54 @@
+"""Rules and queries for audits. Services flush; the request or task that called them commits."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend import budgets
+from backend.errors import Conflict, NotFound
+from backend.models import Audit, AuditStatus
+from backend.runs.service import get_run
+from dpfl.audit.fuzz import COVERAGE, NOT_COVERED
+
+__all__ = ["create_audit", "latest_audit"]
+
+
+def create_audit(session: Session, *, run_id: str, trials: int) -> Audit:
+    """Returns a queued audit of the run's first round; refuses what cannot or must not be audited (409).
+
+    Raises:
+        NotFound: no run with this id.
+        Conflict: the run is not private, its algorithm has no audit coverage, or its dataset
+            has a budget (the audit releases round 1 many times on the private data, unaccounted).
+    """
+    run = get_run(session, run_id)
+    if run.notion == "none":
+        raise Conflict(
+            f"run {run_id!r} is not private ({run.algorithm} releases without noise); "
+            "there is nothing to audit"
+        )
+    if run.algorithm not in COVERAGE:
+        why = NOT_COVERED.get(run.algorithm, "it has no audit coverage")
+        raise Conflict(f"run {run_id!r} cannot be audited: {run.algorithm}: {why}")
+    if run.protected or budgets.exists(session, run.dataset):
+        raise Conflict(
+            f"run {run_id!r} is protected: an audit releases round 1 {trials:,} times on the private "
+            f"data without accounting, so datasets with a budget ({run.dataset!r}) are not audited; "
+            "audit the same spec on public data"
+        )
+    audit = Audit(run_id=run.id, trials=trials, status=AuditStatus.queued)
+    session.add(audit)
+    session.flush()
+    return audit
+
+
+def latest_audit(session: Session, *, run_id: str) -> Audit:
+    """Returns the run's most recent audit; raises NotFound (404) for an unknown run or none yet."""
+    get_run(session, run_id)
+    audit = session.scalars(
+        select(Audit).where(Audit.run_id == run_id).order_by(Audit.created_at.desc(), Audit.id).limit(1)
+    ).first()
+    if audit is None:
+        raise NotFound(f"run {run_id!r} has not been audited; POST /api/runs/{run_id}/audit starts one")
+    return audit
