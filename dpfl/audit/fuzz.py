@@ -43,7 +43,10 @@ from dpfl.audit.neighbours import (
     Neighbours,
     agent_neighbours,
     append_record,
+    canary_agent_neighbours,
+    canary_user_neighbours,
     heavy_user_neighbours,
+    opposed_replacement_neighbours,
     record_neighbours,
     replacement_neighbours,
     user_neighbours,
@@ -69,10 +72,21 @@ TOLERANCE = 1e-6
 """A ratio up to 1 + TOLERANCE is sound: float32 sums of clipped rows are not exact."""
 
 
-def _user_neighbours(data: FederatedData) -> list[Neighbours]:
-    # ULDP-NAIVE needs no allocation: then only the planted user is known.
+def _user_neighbours(algorithm: Algorithm) -> list[Neighbours]:
+    # ULDP-NAIVE needs no allocation: then only the planted users are known.
+    data = algorithm.data
     existing = user_neighbours(data) if data.users is not None else []
-    return existing + heavy_user_neighbours(data)
+    return existing + heavy_user_neighbours(data) + canary_user_neighbours(data, algorithm.model)
+
+
+def _agent_neighbours(data: FederatedData) -> list[Neighbours]:
+    return agent_neighbours(data) + canary_agent_neighbours(data)
+
+
+def _replacement_neighbours(algorithm: Algorithm) -> list[Neighbours]:
+    data, radius = algorithm.data, algorithm.params.feature_clip
+    opposed = [] if radius is None else opposed_replacement_neighbours(data, radius=radius)
+    return replacement_neighbours(data) + opposed
 
 
 def _all_records(data: FederatedData) -> dict[str, Any]:
@@ -135,16 +149,16 @@ COVERAGE: dict[str, Coverage] = {
     "isrl_spider": Coverage(record_neighbours, _all_records),  # round 1 starts a phase: MB-SGD's release
     "isrl_localsgd": Coverage(record_neighbours, _all_records),  # the first local step
     "dp_fedsgd": Coverage(record_neighbours, _all_records),
-    "dp_fedavg": Coverage(agent_neighbours, lambda data: {"sample_rate": 1.0}),
-    "uldp_naive": Coverage(_user_neighbours),
-    "uldp_sgd": Coverage(_user_neighbours, lambda data: {"user_sampling_rate": 1.0}),
-    "uldp_avg": Coverage(_user_neighbours, lambda data: {"user_sampling_rate": 1.0}),
-    "uldp_avg_w": Coverage(_user_neighbours, lambda data: {"user_sampling_rate": 1.0}),
+    "dp_fedavg": Coverage(_agent_neighbours, lambda data: {"sample_rate": 1.0}),
+    "uldp_naive": Coverage({"user": _user_neighbours}),
+    "uldp_sgd": Coverage({"user": _user_neighbours}, lambda data: {"user_sampling_rate": 1.0}),
+    "uldp_avg": Coverage({"user": _user_neighbours}, lambda data: {"user_sampling_rate": 1.0}),
+    "uldp_avg_w": Coverage({"user": _user_neighbours}, lambda data: {"user_sampling_rate": 1.0}),
     # Record-level DP-SGD per silo, user level by group privacy: a user (≤ k kept records)
     # moves a silo's clipped sum by ≤ k·C against a record's C (the first DP-SGD step).
-    "uldp_group": Coverage(_user_neighbours, _all_records),
-    "gdp_gd": Coverage(replacement_neighbours),
-    "gdp_localnewton": Coverage(replacement_neighbours),  # the first gradient release
+    "uldp_group": Coverage({"user": _user_neighbours}, _all_records),
+    "gdp_gd": Coverage({"gdp": _replacement_neighbours}),
+    "gdp_localnewton": Coverage({"gdp": _replacement_neighbours}),  # the first gradient release
     # The summed vote histogram before the noisy argmax (the argmax is post-processing): one
     # agent moves a query's sum by ≤ 1; one record by ≤ √2 (AE: a flipped label) or √2/k (kNN).
     "ae_dpfl": Coverage(
@@ -221,8 +235,8 @@ def fuzz(
     pairs = neighbours if neighbours is not None else coverage.pairs(algorithm)
     out: list[ReleaseGap] = []
     for pair in pairs:
-        rel_d, events = _first_round(algorithm, pair.d, noise_multiplier)
-        rel_dp, _ = _first_round(algorithm, pair.d_prime, noise_multiplier)
+        rel_d, events = _first_round(algorithm, pair.d, noise_multiplier, pair.start)
+        rel_dp, _ = _first_round(algorithm, pair.d_prime, noise_multiplier, pair.start)
         if not coverage.per_query:
             out.extend(_gaps(rel_d, rel_dp, events, pair.name))
             continue
@@ -234,15 +248,20 @@ def fuzz(
 
 
 def _first_round(
-    algorithm: Algorithm, data: FederatedData, noise_multiplier
+    algorithm: Algorithm, data: FederatedData, noise_multiplier, start: torch.Tensor | None = None
 ) -> tuple[Release, dict[str, list[Event]]]:
-    """Returns the first release call of round 1 on `data` (noise off) and the round's ledger events."""
+    """Returns the first release call of round 1 on `data` (noise off) and the round's ledger events.
+
+    `start`: the model round 1 starts from instead of the initial one (`Neighbours.start`).
+    """
     # The vote cache is keyed by the spec, not the data: D and D′ would share one entry, and
     # a neighbour's votes would outlive the audit. So it is emptied before and after.
     clear_vote_cache()
     try:
         run = type(algorithm)(algorithm.spec, data, copy.deepcopy(algorithm.model))
         run.setup(noise_multiplier)
+        if start is not None:
+            run.w = start.to(run.w.dtype).clone()
         with tap(noise=False) as releases:
             out = run.round(1)
     finally:

@@ -11,13 +11,19 @@ is wrong:
   runs is whether the unit takes part).
 - `gdp` (replace one record; reference/001 §1.5): the silo's last record replaced by the huge
   canary, or by itself with its label flipped; the silo size, which sets the noise, is kept.
+  At w = 0 a logistic gradient is at most R/2, half its bound, so the worst pair replaces the
+  record by one of two records with opposite gradients of norm R, from a model where both
+  margins are very negative (`Neighbours.start`): 2Γ/s up to cos 0.02.
 - `user` (add/remove one user across silos): every record of the user holding the most records
   removed from every silo; and a planted heavy user: a federation where one user holds many
   records of one class in every silo and the other users a few records of another class, with
   and without that user (the case where a silo that keeps training on its other records moves
-  its clipped delta by up to 2C, reference/004 §2.2).
-- `agent` (add/remove one agent): the last agent removed with all its data, with its full data
-  or with a single record left. Only the last agent, so the other agents keep their ids, their
+  its clipped delta by up to 2C, reference/004 §2.2); and a canary user whose huge records,
+  along a direction the initial model cannot tell from 0, pull every silo's delta against the
+  other users' (per-user clipping: C at total weight 1; a silo's clipped delta: nearly 2C).
+- `agent` (add/remove one agent): the last agent removed with all its data, with its full data,
+  with a single record left, or with its records turned into huge-norm canaries (its update is
+  clipped to exactly the clip norm). Only the last agent, so the other agents keep their ids, their
   sampling draws and their generators.
 
 Datasets are `FederatedData` values: training tensors with each silo's record indices (and,
@@ -27,8 +33,9 @@ for user-level runs, each record's user). Test data is never touched.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -41,7 +48,10 @@ __all__ = [
     "Neighbours",
     "agent_neighbours",
     "append_record",
+    "canary_agent_neighbours",
+    "canary_user_neighbours",
     "heavy_user_neighbours",
+    "opposed_replacement_neighbours",
     "record_neighbours",
     "replacement_neighbours",
     "user_neighbours",
@@ -58,6 +68,11 @@ class Neighbours:
     name: str
     d: FederatedData
     d_prime: FederatedData
+    start: torch.Tensor | None = field(default=None, repr=False)
+    """The model round 1 starts from on both sides (None: the algorithm's own initial model).
+
+    A release's sensitivity bound must hold at every model a round can start from (later
+    rounds start wherever the noisy releases led), so the adversary may choose it."""
 
 
 def record_neighbours(data: FederatedData, *, silos: Sequence[int] | None = None) -> list[Neighbours]:
@@ -225,3 +240,144 @@ def _replaced(data: FederatedData, s: int, x: torch.Tensor, y: int) -> Federated
         y_train=torch.cat([data.y_train, torch.tensor([y], dtype=data.y_train.dtype)]),
         silos=silos,
     )
+
+
+def canary_agent_neighbours(data: FederatedData) -> list[Neighbours]:
+    """Returns D with the last agent's records turned into huge-norm canaries and D′ without it.
+
+    Each of the agent's records is scaled by CANARY_SCALE with its label changed, so its local
+    update has a norm far above any clip: clipped, it moves the sum by exactly the clip norm.
+    """
+    s = len(data.silos) - 1
+    rows = data.silos[s]
+    x = data.x_train[rows] * CANARY_SCALE
+    y = (data.y_train[rows] + 1) % data.num_classes
+    start = len(data.x_train)
+    with_canary = dataclasses.replace(
+        data,
+        x_train=torch.cat([data.x_train, x.to(data.x_train.dtype)]),
+        y_train=torch.cat([data.y_train, y.to(data.y_train.dtype)]),
+        silos=(*data.silos[:-1], torch.arange(start, start + len(rows))),
+    )
+    without = dataclasses.replace(data, silos=data.silos[:-1], label_histogram=data.label_histogram[:-1])
+    name = f"agent {s} ({len(rows)} records of norm ×{CANARY_SCALE:g}, wrong labels) removed"
+    return [Neighbours(name, with_canary, without)]
+
+
+def canary_user_neighbours(
+    data: FederatedData,
+    model: torch.nn.Module,
+    *,
+    other_users: int = 4,
+    records_per_other: int = 5,
+    canary_records: int = 20,
+    norm: float = 50.0,
+) -> list[Neighbours]:
+    """Returns a planted federation with a canary user (D) and without it (D′).
+
+    One direction x₀ (a record projected onto the null space of the model's first weight
+    matrix, scaled to `norm`): at the initial model every multiple of x₀ has the same logits,
+    so a linear model's gradient on (t·x₀, y) is t·(p − e_y)x₀ᵀ, linear in t. In every silo
+    each of `other_users` users holds `records_per_other` copies of (x₀, y) and the canary user
+    `canary_records` copies of (−CANARY_SCALE·x₀, y): the canary's gradient is the others'
+    reversed and CANARY_SCALE times larger.
+
+    - Per-user clipping (ULDP-SGD/AVG/AVG-w): the canary's contribution in every silo is the
+      same and clipped to C; with uniform or records-proportional weights its total weight is
+      1 (the same count in every silo), so the sum over silos moves by C.
+    - A silo's clipped delta (ULDP-NAIVE): without the canary the others pull it to C·u, with
+      it the canary pulls it to about −C·u, so each silo moves by nearly 2C and the sum by
+      nearly 2|S|C, the sensitivity the noise must cover.
+
+    The silos' own data are replaced: the relation allows any D.
+    """
+    num_silos = len(data.silos)
+    flat = data.x_train.reshape(len(data.x_train), -1).double()
+    norms = torch.linalg.vector_norm(flat, dim=1)
+    record = int(torch.argmax(norms))
+    x0 = flat[record]
+    weight = next((p for p in model.parameters() if p.dim() == 2 and p.shape[1] == flat.shape[1]), None)
+    if weight is not None:  # project out the initial weights' row space
+        q, _ = torch.linalg.qr(weight.detach().double().T)
+        x0 = x0 - q @ (q.T @ x0)
+    x0 = (x0 * (norm / torch.linalg.vector_norm(x0))).reshape(data.x_train.shape[1:])
+    y = int(data.y_train[record])
+    per_silo = other_users * records_per_other
+    others = x0.expand(per_silo, *x0.shape)
+    canary = (-CANARY_SCALE * x0).expand(canary_records, *x0.shape)
+    block = torch.cat([others, canary]).to(data.x_train.dtype)
+    start = len(data.x_train)
+    x_train = torch.cat([data.x_train, block.repeat(num_silos, *([1] * x0.dim()))])
+    y_train = torch.cat([data.y_train, torch.full((num_silos * len(block),), y, dtype=data.y_train.dtype)])
+    owners = np.concatenate(
+        [1 + np.repeat(np.arange(other_users), records_per_other), np.zeros(canary_records)]
+    ).astype(np.int64)
+    silos, light = [], []
+    for s in range(num_silos):
+        first = start + s * len(block)
+        silos.append(torch.arange(first, first + len(block)))
+        light.append(torch.arange(first, first + per_silo))
+    histogram = np.zeros((num_silos, data.num_classes), dtype=np.int64)
+    histogram[:, y] = len(block)
+    with_user = dataclasses.replace(
+        data,
+        x_train=x_train,
+        y_train=y_train,
+        silos=tuple(silos),
+        users=UserAllocation([owners] * num_silos, other_users + 1, "planted"),
+        label_histogram=histogram,
+    )
+    without = dataclasses.replace(
+        with_user,
+        silos=tuple(light),
+        users=UserAllocation([owners[:per_silo]] * num_silos, other_users + 1, "planted"),
+        label_histogram=histogram * per_silo // len(block),
+    )
+    name = (
+        f"canary user 0 ({canary_records} records −{CANARY_SCALE:g}·x₀ in each of {num_silos} silos; "
+        f"{other_users} others with {records_per_other} of x₀, all of class {y}) removed"
+    )
+    return [Neighbours(name, with_user, without)]
+
+
+def opposed_replacement_neighbours(
+    data: FederatedData,
+    *,
+    radius: float,
+    silos: Sequence[int] | None = None,
+    angle: float = 0.02,
+    margin: float = 40.0,
+) -> list[Neighbours]:
+    """Returns replace-one neighbours whose two records have opposite gradients of full norm.
+
+    For a linear model with the logistic loss (no intercept) a record's gradient is
+    −σ(−y wᵀx)·y·x: of norm ‖x‖ only where the margin y wᵀx is very negative. The records are
+    x_± = R(±cos φ·u + sin φ·v), both of label 1, with u, v orthonormal, and the round starts
+    from w = −(margin / (R sin φ))·v: both margins are −margin, so the two gradients are −x_+
+    and −x_−, which differ by 2R cos φ: the 2Γ bound with Γ = R (the default) up to cos φ. At
+    the initial model w = 0 no record's gradient exceeds R/2, half of it.
+    """
+    out = []
+    d = data.x_train[0].numel()
+    for s in _silos(data, silos):
+        last = int(data.silos[s][-1])
+        u = data.x_train[last].reshape(-1).double()
+        u = u / torch.linalg.vector_norm(u)
+        v = torch.zeros(d, dtype=torch.float64)
+        v[int(torch.argmin(u.abs()))] = 1.0
+        v = v - (v @ u) * u
+        v = v / torch.linalg.vector_norm(v)
+        plus = radius * (math.cos(angle) * u + math.sin(angle) * v)
+        minus = radius * (-math.cos(angle) * u + math.sin(angle) * v)
+        start = -(margin / (radius * math.sin(angle))) * v
+        shape = data.x_train.shape[1:]
+        out.append(
+            Neighbours(
+                f"silo {s}: its last record replaced by one of two records with opposite gradients "
+                f"(norm R, angle π − {2 * angle:g}) at a model that puts both at margin −{margin:g}",
+                _replaced(data, s, plus.reshape(shape), 1),
+                _replaced(data, s, minus.reshape(shape), 1),
+                start=start,
+            )
+        )
+    return out

@@ -37,15 +37,17 @@ CASES = {
     "isrl_spider": (DIGITS, {}, 1.0),
     "isrl_localsgd": (DIGITS, {"local_steps": 2}, 1.0),
     "dp_fedsgd": (DIGITS, {}, 1.0),
-    "dp_fedavg": (DIGITS, {"local_steps": 3}, 0.5478),
-    "uldp_naive": ({"name": "digits", "silos": 2}, {}, 0.6607),  # 1.321·|S|C of a 2|S|C noise
-    "uldp_sgd": (DIGITS_USERS, {}, 0.9870),
-    "uldp_avg": (DIGITS_USERS, {"local_epochs": 1}, 0.3503),
-    "uldp_avg_w": (DIGITS_USERS, {"local_epochs": 1}, 0.3503),
+    "dp_fedavg": (DIGITS, {"local_steps": 3}, 1.0),  # a canary agent: its clipped update is S
+    # A canary user flips both silos' clipped deltas: ≈ 2|S|C, the noise's sensitivity.
+    "uldp_naive": ({"name": "digits", "silos": 2}, {}, 0.9999),
+    "uldp_sgd": (DIGITS_USERS, {}, 1.0),  # a canary user: C in total weight 1
+    "uldp_avg": (DIGITS_USERS, {"local_epochs": 1}, 1.0),
+    "uldp_avg_w": (DIGITS_USERS, {"local_epochs": 1}, 1.0),
     # Group privacy for k = 2: the planted user's 2 kept records lie in 2 silos, C each of 2C.
     "uldp_group": (DIGITS_USERS, {"group_size": 2}, 0.5),
-    "gdp_gd": (LOGISTIC, {}, 0.5),  # at w = 0 a logistic gradient is ≤ R/2: half the 2Γ/s bound
-    "gdp_localnewton": (LOGISTIC, {}, 0.5),
+    # Opposite gradients of norm R (angle π − 0.04) at a model where both saturate: 2Γ/s·cos 0.02.
+    "gdp_gd": (LOGISTIC, {}, 0.9998),
+    "gdp_localnewton": (LOGISTIC, {}, 0.9998),
     # The summed histogram before the argmax, per query: an agent removed moves it by 1
     # (AE, agent level); a record placed on a public query evicts a k-th neighbour: √2/k (kNN).
     "ae_dpfl": (DIGITS, VOTES | {"local_epochs": 2}, 1.0),

@@ -3,7 +3,12 @@ import torch
 
 from dpfl.algorithms import algorithm_class, registered_algorithms
 from dpfl.audit.fuzz import COVERAGE, NOT_COVERED, TOLERANCE, fixed_sample_spec, fuzz
-from dpfl.audit.neighbours import heavy_user_neighbours, record_neighbours, user_neighbours
+from dpfl.audit.neighbours import (
+    canary_user_neighbours,
+    heavy_user_neighbours,
+    record_neighbours,
+    user_neighbours,
+)
 from dpfl.runner import prepare
 from dpfl.spec import parse_spec
 from tests.factories import data_dir
@@ -36,12 +41,12 @@ SOUND = [
     ("isrl_spider", DIGITS, {}, 1.0),
     ("isrl_localsgd", DIGITS, {"local_steps": 2}, 1.0),
     ("dp_fedsgd", DIGITS, {}, 1.0),
-    ("dp_fedavg", DIGITS, {"local_steps": 3}, 0.5478),
-    ("uldp_sgd", DIGITS_USERS, {}, 0.9870),
-    ("uldp_avg", DIGITS_USERS, {"local_epochs": 1}, 0.3503),
-    ("uldp_avg_w", DIGITS_USERS, {"local_epochs": 1}, 0.3503),
-    ("gdp_gd", LOGISTIC, {}, 0.5),  # at w = 0 a logistic gradient is ≤ R/2: half the 2Γ/s bound
-    ("gdp_localnewton", LOGISTIC, {}, 0.5),
+    ("dp_fedavg", DIGITS, {"local_steps": 3}, 1.0),  # a canary agent: its clipped update is S
+    ("uldp_sgd", DIGITS_USERS, {}, 1.0),  # a canary user: C in total weight 1
+    ("uldp_avg", DIGITS_USERS, {"local_epochs": 1}, 1.0),
+    ("uldp_avg_w", DIGITS_USERS, {"local_epochs": 1}, 1.0),
+    ("gdp_gd", LOGISTIC, {}, 0.9998),  # opposite gradients of norm R at angle π − 0.04: 2Γ/s·cos 0.02
+    ("gdp_localnewton", LOGISTIC, {}, 0.9998),
 ]
 
 
@@ -75,6 +80,15 @@ def test_uldp_naive_is_caught_a_heavy_user_moves_the_sum_by_more_than_s_times_c(
     assert gap.gap / claimed == pytest.approx(1.321, abs=5e-3)
     assert gap.gap / claimed > 1 + TOLERANCE
     assert gap.gap <= 2 * claimed + TOLERANCE  # never beyond the true bound 2|S|C
+
+
+def test_a_canary_user_reaches_uldp_naives_true_sensitivity_and_never_passes_it():
+    """The canary user's huge records oppose the other users' in both silos: each silo's clipped
+    delta flips from C·u to nearly −C·u, so the sum moves by nearly 2|S|C (the noise's claim)."""
+    alg = prepared("uldp_naive", {"name": "digits", "silos": 2}, {})
+    (gap,) = fuzz(alg, SIGMA, neighbours=canary_user_neighbours(alg.data, alg.model))
+    assert gap.claimed_sensitivity == pytest.approx(2 * 2 * alg.params.clip)
+    assert 0.999 < gap.ratio <= 1 + TOLERANCE
 
 
 def test_neighbours_differ_in_exactly_one_unit():
