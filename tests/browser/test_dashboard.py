@@ -163,7 +163,7 @@ def test_cancel_a_running_run(page: Page, server):
 
 def test_runs_and_budgets_pages(page: Page, server):
     # not digits: a budget makes a dataset protected, and later tests read digits runs' diagnostics
-    httpx.put(f"{server}/api/budgets/breast_cancer", json={"total_epsilon": 100.0})
+    httpx.put(f"{server}/api/budgets/synthetic", json={"total_epsilon": 100.0})
     page.goto("/#/runs")
     expect(page.locator("table.runs tbody tr").first).to_be_visible()
     expect(page.locator("table.runs .chip").first).to_be_visible()
@@ -172,7 +172,7 @@ def test_runs_and_budgets_pages(page: Page, server):
     expect(page.locator("table.runs tbody tr")).to_have_count(1)  # the run cancelled above
     assert "status=cancelled" in page.url
     page.goto("/#/budgets")
-    expect(page.locator(".card[data-dataset='breast_cancer'] .remaining")).to_be_visible()
+    expect(page.locator(".card[data-dataset='synthetic'] .remaining")).to_be_visible()
     shoot(page, "budgets")
 
 
