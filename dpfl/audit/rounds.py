@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from dpfl.audit.fuzz import COVERAGE, NOT_COVERED, ReleaseGap, fixed_sample_spec, fuzz
+from dpfl.audit.local import LOCAL_COVERAGE, local_randomizer_audit
 from dpfl.audit.statistics import epsilon_lower_bound
 from dpfl.audit.trials import projected_trials
 from dpfl.errors import SpecError
@@ -35,9 +36,9 @@ class ReleaseAudit:
 
     release: str
     neighbours: str
-    max_sensitivity_ratio: float
+    max_sensitivity_ratio: float | None  # None for a local randomizer (its ε₀ is tested directly)
     claimed_sensitivity: float
-    noise_std: float
+    noise_std: float | None  # None for a local randomizer (no additive noise)
     noise_multiplier: float
     epsilon_lower: float
     epsilon_ledger: float
@@ -46,7 +47,8 @@ class ReleaseAudit:
     @property
     def sound(self) -> bool:
         """Returns whether nothing contradicts the ledger: ratio ≤ 1 and lower bound ≤ ledger ε."""
-        return self.max_sensitivity_ratio <= 1 + 1e-6 and self.epsilon_lower <= self.epsilon_ledger
+        ratio_ok = self.max_sensitivity_ratio is None or self.max_sensitivity_ratio <= 1 + 1e-6
+        return ratio_ok and self.epsilon_lower <= self.epsilon_ledger
 
     def to_json(self) -> dict[str, Any]:
         """Returns the audit as a JSON-ready dict."""
@@ -76,6 +78,12 @@ def audit_first_round(
     Raises:
         SpecError: the algorithm is not private or has no audit coverage yet.
     """
+    if spec.algorithm in LOCAL_COVERAGE:
+        algorithm = prepare(spec, data_dirs=data_dirs)
+        sigma = project(algorithm).noise_multiplier
+        sigma = np.asarray(sigma, dtype=float) if isinstance(sigma, list) else sigma
+        found = local_randomizer_audit(algorithm, sigma, trials=trials, seed=seed)
+        return [ReleaseAudit(**found, noise_std=None)]
     if spec.algorithm not in COVERAGE:
         why = NOT_COVERED.get(spec.algorithm, "it is not private")
         raise SpecError(
@@ -113,4 +121,4 @@ def audit_first_round(
                 trials=trials,
             )
         )
-    return sorted(out, key=lambda a: -a.max_sensitivity_ratio)
+    return sorted(out, key=lambda a: -(a.max_sensitivity_ratio or 0.0))

@@ -49,7 +49,7 @@ def audit(
     for r in results:
         table.add_row(
             r.release,
-            f"{r.max_sensitivity_ratio:.4f}",
+            "–" if r.max_sensitivity_ratio is None else f"{r.max_sensitivity_ratio:.4f}",
             f"{r.claimed_sensitivity:.4g}",
             f"{r.epsilon_lower:.3f}",
             f"{r.epsilon_ledger:.3f}",
