@@ -19,6 +19,7 @@ __all__ = [
     "AppError",
     "BudgetExceeded",
     "Conflict",
+    "MethodNotAllowed",
     "NotFound",
     "ParameterError",
     "PayloadTooLarge",
@@ -50,6 +51,10 @@ class Conflict(AppError):
 
 class BudgetExceeded(Conflict):
     pass
+
+
+class MethodNotAllowed(AppError):
+    status_code = 405
 
 
 class PayloadTooLarge(AppError):

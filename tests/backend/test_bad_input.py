@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from backend.main import create_app
 from tests.backend.conftest import run_here
 
 pytestmark = pytest.mark.service
@@ -96,3 +97,96 @@ def test_query_and_header_errors_are_located_there(quiet):
     )
     res = quiet.get("/api/events", headers={"Last-Event-ID": "yesterday"})
     assert field_error(res, ["header", "Last-Event-ID"]).startswith("must be an ISO")
+
+
+def test_a_json_body_over_the_limit_is_a_413_before_it_is_parsed(quiet):
+    big = b'{"a": "' + b"x" * 1_000_000 + b'"}'
+    res = quiet.post("/api/runs", content=big, headers={"content-type": "application/json"})
+    assert res.status_code == 413 and res.json() == {
+        "detail": "the request body is over this server's limit of 1,000,000 bytes (DPFL_MAX_BODY_BYTES); "
+        "got 1,000,009 bytes. Upload data files with POST /api/datasets.",
+        "error": "PayloadTooLarge",
+    }
+
+    def chunks():  # no Content-Length: counted as it arrives
+        for _ in range(20):
+            yield b"x" * 100_000
+
+    res = quiet.post("/api/privacy/project", content=chunks(), headers={"content-type": "application/json"})
+    assert res.status_code == 413 and "got more than 1,000,000 bytes" in res.json()["detail"]
+    # an upload keeps its own limit
+    csv = b"x1,y\n" + b"".join(f"{i},{i % 2}\n".encode() for i in range(150_000))
+    assert len(csv) > 1_000_000
+    res = quiet.post("/api/datasets", files={"file": ("t.csv", csv)}, data={"name": "big", "label": "y"})
+    assert res.status_code == 201, res.text
+
+
+@pytest.mark.parametrize("depth", [65, 100_000])
+def test_deeply_nested_json_is_a_422(quiet, depth):
+    res = quiet.post(
+        "/api/runs", content=b"[" * depth + b"]" * depth, headers={"content-type": "application/json"}
+    )
+    assert res.status_code == 422, res.text
+    body = res.json()
+    assert body["error"] == "RequestValidationError" and body["detail"][0]["loc"] == ["body"], body
+    assert "64 levels" in body["detail"][0]["msg"]
+
+
+def test_options_is_a_405_with_the_paths_methods(quiet):
+    for path, allow in [
+        ("/api/runs", "GET, HEAD, POST"),
+        ("/api/runs/abc", "DELETE, GET, HEAD"),
+        ("/api/budgets/digits", "DELETE, GET, HEAD, PUT"),
+        ("/", "GET, HEAD"),
+    ]:
+        res = quiet.options(path)
+        assert res.status_code == 405 and res.headers["allow"] == allow, (path, res.headers, res.text)
+        assert res.json() == {
+            "detail": f"OPTIONS is not supported (this server sends no CORS headers); {path} allows {allow}",
+            "error": "MethodNotAllowed",
+        }
+    assert quiet.options("/api/nope").json() == {
+        "detail": "/api/nope is not a path of this API",
+        "error": "NotFound",
+    }
+
+
+def test_a_budget_needs_a_dataset_and_can_be_deleted(quiet, settings):
+    res = quiet.put("/api/budgets/nope", json={"total_epsilon": 1.0})
+    assert res.status_code == 404 and res.json()["error"] == "NotFound"
+    detail = res.json()["detail"]
+    assert detail.startswith("no dataset 'nope' to budget; known datasets: ") and "digits" in detail
+    assert quiet.get("/api/budgets").json() == []
+    csv = b"x1,y\n" + b"".join(f"{i},{i % 2}\n".encode() for i in range(100))
+    assert (
+        quiet.post(
+            "/api/datasets", files={"file": ("t.csv", csv)}, data={"name": "mine", "label": "y"}
+        ).status_code
+        == 201
+    )
+    assert quiet.put("/api/budgets/mine", json={"total_epsilon": 1.0}).status_code == 200
+    assert "mine" in quiet.put("/api/budgets/nope", json={"total_epsilon": 1.0}).json()["detail"]
+
+    assert quiet.put("/api/budgets/digits", json={"total_epsilon": 10.0}).status_code == 200
+    run_id = quiet.post("/api/runs", json=SPEC | {"privacy": {"epsilon": 1.0, "delta": 1e-5}}).json()["id"]
+    res = quiet.delete("/api/budgets/digits")
+    assert res.status_code == 409 and res.json() == {
+        "detail": f"dataset 'digits' has queued or running runs ({run_id}); "
+        "cancel them or let them finish, then delete its budget",
+        "error": "Conflict",
+    }
+    assert quiet.post(f"/api/runs/{run_id}/cancel").status_code == 200
+    assert quiet.delete("/api/budgets/digits").status_code == 204
+    assert quiet.get("/api/budgets/digits").status_code == 404
+    assert quiet.get(f"/api/runs/{run_id}").json()["status"] == "cancelled"
+    assert quiet.delete("/api/budgets/digits").json() == {
+        "detail": "dataset 'digits' has no privacy budget",
+        "error": "NotFound",
+    }
+
+
+def test_deleting_a_budget_needs_a_token_when_tokens_are_set(settings):
+    strict = settings.model_copy(update={"api_tokens": "s3cret"})
+    with TestClient(create_app(strict)) as c:
+        assert c.delete("/api/budgets/digits").status_code == 401
+        assert c.delete("/api/budgets/digits", headers={"Authorization": "Bearer s3cret"}).status_code == 404
