@@ -1,11 +1,12 @@
 """Mounts the routers under /api."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 from backend.algorithms.router import router as algorithms
 from backend.audits.router import router as audits
 from backend.budgets.router import router as budgets
 from backend.datasets.router import router as datasets
+from backend.deps import refuse_nul
 from backend.events.router import router as events
 from backend.figures.router import router as figures
 from backend.health.router import router as health
@@ -13,6 +14,6 @@ from backend.privacy.router import router as privacy
 from backend.runs.router import router as runs
 from backend.sweeps.router import router as sweeps
 
-api = APIRouter(prefix="/api")
+api = APIRouter(prefix="/api", dependencies=[Depends(refuse_nul)])
 for router in (runs, audits, budgets, sweeps, algorithms, datasets, privacy, health, events, figures):
     api.include_router(router)

@@ -10,10 +10,11 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from backend.db import Database
-from backend.errors import Forbidden, Unauthorized
+from backend.errors import Forbidden, ParameterError, Unauthorized
 from backend.settings import Settings
+from dpfl.errors import SpecError
 
-__all__ = ["DatabaseDep", "SessionDep", "SettingsDep", "WriteGuard"]
+__all__ = ["MAX_OFFSET", "DatabaseDep", "SessionDep", "SettingsDep", "WriteGuard", "refuse_nul"]
 
 
 def _settings(request: Request) -> Settings:
@@ -28,6 +29,8 @@ def _session(request: Request) -> Iterator[Session]:
     with request.app.state.database.session() as session:  # commits at the end of the request
         yield session
 
+
+MAX_OFFSET = 1_000_000_000  # a page offset beyond this is refused (422), not passed to the database
 
 SettingsDep = Annotated[Settings, Depends(_settings)]
 DatabaseDep = Annotated[Database, Depends(_database)]
@@ -50,3 +53,45 @@ def require_token(request: Request, settings: SettingsDep) -> None:
 
 
 WriteGuard = Depends(require_token)
+
+
+NUL_MESSAGE = "contains a NUL character (\\x00), which no id, name or filter may hold; remove it."
+
+
+async def refuse_nul(request: Request) -> None:
+    """Refuses a NUL character in a path or query parameter or a JSON body string (422 naming it).
+
+    Postgres cannot store or even compare text holding NUL; no id, name or filter needs one.
+    """
+    for name, value in request.path_params.items():
+        if isinstance(value, str) and "\x00" in value:
+            raise ParameterError("path", name, NUL_MESSAGE)
+    for name, value in request.query_params.multi_items():
+        if "\x00" in value or "\x00" in name:
+            raise ParameterError("query", name.replace("\x00", "\\x00"), NUL_MESSAGE)
+    if "json" in request.headers.get("content-type", ""):
+        try:
+            body = await request.json()  # parsed once: FastAPI has cached it on this request
+        except Exception:  # FastAPI has answered invalid JSON with 422 already
+            return
+        where = _nul_path(body)
+        if where is not None:
+            raise SpecError(".".join(map(str, where)) if where else "body", NUL_MESSAGE)
+
+
+def _nul_path(value: object, path: tuple = ()) -> tuple | None:
+    """Returns the path of the first string (or key) holding NUL in parsed JSON, else None."""
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return where
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                if "\x00" in key:
+                    return (*where, key.replace("\x00", "\\x00"))
+                stack.append((sub, (*where, key)))
+        elif isinstance(item, list):
+            stack.extend((sub, (*where, i)) for i, sub in enumerate(item))
+    return None

@@ -15,7 +15,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dpfl.errors import DatasetUnavailable, DpflError, SpecError, UnknownNameError
 
-__all__ = ["AppError", "BudgetExceeded", "Conflict", "NotFound", "PayloadTooLarge", "Unauthorized", "install"]
+__all__ = [
+    "AppError",
+    "BudgetExceeded",
+    "Conflict",
+    "MethodNotAllowed",
+    "NotFound",
+    "ParameterError",
+    "PayloadTooLarge",
+    "Unauthorized",
+    "app_error_response",
+    "install",
+]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +53,10 @@ class BudgetExceeded(Conflict):
     pass
 
 
+class MethodNotAllowed(AppError):
+    status_code = 405
+
+
 class PayloadTooLarge(AppError):
     status_code = 413
 
@@ -54,13 +69,27 @@ class Forbidden(AppError):
     status_code = 403
 
 
+class ParameterError(SpecError):
+    """A query, path or header parameter is invalid: 422 with loc [location, name] (name kept whole)."""
+
+    def __init__(self, location: str, name: str, message: str):
+        super().__init__(name, message)
+        self.location = location
+
+
+def app_error_response(exc: AppError) -> JSONResponse:
+    """Returns the response for an AppError; middleware that answers before routing uses it too."""
+    return JSONResponse({"detail": exc.message, "error": type(exc).__name__}, status_code=exc.status_code)
+
+
 def spec_error_body(exc: SpecError | UnknownNameError, *, field: str | None = None) -> dict:
     """Returns the 422 body for a spec error: FastAPI's shape, with the dotted field as loc."""
     loc_path = field or getattr(exc, "field", None) or exc.kind  # type: ignore[union-attr]
     msg = getattr(exc, "reason", None) or str(exc)
+    loc = [exc.location, loc_path] if isinstance(exc, ParameterError) else ["body", *loc_path.split(".")]
     return {
-        "detail": [{"loc": ["body", *loc_path.split(".")], "msg": msg, "type": "value_error"}],
-        "error": type(exc).__name__,
+        "detail": [{"loc": loc, "msg": msg, "type": "value_error"}],
+        "error": "SpecError" if isinstance(exc, SpecError) else type(exc).__name__,
     }
 
 
@@ -69,7 +98,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(AppError)
     async def _app_error(_: Request, exc: AppError) -> JSONResponse:
-        return JSONResponse({"detail": exc.message, "error": type(exc).__name__}, status_code=exc.status_code)
+        return app_error_response(exc)
 
     @app.exception_handler(SpecError)
     async def _spec_error(_: Request, exc: SpecError) -> JSONResponse:

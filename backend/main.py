@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from backend import errors, migrate
 from backend.api import api
 from backend.db import Database
+from backend.middleware import BodyLimit, Options
 from backend.queue import enqueue_run, make_celery
 from backend.runs import service as runs
 from backend.runs.pages import PageCache, RunPages
@@ -57,6 +58,11 @@ async def _reaper(app: FastAPI, every_s: float) -> None:
             log.exception("re-queueing stale runs failed")
 
 
+def _streams_own_body(scope) -> bool:
+    """The CSV upload reads its body as a stream, under `max_upload_bytes`."""
+    return scope["method"] == "POST" and scope["path"].rstrip("/") == "/api/datasets"
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Returns the app for `settings` (default: the environment's)."""
     settings = settings or get_settings()
@@ -80,6 +86,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.celery = make_celery(settings)
     app.state.run_pages = PageCache()
     app.add_middleware(RunPages, cache=app.state.run_pages)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, exempt=_streams_own_body)
+    app.add_middleware(Options, openapi=app.openapi)
     errors.install(app)
     app.include_router(api)
     # The browser app: no build step; plotly.min.js comes from the installed plotly package so

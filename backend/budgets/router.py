@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
 from backend.budgets import service
-from backend.deps import SessionDep, WriteGuard
+from backend.datasets.service import list_uploads
+from backend.deps import SessionDep, SettingsDep, WriteGuard
+from dpfl.data import registered_datasets
 
 router = APIRouter(prefix="/budgets", tags=["budgets"])
 
@@ -29,9 +31,32 @@ def get_budget(dataset: str, session: SessionDep) -> dict[str, Any]:
     return service.get_budget(session, dataset)
 
 
-@router.put("/{dataset}", dependencies=[WriteGuard])
-def put_budget(dataset: str, body: BudgetUpdate, session: SessionDep) -> dict[str, Any]:
-    """Set a dataset's total ε budget."""
-    budget = service.put_budget(session, dataset=dataset, total_epsilon=body.total_epsilon)
+@router.put(
+    "/{dataset}",
+    dependencies=[WriteGuard],
+    responses={404: {"description": "no dataset of this name, registered or uploaded"}},
+)
+def put_budget(
+    dataset: str, body: BudgetUpdate, session: SessionDep, settings: SettingsDep
+) -> dict[str, Any]:
+    """Set a dataset's total ε budget (a registered dataset or an upload)."""
+    known = [*registered_datasets(), *(u["name"] for u in list_uploads(settings))]
+    budget = service.put_budget(session, dataset=dataset, total_epsilon=body.total_epsilon, known=known)
     session.commit()  # committed before the answer: the next admission sees the budget
     return budget
+
+
+@router.delete(
+    "/{dataset}",
+    status_code=204,
+    dependencies=[WriteGuard],
+    responses={
+        404: {"description": "the dataset has no budget"},
+        409: {"description": "a run on the dataset is queued or running"},
+    },
+)
+def delete_budget(dataset: str, session: SessionDep) -> Response:
+    """Delete a dataset's budget and its charges (its runs stay protected)."""
+    service.delete_budget(session, dataset)
+    session.commit()
+    return Response(status_code=204)

@@ -16,16 +16,25 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
-from backend.errors import BudgetExceeded, NotFound
-from backend.models import Budget, BudgetCharge, LedgerEventRow, Run
+from backend.errors import BudgetExceeded, Conflict, NotFound
+from backend.models import Budget, BudgetCharge, LedgerEventRow, Run, RunStatus
 from dpfl.data import dataset_info, registered_datasets
 from dpfl.privacy.ledger import Ledger
 
-__all__ = ["exists", "get_budget", "list_budgets", "put_budget", "reserve", "settle", "usage"]
+__all__ = [
+    "delete_budget",
+    "exists",
+    "get_budget",
+    "list_budgets",
+    "put_budget",
+    "reserve",
+    "settle",
+    "usage",
+]
 
 
 def exists(session: Session, dataset: str) -> bool:
@@ -147,12 +156,46 @@ def list_budgets(session: Session) -> list[dict]:
     return [get_budget(session, name) for name in names]
 
 
-def put_budget(session: Session, *, dataset: str, total_epsilon: float) -> dict:
-    """Sets (or creates) a dataset's total ε; returns the budget."""
+def put_budget(session: Session, *, dataset: str, total_epsilon: float, known: Sequence[str]) -> dict:
+    """Sets (or creates) a dataset's total ε; returns the budget.
+
+    Raises:
+        NotFound: no budget exists and `dataset` is not one of the `known` datasets (404).
+    """
     budget = session.get(Budget, dataset)
+    if budget is None and dataset not in known:
+        raise NotFound(f"no dataset {dataset!r} to budget; known datasets: {', '.join(sorted(known))}")
     if budget is None:
         session.add(Budget(dataset=dataset, total_epsilon=total_epsilon))
     else:
         budget.total_epsilon = total_epsilon
     session.flush()
     return get_budget(session, dataset)
+
+
+def delete_budget(session: Session, dataset: str) -> None:
+    """Deletes a dataset's budget and its charges; its runs stay protected.
+
+    Raises:
+        NotFound: the dataset has no budget (404).
+        Conflict: a run on the dataset is queued or running, holding or about to spend ε (409).
+    """
+    # Takes the budget row's lock first, as admission does: an admission either ran before
+    # (its run is seen below) or runs after and finds no budget.
+    locked = session.execute(update(Budget).where(Budget.dataset == dataset).values(updated_at=utcnow()))
+    if locked.rowcount == 0:
+        raise NotFound(f"dataset {dataset!r} has no privacy budget")
+    active = session.scalars(
+        select(Run.id)
+        .where(Run.dataset == dataset, Run.status.in_([RunStatus.queued, RunStatus.running]))
+        .order_by(Run.id)
+        .limit(5)
+    ).all()
+    if active:
+        raise Conflict(
+            f"dataset {dataset!r} has queued or running runs ({', '.join(active)}); "
+            "cancel them or let them finish, then delete its budget"
+        )
+    session.execute(delete(BudgetCharge).where(BudgetCharge.dataset == dataset))
+    session.execute(delete(Budget).where(Budget.dataset == dataset))
+    session.flush()

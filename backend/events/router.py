@@ -32,7 +32,9 @@ async def stream_events(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """Server-Sent Events of run status and progress, optionally for one run or one sweep."""
-    start = service.parse_since(last_event_id, field="Last-Event-ID") or service.parse_since(since)
+    start = service.parse_since(
+        last_event_id, field="Last-Event-ID", location="header"
+    ) or service.parse_since(since)
 
     def watcher() -> service.RunWatcher:
         with database.session() as session:

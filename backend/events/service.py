@@ -19,9 +19,8 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
-from backend.errors import NotFound
+from backend.errors import NotFound, ParameterError
 from backend.models import Run, RunStatus, Sweep
-from dpfl.errors import SpecError
 
 __all__ = ["LOOKBACK_S", "PAGE", "RunWatcher", "open_watcher", "parse_since", "run_event"]
 
@@ -45,15 +44,21 @@ def run_event(run: Run) -> dict[str, Any]:
     }
 
 
-def parse_since(value: str | None, *, field: str = "since") -> dt.datetime | None:
-    """Returns an ISO 8601 timestamp as an aware UTC datetime (naive means UTC); raises SpecError."""
+def parse_since(value: str | None, *, field: str = "since", location: str = "query") -> dt.datetime | None:
+    """Returns an ISO 8601 timestamp as an aware UTC datetime (naive means UTC).
+
+    Raises:
+        ParameterError: not a timestamp (422 with loc [location, field]).
+    """
     if value is None or value == "":
         return None
     try:
         return _utc(dt.datetime.fromisoformat(value))
     except ValueError:
-        raise SpecError(
-            field, f"must be an ISO 8601 timestamp such as 2025-01-31T12:00:00+00:00; got {value!r}."
+        raise ParameterError(
+            location,
+            field,
+            f"must be an ISO 8601 timestamp such as 2025-01-31T12:00:00+00:00; got {value!r}.",
         ) from None
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from backend.deps import SessionDep, SettingsDep, WriteGuard
+from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
 from backend.models import Run
 from backend.queue import enqueue_run
 from backend.runs import service
@@ -89,7 +89,7 @@ async def list_runs(
     request: Request,
     filters: FiltersDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Response:
     """List runs, filtered and sorted (`sort=-epsilon`), one page at a time."""
     database, cache = request.app.state.database, request.app.state.run_pages

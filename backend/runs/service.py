@@ -13,12 +13,12 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, defer
 
 from backend import budgets
-from backend.errors import Conflict, NotFound
+from backend.errors import Conflict, NotFound, ParameterError
 from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.algorithms import algorithm_class
-from dpfl.errors import SpecError
+from dpfl.errors import DpflError, SpecError, UnknownNameError
 from dpfl.privacy.accountants import accountant_class, headline_problem, make_accountant
 from dpfl.privacy.events import with_withheld
 from dpfl.privacy.ledger import Ledger
@@ -60,8 +60,34 @@ def check_limits(spec: RunSpec, settings: Settings) -> None:
 
 
 def planned_privacy(spec: RunSpec, settings: Settings) -> runner.Privacy:
-    """Returns σ and the planned ε per round of `spec`, calibrating σ for an ε target (loads the data)."""
-    return _planned(spec, tuple(settings.data_dirs), settings.cache_dir)
+    """Returns σ and the planned ε per round of `spec`, calibrating σ for an ε target (loads the data).
+
+    Raises:
+        SpecError: among others when the accountant's arithmetic fails on the spec's numbers
+            (σ = 1e-300 divides by zero; 422 naming the privacy field they came from).
+    """
+    try:
+        return _planned(spec, tuple(settings.data_dirs), settings.cache_dir)
+    except DpflError:
+        raise
+    except (ArithmeticError, ValueError) as exc:  # ZeroDivisionError, OverflowError, math domain errors
+        raise _unaccountable(spec, exc) from exc
+
+
+def _unaccountable(spec: RunSpec, exc: Exception) -> SpecError:
+    privacy = spec.privacy
+    field, value = "privacy", None
+    for name in ("noise_multiplier", "mu", "epsilon"):
+        if privacy is not None and getattr(privacy, name, None) is not None:
+            field, value = f"privacy.{name}", getattr(privacy, name)
+            break
+    accountant = privacy.accountant if privacy is not None else "rdp"
+    return SpecError(
+        field,
+        f"is outside what the {accountant!r} accountant can compute; got {value!r} "
+        f"({type(exc).__name__}: {exc})"
+        + ("; give a larger σ." if field == "privacy.noise_multiplier" else "."),
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -198,8 +224,10 @@ def list_runs(
     ]
     key = sort.lstrip("-")
     if key not in SORTS:
-        raise SpecError(
-            "sort", f"must be one of {', '.join(sorted(SORTS))} (prefix - for descending); got {sort!r}."
+        raise ParameterError(
+            "query",
+            "sort",
+            f"must be one of {', '.join(sorted(SORTS))} (prefix - for descending); got {sort!r}.",
         )
     column = SORTS[key]
     order = [column.desc() if sort.startswith("-") else column.asc(), Run.id.desc()]
@@ -258,6 +286,11 @@ def ledger(session: Session, run_id: str, *, accountant: str | None, delta: floa
         .order_by(LedgerEventRow.round, LedgerEventRow.party)
     ).all()
     delta = delta or run.delta or 1e-5
+    if accountant:
+        try:
+            accountant_class(accountant)
+        except UnknownNameError as exc:
+            raise ParameterError("query", "accountant", str(exc)) from None
     if run.protected and accountant == "pate":
         raise Conflict(
             f"run {run_id!r} is protected: the data-dependent ε (`pate`) reads the noiseless votes, a "
@@ -274,7 +307,16 @@ def ledger(session: Session, run_id: str, *, accountant: str | None, delta: floa
         accountant = run.accountant or "rdp"
         if headline_problem(accountant, events) is not None:  # a run admitted before the rule
             accountant = "rdp"
-    curves = book.epsilon_curves(delta=delta, accountant=accountant)
+    try:
+        curves = book.epsilon_curves(delta=delta, accountant=accountant)
+    except DpflError:
+        raise
+    except (ArithmeticError, ValueError) as exc:  # the accountant's arithmetic on these releases
+        raise ParameterError(
+            "query",
+            "accountant",
+            f"{accountant!r} cannot compute this run's ε ({type(exc).__name__}: {exc}).",
+        ) from exc
     finite = [float(c[-1]) for c in curves.values() if len(c)]
     # Any accountant may recompute a ledger, but a number that is not a sound, data-independent
     # bound says so: never a plain ε.

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from backend.deps import SessionDep, SettingsDep, WriteGuard
+from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
 from backend.queue import enqueue_runs
 from backend.sweeps import service
 from backend.sweeps.export import summary_csv
@@ -45,7 +45,7 @@ def create_sweep(request: Request, session: SessionDep, settings: SettingsDep, b
 def list_sweeps(
     session: SessionDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Any:
     """List sweeps, newest first, with how many of their runs are in each status."""
     items, total = service.list_sweeps(session, limit=limit, offset=offset)

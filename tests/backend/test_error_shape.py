@@ -25,7 +25,10 @@ def assert_shape(res, status: int, error: str) -> None:
     assert set(body) == {"detail", "error"} and body["error"] == error, body
     if error in FIELD_ERRORS:
         assert body["detail"] and all(set(item) == {"loc", "msg", "type"} for item in body["detail"]), body
-        assert all(item["loc"][0] == "body" and isinstance(item["msg"], str) for item in body["detail"])
+        assert all(
+            item["loc"][0] in {"body", "query", "path", "header"} and isinstance(item["msg"], str)
+            for item in body["detail"]
+        )
     else:
         assert isinstance(body["detail"], str) and body["detail"], body
 

@@ -102,7 +102,7 @@ def test_bad_requests(client):
     assert res.status_code == 422
     assert res.json()["detail"] == [
         {
-            "loc": ["body", "since"],
+            "loc": ["query", "since"],
             "msg": "must be an ISO 8601 timestamp such as 2025-01-31T12:00:00+00:00; got 'yesterday'.",
             "type": "value_error",
         }

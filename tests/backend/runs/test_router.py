@@ -104,7 +104,7 @@ def test_list_filters_sorts_and_pages(client):
     assert client.get("/api/runs", params={"algorithm": "fedavg"}).json()["items"][0]["id"] == fed["id"]
     bad = client.get("/api/runs", params={"sort": "colour"})
     assert bad.status_code == 422
-    assert bad.json()["detail"][0]["loc"] == ["body", "sort"]
+    assert bad.json()["detail"][0]["loc"] == ["query", "sort"]
 
 
 def test_budget_refuses_overspend_with_409(client):

@@ -311,7 +311,7 @@ def test_runs_csv_is_its_own_path_with_the_runs_filters(client):
     assert all(r["created_at"].endswith("+00:00") for r in only)  # UTC, also from SQLite
     assert sorted(r["delta"] for r in only) == ["", ""] + ["1e-05"] * 6  # fedavg has none
     bad = client.get("/api/runs.csv", params={"sort": "colour"})
-    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "sort"]
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "sort"]
 
 
 def test_submitting_a_sweep_needs_a_token_when_tokens_are_set(settings):

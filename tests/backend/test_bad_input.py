@@ -1,0 +1,192 @@
+"""Bad input gets a clear 4xx naming what is wrong, never a 500 (issue 17, items 8 and 10)."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.main import create_app
+from tests.backend.conftest import run_here
+
+pytestmark = pytest.mark.service
+
+SPEC = {
+    "algorithm": "isrl_mbsgd",
+    "dataset": {"name": "digits", "silos": 4},
+    "rounds": 2,
+    "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+}
+NUL = "contains a NUL character (\\x00), which no id, name or filter may hold; remove it."
+
+
+def field_error(res, loc: list, *, error: str = "SpecError", status: int = 422) -> str:
+    """Asserts a one-field error at `loc`; returns its message."""
+    assert res.status_code == status, res.text
+    body = res.json()
+    assert body["error"] == error and [d["loc"] for d in body["detail"]] == [loc], body
+    return body["detail"][0]["msg"]
+
+
+@pytest.fixture
+def quiet(client) -> TestClient:
+    """The client, answering a server error with its 500 instead of raising it."""
+    return TestClient(client.app, raise_server_exceptions=False)
+
+
+@pytest.mark.parametrize("path", ["/api/runs", "/api/sweeps"])
+def test_an_offset_beyond_the_databases_integers_is_a_422(quiet, path):
+    res = quiet.get(path, params={"offset": 2**63})
+    msg = field_error(res, ["query", "offset"], error="RequestValidationError")
+    assert msg == "Input should be less than or equal to 1000000000"
+    assert quiet.get(path, params={"offset": 10**9}).json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "loc"),
+    [
+        ("GET", "/api/runs/a%00b", ["path", "run_id"]),
+        ("DELETE", "/api/runs/a%00b", ["path", "run_id"]),
+        ("GET", "/api/runs/a%00b/ledger", ["path", "run_id"]),
+        ("GET", "/api/runs?status=a%00b", ["query", "status"]),
+        ("GET", "/api/runs.csv?dataset=%00", ["query", "dataset"]),
+        ("GET", "/api/budgets/a%00b", ["path", "dataset"]),
+        ("GET", "/api/sweeps/a%00b/summary", ["path", "sweep_id"]),
+        ("GET", "/api/figures/spent?runs=a%00b", ["query", "runs"]),
+        ("GET", "/api/events?run=a%00b&timeout=0.01", ["query", "run"]),
+    ],
+)
+def test_a_nul_byte_in_an_id_or_filter_is_a_422_naming_it(quiet, method, url, loc):
+    assert field_error(quiet.request(method, url), loc) == NUL
+
+
+def test_a_nul_byte_in_a_body_string_is_a_422_naming_it(quiet):
+    res = quiet.post("/api/sweeps", json={"name": "a\x00", "base": SPEC, "grid": {"seed": [0]}})
+    assert field_error(res, ["body", "name"]) == NUL
+    res = quiet.put("/api/budgets/digits", json={"total_epsilon": 1.0, "x\x00": 1})
+    assert field_error(res, ["body", "x\\x00"]) == NUL
+
+
+@pytest.mark.parametrize(("algorithm", "accountant"), [("isrl_mbsgd", "rdp"), ("uldp_avg", "gdp")])
+@pytest.mark.parametrize("path", ["/api/privacy/project", "/api/runs"])
+def test_a_sigma_the_accountant_cannot_compute_with_is_a_422_naming_it(quiet, path, algorithm, accountant):
+    privacy = {"noise_multiplier": 1e-300, "delta": 1e-5, "accountant": accountant}
+    msg = field_error(
+        quiet.post(path, json=SPEC | {"algorithm": algorithm, "privacy": privacy}),
+        ["body", "privacy", "noise_multiplier"],
+    )
+    assert msg.startswith(f"is outside what the '{accountant}' accountant can compute; got 1e-300 (")
+    assert msg.endswith("give a larger σ.")
+    assert quiet.get("/api/runs").json()["total"] == 0  # nothing admitted
+
+
+def test_an_accountant_that_overflows_on_a_ledger_is_a_422_naming_it(quiet, settings):
+    spec = SPEC | {"privacy": {"noise_multiplier": 0.01, "delta": 1e-5}}
+    run_id = quiet.post("/api/runs", json=spec).json()["id"]
+    run_here(settings, run_id)
+    for url in (f"/api/runs/{run_id}/ledger", f"/api/runs/{run_id}/figures"):
+        msg = field_error(quiet.get(url, params={"accountant": "gdp"}), ["query", "accountant"])
+        assert msg == "'gdp' cannot compute this run's ε (OverflowError: math range error)."
+        msg = field_error(quiet.get(url, params={"accountant": "nope"}), ["query", "accountant"])
+        assert msg == "unknown accountant 'nope'; registered: gdp, group, pate, pld, rdp"
+
+
+def test_query_and_header_errors_are_located_there(quiet):
+    assert field_error(quiet.get("/api/runs?sort=colour"), ["query", "sort"]).startswith("must be one of")
+    assert field_error(quiet.get("/api/events?since=yesterday"), ["query", "since"]).startswith(
+        "must be an ISO"
+    )
+    res = quiet.get("/api/events", headers={"Last-Event-ID": "yesterday"})
+    assert field_error(res, ["header", "Last-Event-ID"]).startswith("must be an ISO")
+
+
+def test_a_json_body_over_the_limit_is_a_413_before_it_is_parsed(quiet):
+    big = b'{"a": "' + b"x" * 1_000_000 + b'"}'
+    res = quiet.post("/api/runs", content=big, headers={"content-type": "application/json"})
+    assert res.status_code == 413 and res.json() == {
+        "detail": "the request body is over this server's limit of 1,000,000 bytes (DPFL_MAX_BODY_BYTES); "
+        "got 1,000,009 bytes. Upload data files with POST /api/datasets.",
+        "error": "PayloadTooLarge",
+    }
+
+    def chunks():  # no Content-Length: counted as it arrives
+        for _ in range(20):
+            yield b"x" * 100_000
+
+    res = quiet.post("/api/privacy/project", content=chunks(), headers={"content-type": "application/json"})
+    assert res.status_code == 413 and "got more than 1,000,000 bytes" in res.json()["detail"]
+    # an upload keeps its own limit
+    csv = b"x1,y\n" + b"".join(f"{i},{i % 2}\n".encode() for i in range(150_000))
+    assert len(csv) > 1_000_000
+    res = quiet.post("/api/datasets", files={"file": ("t.csv", csv)}, data={"name": "big", "label": "y"})
+    assert res.status_code == 201, res.text
+
+
+@pytest.mark.parametrize("depth", [65, 100_000])
+def test_deeply_nested_json_is_a_422(quiet, depth):
+    res = quiet.post(
+        "/api/runs", content=b"[" * depth + b"]" * depth, headers={"content-type": "application/json"}
+    )
+    assert res.status_code == 422, res.text
+    body = res.json()
+    assert body["error"] == "RequestValidationError" and body["detail"][0]["loc"] == ["body"], body
+    assert "64 levels" in body["detail"][0]["msg"]
+
+
+def test_options_is_a_405_with_the_paths_methods(quiet):
+    for path, allow in [
+        ("/api/runs", "GET, HEAD, POST"),
+        ("/api/runs/abc", "DELETE, GET, HEAD"),
+        ("/api/budgets/digits", "DELETE, GET, HEAD, PUT"),
+        ("/", "GET, HEAD"),
+    ]:
+        res = quiet.options(path)
+        assert res.status_code == 405 and res.headers["allow"] == allow, (path, res.headers, res.text)
+        assert res.json() == {
+            "detail": f"OPTIONS is not supported (this server sends no CORS headers); {path} allows {allow}",
+            "error": "MethodNotAllowed",
+        }
+    assert quiet.options("/api/nope").json() == {
+        "detail": "/api/nope is not a path of this API",
+        "error": "NotFound",
+    }
+
+
+def test_a_budget_needs_a_dataset_and_can_be_deleted(quiet, settings):
+    res = quiet.put("/api/budgets/nope", json={"total_epsilon": 1.0})
+    assert res.status_code == 404 and res.json()["error"] == "NotFound"
+    detail = res.json()["detail"]
+    assert detail.startswith("no dataset 'nope' to budget; known datasets: ") and "digits" in detail
+    assert quiet.get("/api/budgets").json() == []
+    csv = b"x1,y\n" + b"".join(f"{i},{i % 2}\n".encode() for i in range(100))
+    assert (
+        quiet.post(
+            "/api/datasets", files={"file": ("t.csv", csv)}, data={"name": "mine", "label": "y"}
+        ).status_code
+        == 201
+    )
+    assert quiet.put("/api/budgets/mine", json={"total_epsilon": 1.0}).status_code == 200
+    assert "mine" in quiet.put("/api/budgets/nope", json={"total_epsilon": 1.0}).json()["detail"]
+
+    assert quiet.put("/api/budgets/digits", json={"total_epsilon": 10.0}).status_code == 200
+    run_id = quiet.post("/api/runs", json=SPEC | {"privacy": {"epsilon": 1.0, "delta": 1e-5}}).json()["id"]
+    res = quiet.delete("/api/budgets/digits")
+    assert res.status_code == 409 and res.json() == {
+        "detail": f"dataset 'digits' has queued or running runs ({run_id}); "
+        "cancel them or let them finish, then delete its budget",
+        "error": "Conflict",
+    }
+    assert quiet.post(f"/api/runs/{run_id}/cancel").status_code == 200
+    assert quiet.delete("/api/budgets/digits").status_code == 204
+    assert quiet.get("/api/budgets/digits").status_code == 404
+    assert quiet.get(f"/api/runs/{run_id}").json()["status"] == "cancelled"
+    assert quiet.delete("/api/budgets/digits").json() == {
+        "detail": "dataset 'digits' has no privacy budget",
+        "error": "NotFound",
+    }
+
+
+def test_deleting_a_budget_needs_a_token_when_tokens_are_set(settings):
+    strict = settings.model_copy(update={"api_tokens": "s3cret"})
+    with TestClient(create_app(strict)) as c:
+        assert c.delete("/api/budgets/digits").status_code == 401
+        assert c.delete("/api/budgets/digits", headers={"Authorization": "Bearer s3cret"}).status_code == 404
