@@ -15,17 +15,22 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from pathlib import Path
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from backend.datasets.service import uploads_dir
 from backend.db import utcnow
 from backend.errors import BudgetExceeded, Conflict, NotFound
 from backend.models import Budget, BudgetCharge, LedgerEventRow, Run, RunStatus
+from backend.settings import Settings
 from dpfl.data import dataset_info, registered_datasets
 from dpfl.privacy.ledger import Ledger
+from dpfl.spec import RunSpec
 
 __all__ = [
+    "budget_name",
     "delete_budget",
     "exists",
     "get_budget",
@@ -35,6 +40,19 @@ __all__ = [
     "settle",
     "usage",
 ]
+
+
+def budget_name(spec: RunSpec, settings: Settings) -> str:
+    """Returns the name a run's data is budgeted under: an upload's own name for a CSV from the
+    upload store (every upload runs through the `csv` loader, yet each is its own data), else
+    the dataset's name (`csv` for any other CSV file, so one budget on `csv` covers them all)."""
+    ds = spec.dataset
+    path = ds.options.get("path") if ds.name == "csv" else None
+    if isinstance(path, str) and path:
+        resolved = Path(path).resolve()
+        if resolved.parent == uploads_dir(settings).resolve() and resolved.suffix == ".csv":
+            return resolved.stem
+    return ds.name
 
 
 def exists(session: Session, dataset: str) -> bool:
@@ -174,11 +192,13 @@ def put_budget(session: Session, *, dataset: str, total_epsilon: float, known: S
 
 
 def delete_budget(session: Session, dataset: str) -> None:
-    """Deletes a dataset's budget and its charges; its runs stay protected.
+    """Deletes a dataset's budget that nothing was spent of; its runs stay protected.
 
     Raises:
         NotFound: the dataset has no budget (404).
-        Conflict: a run on the dataset is queued or running, holding or about to spend ε (409).
+        Conflict: a run on the dataset is queued or running, holding or about to spend ε, or ε
+            was spent (409): privacy loss is permanent, and a budget created again would start
+            from zero.
     """
     # Takes the budget row's lock first, as admission does: an admission either ran before
     # (its run is seen below) or runs after and finds no budget.
@@ -195,6 +215,12 @@ def delete_budget(session: Session, dataset: str) -> None:
         raise Conflict(
             f"dataset {dataset!r} has queued or running runs ({', '.join(active)}); "
             "cancel them or let them finish, then delete its budget"
+        )
+    spent = usage(session, dataset)["spent"]
+    if spent > 0:
+        raise Conflict(
+            f"dataset {dataset!r} has spent ε {spent:.4g} of its budget; a budget that was spent cannot "
+            "be deleted (a new one would forget that spending); change its total with PUT instead"
         )
     session.execute(delete(BudgetCharge).where(BudgetCharge.dataset == dataset))
     session.execute(delete(Budget).where(Budget.dataset == dataset))

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from backend.budgets.service import get_budget
+from backend.budgets.service import budget_name, get_budget
 from backend.errors import NotFound
 from backend.runs import service as runs
 from backend.settings import Settings
@@ -43,7 +43,7 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> dict[str,
             "noise_multiplier": plan.noise_multiplier,
             "planned_epsilon": plan.planned_epsilon,
         }
-    budget = _remaining(session, spec.dataset.name)
+    budget = _remaining(session, budget_name(spec, settings))
     if budget is not None:  # protected: the partition's label counts are a diagnostic, withheld
         return out | {"budget": budget, "label_histogram": None, "partition_figure": None}
     key = json.dumps(spec.dataset.model_dump(mode="json"), sort_keys=True)  # a DatasetSpec holds dicts

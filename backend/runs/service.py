@@ -146,15 +146,16 @@ def _may_refuse(accountant: str) -> bool:
 def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id: str | None = None) -> Run:
     """Validates, projects and admits a run against its dataset's budget; returns the queued row."""
     check_limits(spec, settings)
-    protected = budgets.exists(session, spec.dataset.name)
+    dataset = budgets.budget_name(spec, settings)
+    protected = budgets.exists(session, dataset)
     if protected:
-        _check_protected(spec)
+        _check_protected(spec, dataset)
     projection = project(spec, settings)
     privacy = spec.privacy
     run = Run(
         status=RunStatus.queued,
         algorithm=spec.algorithm,
-        dataset=spec.dataset.name,
+        dataset=dataset,
         sweep_id=sweep_id,
         spec=spec.to_json(),
         rounds=spec.rounds,
@@ -173,10 +174,9 @@ def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id:
     return run
 
 
-def _check_protected(spec: RunSpec) -> None:
+def _check_protected(spec: RunSpec, name: str) -> None:
     """Refuses what a protected dataset (one with a budget) must not run: a non-private algorithm
     (its model is released without noise) or seeded noise (regenerable from the spec)."""
-    name = spec.dataset.name
     if spec.privacy is None:
         raise Conflict(
             f"dataset {name!r} has a privacy budget, so only private runs may use it; "

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from backend.budgets.service import usage
+from backend.budgets.service import budget_name, usage
 from backend.errors import BudgetExceeded, NotFound
 from backend.models import Budget, Run, RunStatus, Sweep
 from backend.runs import service as runs
@@ -49,7 +49,7 @@ def create_sweep(
     """
     points = expand(base, grid, max_points=settings.max_sweep_points)
     specs = [_validated(i, points, base, settings) for i in range(len(points))]
-    _check_budgets(session, specs)
+    _check_budgets(session, specs, settings)
     sweep = Sweep(name=name, base=dict(base), grid=dict(grid), num_runs=len(specs))
     session.add(sweep)
     session.flush()
@@ -202,14 +202,14 @@ def _point_error(
     return PointError(locate(field, point, base), reason)
 
 
-def _check_budgets(session: Session, specs: Iterable[RunSpec]) -> None:
+def _check_budgets(session: Session, specs: Iterable[RunSpec], settings: Settings) -> None:
     # The sum of the ε targets is known before any run is projected, so an overspending sweep is
     # refused with its total; runs.create_run still admits each run under the budget's lock.
     needs: dict[str, list[float]] = defaultdict(list)
     for spec in specs:
         privacy = spec.privacy
         if privacy is not None and privacy.epsilon is not None and privacy.calibration != "paper":
-            needs[spec.dataset.name].append(privacy.epsilon)
+            needs[budget_name(spec, settings)].append(privacy.epsilon)
     for dataset, targets in needs.items():
         budget = session.get(Budget, dataset)
         if budget is None:

@@ -99,3 +99,27 @@ def test_a_protected_run_withholds_its_diagnostics(settings, client):
     pate = client.get(f"/api/runs/{run_id}/ledger", params={"accountant": "pate"})
     assert pate.status_code == 409 and "withheld for datasets with a budget" in pate.json()["detail"]
     assert "partition" not in client.get(f"/api/runs/{run_id}/figures").json()
+
+
+def test_an_uploaded_csv_is_budgeted_and_protected_under_its_own_name(settings, client):
+    table = b"x1,x2,y\n" + b"".join(f"{i % 13},{i % 7},{i % 2}\n".encode() for i in range(300))
+    upload = client.post(
+        "/api/datasets", files={"file": ("t.csv", table)}, data={"name": "clinic", "label": "y"}
+    )
+    assert upload.status_code == 201
+    assert client.put("/api/budgets/clinic", json={"total_epsilon": 20.0}).status_code == 200
+    spec = ISRL | {"dataset": upload.json()["spec_dataset"] | {"silos": 2}, "model": {"name": "logreg"}}
+    run = client.post("/api/runs", json=spec).json()
+    assert (run["dataset"], run["protected"]) == ("clinic", True)
+    assert client.get("/api/budgets/clinic").json()["reserved"] == pytest.approx(run["projected_epsilon"])
+    run_here(settings, run["id"])
+    body = client.get(f"/api/runs/{run['id']}").json()
+    assert body["status"] == "succeeded" and body["diagnostics"]["withheld"] is True
+    spent = client.get("/api/budgets/clinic").json()["spent"]
+    assert spent == pytest.approx(body["epsilon"]) and spent > 0
+    refused = client.delete("/api/budgets/clinic")
+    assert refused.status_code == 409
+    assert refused.json()["detail"] == (
+        f"dataset 'clinic' has spent ε {spent:.4g} of its budget; a budget that was spent cannot be "
+        "deleted (a new one would forget that spending); change its total with PUT instead"
+    )
