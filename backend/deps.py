@@ -6,14 +6,15 @@ import hmac
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import APIRouter, Depends, Request
+from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
 from backend.db import Database
-from backend.errors import Forbidden, Unauthorized
+from backend.errors import Unauthorized
 from backend.settings import Settings
 
-__all__ = ["DatabaseDep", "SessionDep", "SettingsDep", "WriteGuard"]
+__all__ = ["AUTH_RESPONSE", "DatabaseDep", "SessionDep", "SettingsDep", "WriteGuard", "document_guard"]
 
 
 def _settings(request: Request) -> Settings:
@@ -35,7 +36,11 @@ SessionDep = Annotated[Session, Depends(_session)]
 
 
 def require_token(request: Request, settings: SettingsDep) -> None:
-    """Refuses a write without a valid bearer token when DPFL_API_TOKENS is set (401 / 403)."""
+    """Refuses a write without a valid bearer token when DPFL_API_TOKENS is set (401).
+
+    A missing and a wrong token are both 401 with `WWW-Authenticate: Bearer` (RFC 6750 §3):
+    the request is not authenticated either way, and a client retries it with a token.
+    """
     if not settings.tokens:
         return
     header = request.headers.get("authorization", "")
@@ -46,7 +51,20 @@ def require_token(request: Request, settings: SettingsDep) -> None:
         )
     # compare_digest on every token: the time taken does not reveal how much of a token matched
     if not any(hmac.compare_digest(token, t) for t in settings.tokens):
-        raise Forbidden("the bearer token is not one of this server's tokens")
+        raise Unauthorized("the bearer token is not one of this server's tokens")
 
 
 WriteGuard = Depends(require_token)
+
+AUTH_RESPONSE: dict = {
+    "description": "DPFL_API_TOKENS is set and the request has no bearer token, or not one of them "
+    "(`Authorization: Bearer <token>`)",
+    "headers": {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
+}
+
+
+def document_guard(router: APIRouter) -> None:
+    """Adds the 401 response to the OpenAPI of every route of `router` behind the write guard."""
+    for route in router.routes:
+        if isinstance(route, APIRoute) and any(d.call is require_token for d in route.dependant.dependencies):
+            route.responses.setdefault(401, AUTH_RESPONSE)

@@ -7,6 +7,7 @@ Body: {"detail": message, "error": ClassName}. A dpfl SpecError becomes 422 with
 from __future__ import annotations
 
 import logging
+from typing import ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -24,6 +25,7 @@ class AppError(Exception):
     """Base of the API's expected errors."""
 
     status_code = 400
+    headers: ClassVar[dict[str, str] | None] = None  # response headers the status calls for
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -47,11 +49,10 @@ class PayloadTooLarge(AppError):
 
 
 class Unauthorized(AppError):
+    """No bearer token, or not one of the server's: 401 with the challenge RFC 6750 asks for."""
+
     status_code = 401
-
-
-class Forbidden(AppError):
-    status_code = 403
+    headers: ClassVar[dict[str, str] | None] = {"WWW-Authenticate": "Bearer"}
 
 
 def spec_error_body(exc: SpecError | UnknownNameError, *, field: str | None = None) -> dict:
@@ -69,7 +70,11 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(AppError)
     async def _app_error(_: Request, exc: AppError) -> JSONResponse:
-        return JSONResponse({"detail": exc.message, "error": type(exc).__name__}, status_code=exc.status_code)
+        return JSONResponse(
+            {"detail": exc.message, "error": type(exc).__name__},
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
 
     @app.exception_handler(SpecError)
     async def _spec_error(_: Request, exc: SpecError) -> JSONResponse:
