@@ -87,6 +87,7 @@ def install(app: FastAPI) -> None:
             "model": "model.name",
             "accountant": "privacy.accountant",
             "partition kind": "dataset.partition.kind",
+            "dataset": "dataset.name",
         }.get(exc.kind, exc.kind.replace(" ", "_"))
         body = {
             "detail": [{"loc": ["body", *field.split(".")], "msg": str(exc), "type": "value_error"}],

@@ -24,6 +24,7 @@ from backend.errors import Conflict
 from backend.settings import Settings
 from dpfl.data import dataset_info, load_dataset, locate, registered_datasets
 from dpfl.data.files import confine
+from dpfl.data.loaders.csv_table import NonFiniteCell
 from dpfl.errors import DatasetUnavailable, SpecError
 from dpfl.spec import RunSpec
 
@@ -119,6 +120,13 @@ def store_upload(settings: Settings, *, form: Form) -> dict[str, Any]:
     _check_label(staged, label)
     try:
         data = load_dataset("csv", path=str(staged), label=label)
+    except NonFiniteCell as exc:  # the uploader sent the file: its column is named
+        column = _header(staged)[exc.column]
+        raise SpecError(
+            "file",
+            f"column {column!r} holds a number that is not finite (NaN or infinite) in data row {exc.row}; "
+            "give finite numbers, and leave a missing value's cell empty.",
+        ) from None
     except SpecError as exc:
         raise SpecError(_FORM_FIELD.get(exc.field, "file"), exc.reason) from None
     try:
@@ -152,11 +160,13 @@ def _check_label(staged: Path, label: str) -> None:
 
 
 def check_dataset_files(spec: RunSpec, settings: Settings) -> None:
-    """Refuses a spec whose dataset file lies outside the data folders and the upload store.
+    """Refuses a spec of an unknown dataset, or whose file lies outside the data folders and
+    the upload store.
 
     Every loader option named `path` is checked as the loader would look it up, after resolving
     symlinks and `..` (422 naming `dataset.options.path`; the worker checks again before a run).
     """
+    dataset_info(spec.dataset.name)  # an unknown name is a 422 naming dataset.name, listing them all
     options = spec.dataset.options
     if "path" in options:
         confine(

@@ -15,7 +15,24 @@ from dpfl.data.preprocessing import one_hot, standardise, stratified_split
 from dpfl.data.registry import register
 from dpfl.errors import SpecError
 
-__all__ = ["load_csv"]
+__all__ = ["NonFiniteCell", "load_csv"]
+
+
+class NonFiniteCell(SpecError):
+    """A numeric column holds NaN or an infinity: no model can learn from it.
+
+    Attributes:
+        row: the data row (1-based, after the header).
+        column: the column's index in the header (0-based).
+    """
+
+    def __init__(self, file: Path, row: int, column: int):
+        super().__init__(
+            "dataset.path",
+            f"data row {row} of {file} holds a number that is not finite (NaN or infinite) in column "
+            f"{column + 1}; give finite numbers, and leave a missing value's cell empty.",
+        )
+        self.row, self.column = row, column
 
 
 @register(
@@ -50,7 +67,8 @@ def load_csv(
     user ids (mapped to 0..U-1 in sorted order). Every other column is a feature:
 
     - numeric if every non-empty cell parses as a number: standardised with training
-      statistics; an empty cell is imputed with the training mean (0 after scaling);
+      statistics; an empty cell is imputed with the training mean (0 after scaling); a cell
+      that is NaN or infinite (`nan`, `inf`, `1e999`) is refused;
     - otherwise categorical: one indicator per value seen in training (sorted); a value
       seen only in test gets no indicator.
 
@@ -117,6 +135,8 @@ def load_csv(
     features = [name for name in header if name not in (label, silo, user_id)]
     if not features:
         raise SpecError("dataset.label", f"leaves no feature columns; the file has {len(header)} columns.")
+    for name in features:
+        _check_finite(file, column(name), columns[name])
     x_train, x_test, names = _encode(features, column, train, test, max_categories)
     silo_names = silo_train = silo_test = user_train = None
     if silo is not None:
@@ -215,6 +235,16 @@ def _numbers(values: np.ndarray) -> np.ndarray | None:
         return np.where(blank, "nan", values).astype(np.float64)
     except ValueError:
         return None
+
+
+def _check_finite(file: Path, values: np.ndarray, index: int) -> None:
+    """Refuses a numeric column with a NaN or infinite cell (an empty cell is a missing value)."""
+    numbers = _numbers(values)
+    if numbers is None:
+        return
+    bad = ~np.isfinite(numbers) & (np.char.strip(values) != "")
+    if bad.any():
+        raise NonFiniteCell(file, int(np.flatnonzero(bad)[0]) + 1, index)
 
 
 def _codes(values: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
