@@ -26,4 +26,6 @@ RUN pip install -c constraints.txt --extra-index-url https://download.pytorch.or
 # Nothing here needs root (and Celery warns when a worker runs as root).
 USER dpfl
 EXPOSE 8000
-CMD ["sh", "-c", "dpfl db upgrade && exec uvicorn backend.main:app --host 0.0.0.0 --port 8000"]
+# `dpfl up` upgrades the database and refuses to bind every interface without DPFL_API_TOKENS
+# (uvicorn's own --host would serve writes to anyone). Workers run as `dpfl worker` containers.
+CMD ["dpfl", "up", "--host", "0.0.0.0", "--port", "8000", "--workers", "0"]

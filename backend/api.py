@@ -6,7 +6,7 @@ from backend.algorithms.router import router as algorithms
 from backend.audits.router import router as audits
 from backend.budgets.router import router as budgets
 from backend.datasets.router import router as datasets
-from backend.deps import refuse_nul
+from backend.deps import document_guard, refuse_nul
 from backend.events.router import router as events
 from backend.figures.router import router as figures
 from backend.health.router import router as health
@@ -16,4 +16,5 @@ from backend.sweeps.router import router as sweeps
 
 api = APIRouter(prefix="/api", dependencies=[Depends(refuse_nul)])
 for router in (runs, audits, budgets, sweeps, algorithms, datasets, privacy, health, events, figures):
+    document_guard(router)  # the 401 in the OpenAPI of each route behind the write guard
     api.include_router(router)

@@ -10,11 +10,12 @@ import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import MetaData, create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy import DateTime, MetaData, create_engine, event
+from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.types import TypeDecorator
 
-__all__ = ["Base", "Database", "utcnow"]
+__all__ = ["Base", "Database", "UtcDateTime", "utcnow"]
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -23,6 +24,28 @@ NAMING = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+
+class UtcDateTime(TypeDecorator):
+    """A timestamp stored as UTC and always read back as an aware UTC datetime.
+
+    SQLite keeps no time zone (its datetimes come back naive) and Postgres answers in the
+    session's time zone; the API sends what this returns, so every timestamp has `+00:00`.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        return None if value is None else _as_utc(value)
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        return None if value is None else _as_utc(value)
+
+
+def _as_utc(value: dt.datetime) -> dt.datetime:
+    """Returns `value` as aware UTC (a naive value is UTC: the service writes only UTC)."""
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
 class Base(DeclarativeBase):

@@ -6,15 +6,25 @@ import hmac
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import APIRouter, Depends, Request
+from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
 from backend.db import Database
-from backend.errors import Forbidden, ParameterError, Unauthorized
+from backend.errors import ParameterError, Unauthorized
 from backend.settings import Settings
 from dpfl.errors import SpecError
 
-__all__ = ["MAX_OFFSET", "DatabaseDep", "SessionDep", "SettingsDep", "WriteGuard", "refuse_nul"]
+__all__ = [
+    "AUTH_RESPONSE",
+    "MAX_OFFSET",
+    "DatabaseDep",
+    "SessionDep",
+    "SettingsDep",
+    "WriteGuard",
+    "document_guard",
+    "refuse_nul",
+]
 
 
 def _settings(request: Request) -> Settings:
@@ -38,7 +48,11 @@ SessionDep = Annotated[Session, Depends(_session)]
 
 
 def require_token(request: Request, settings: SettingsDep) -> None:
-    """Refuses a write without a valid bearer token when DPFL_API_TOKENS is set (401 / 403)."""
+    """Refuses a write without a valid bearer token when DPFL_API_TOKENS is set (401).
+
+    A missing and a wrong token are both 401 with `WWW-Authenticate: Bearer` (RFC 6750 §3):
+    the request is not authenticated either way, and a client retries it with a token.
+    """
     if not settings.tokens:
         return
     header = request.headers.get("authorization", "")
@@ -49,7 +63,7 @@ def require_token(request: Request, settings: SettingsDep) -> None:
         )
     # compare_digest on every token: the time taken does not reveal how much of a token matched
     if not any(hmac.compare_digest(token, t) for t in settings.tokens):
-        raise Forbidden("the bearer token is not one of this server's tokens")
+        raise Unauthorized("the bearer token is not one of this server's tokens")
 
 
 WriteGuard = Depends(require_token)
@@ -95,3 +109,17 @@ def _nul_path(value: object, path: tuple = ()) -> tuple | None:
         elif isinstance(item, list):
             stack.extend((sub, (*where, i)) for i, sub in enumerate(item))
     return None
+
+
+AUTH_RESPONSE: dict = {
+    "description": "DPFL_API_TOKENS is set and the request has no bearer token, or not one of them "
+    "(`Authorization: Bearer <token>`)",
+    "headers": {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
+}
+
+
+def document_guard(router: APIRouter) -> None:
+    """Adds the 401 response to the OpenAPI of every route of `router` behind the write guard."""
+    for route in router.routes:
+        if isinstance(route, APIRoute) and any(d.call is require_token for d in route.dependant.dependencies):
+            route.responses.setdefault(401, AUTH_RESPONSE)

@@ -7,6 +7,7 @@ Body: {"detail": message, "error": ClassName}. A dpfl SpecError becomes 422 with
 from __future__ import annotations
 
 import logging
+from typing import ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -35,6 +36,7 @@ class AppError(Exception):
     """Base of the API's expected errors."""
 
     status_code = 400
+    headers: ClassVar[dict[str, str] | None] = None  # response headers the status calls for
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -62,11 +64,10 @@ class PayloadTooLarge(AppError):
 
 
 class Unauthorized(AppError):
+    """No bearer token, or not one of the server's: 401 with the challenge RFC 6750 asks for."""
+
     status_code = 401
-
-
-class Forbidden(AppError):
-    status_code = 403
+    headers: ClassVar[dict[str, str] | None] = {"WWW-Authenticate": "Bearer"}
 
 
 class ParameterError(SpecError):
@@ -79,7 +80,9 @@ class ParameterError(SpecError):
 
 def app_error_response(exc: AppError) -> JSONResponse:
     """Returns the response for an AppError; middleware that answers before routing uses it too."""
-    return JSONResponse({"detail": exc.message, "error": type(exc).__name__}, status_code=exc.status_code)
+    return JSONResponse(
+        {"detail": exc.message, "error": type(exc).__name__}, status_code=exc.status_code, headers=exc.headers
+    )
 
 
 def spec_error_body(exc: SpecError | UnknownNameError, *, field: str | None = None) -> dict:
@@ -111,6 +114,7 @@ def install(app: FastAPI) -> None:
             "model": "model.name",
             "accountant": "privacy.accountant",
             "partition kind": "dataset.partition.kind",
+            "dataset": "dataset.name",
         }.get(exc.kind, exc.kind.replace(" ", "_"))
         body = {
             "detail": [{"loc": ["body", *field.split(".")], "msg": str(exc), "type": "value_error"}],

@@ -52,8 +52,9 @@ class Settings(BaseSettings):
             self.broker_url = "filesystem://"
         if not _loopback(self.host) and not self.tokens:
             raise ValueError(
-                f"DPFL_HOST={self.host} exposes the API beyond this machine without authentication; "
-                "set DPFL_API_TOKENS (comma-separated bearer tokens) or bind to 127.0.0.1"
+                f"binding to {self.host} exposes the API beyond this machine without authentication; "
+                "set DPFL_API_TOKENS (comma-separated bearer tokens) "
+                "or bind to 127.0.0.1 (--host / DPFL_HOST)"
             )
         return self
 

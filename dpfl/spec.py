@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -29,6 +30,7 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "spec_error",
+    "yaml_load",
 ]
 
 MAX_ROUNDS = 10_000
@@ -36,7 +38,9 @@ MAX_SILOS = 1_000
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a string or a bool is never taken for a number ("2" and true are refused for
+    # `rounds`); an int is still a float. YAML exponents without a dot are numbers (yaml_load).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class PartitionSpec(_Strict):
@@ -220,6 +224,29 @@ def parse_spec(data: Mapping[str, Any]) -> RunSpec:
         raise spec_error(exc) from None
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML as safe_load reads it, but with YAML 1.2's floats: `1e-5` is a number, not a string."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def yaml_load(text: str) -> Any:
+    """Returns the YAML (or JSON) document in `text`, reading `1e-5` as a float (YAML 1.2)."""
+    return yaml.load(text, Loader=_Loader)  # safe: a SafeLoader subclass
+
+
 def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """Returns `data` with each `a.b.c=value` applied (the value parsed as YAML: 5, 1e-3, [64])."""
     out = json.loads(json.dumps(data))
@@ -233,14 +260,14 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[s
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise SpecError(key, f"cannot be set: {part!r} is not a mapping.")
-        node[leaf] = yaml.safe_load(raw)
+        node[leaf] = yaml_load(raw)
     return out
 
 
 def load_spec(text: str, *, overrides: Sequence[str] = ()) -> RunSpec:
     """Returns the RunSpec written as YAML or JSON in `text`, with `field=value` overrides applied."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml_load(text)
     except yaml.YAMLError as exc:
         raise SpecError("spec", f"is not valid YAML or JSON: {exc}") from None
     if not isinstance(data, Mapping):

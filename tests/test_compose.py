@@ -77,6 +77,19 @@ def test_api_binds_all_interfaces_only_with_tokens_from_the_environment():
     assert Settings(host="0.0.0.0", api_tokens="t0ken").tokens == {"t0ken"}
 
 
+def test_every_bind_to_all_interfaces_goes_through_the_token_check():
+    # uvicorn's --host is not a setting: an image running `uvicorn --host 0.0.0.0` without
+    # DPFL_HOST=0.0.0.0 served writes to anyone (issue 17, item 1). The image runs `dpfl up`, whose
+    # --host is checked; compose's api runs uvicorn with DPFL_HOST saying the same.
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'CMD ["dpfl", "up", "--host", "0.0.0.0", "--port", "8000", "--workers", "0"]' in dockerfile
+    assert "uvicorn" not in dockerfile.split("CMD", 1)[1]
+    for name in ("api", "worker"):
+        service = services()[name]
+        if "--host 0.0.0.0" in command(service):
+            assert service["environment"]["DPFL_HOST"] == "0.0.0.0", name
+
+
 def test_the_cpu_torch_index_is_used_by_the_image_only():
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert dockerfile.startswith("#") and "FROM python:3.11-slim" in dockerfile

@@ -158,6 +158,13 @@ def test_every_curl_uses_a_method_its_route_has(routes):
     assert not wrong, f"curl calls with no such route and method: {wrong}"
 
 
+def test_the_api_section_documents_the_write_guards_401(routes):
+    text = " ".join(section("The HTTP API").split())
+    assert "gets 401 with `WWW-Authenticate: Bearer`" in text
+    guarded = {m for ops in routes.values() for m in ops if m not in {"GET", "HEAD", "OPTIONS"}}
+    assert guarded == {"POST", "PUT", "DELETE"} and "every write (POST, PUT, DELETE)" in text
+
+
 def test_curl_bodies_are_valid_specs_and_sweeps():
     checked = set()
     for method, path, body in curl_calls():

@@ -17,6 +17,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from backend import budgets
+from backend.datasets.service import check_dataset_files
 from backend.db import Database, utcnow
 from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
 from backend.runs.service import ledger as ledger_of
@@ -133,6 +134,7 @@ def execute(database: Database, settings: Settings, run_id: str) -> None:
     heartbeat = _Heartbeat(database, run_id)
     heartbeat.start()
     try:
+        check_dataset_files(spec, settings)  # admission checked it; a row may predate that check
         result = runner.run(
             spec,
             data_dirs=settings.data_dirs,

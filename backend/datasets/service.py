@@ -23,9 +23,12 @@ from backend.db import utcnow
 from backend.errors import Conflict
 from backend.settings import Settings
 from dpfl.data import dataset_info, load_dataset, locate, registered_datasets
+from dpfl.data.files import confine
+from dpfl.data.loaders.csv_table import NonFiniteCell
 from dpfl.errors import DatasetUnavailable, SpecError
+from dpfl.spec import RunSpec
 
-__all__ = ["catalogue", "list_uploads", "staging", "store_upload", "uploads_dir"]
+__all__ = ["catalogue", "check_dataset_files", "list_uploads", "staging", "store_upload", "uploads_dir"]
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # The csv loader's fields, as the upload form names them.
@@ -114,8 +117,16 @@ def store_upload(settings: Settings, *, form: Form) -> dict[str, Any]:
     if target.exists():
         raise _taken(name)
     staged = form.file.rename(form.file.with_name(target.name))  # loader messages name <name>.csv
+    _check_label(staged, label)
     try:
         data = load_dataset("csv", path=str(staged), label=label)
+    except NonFiniteCell as exc:  # the uploader sent the file: its column is named
+        column = _header(staged)[exc.column]
+        raise SpecError(
+            "file",
+            f"column {column!r} holds a number that is not finite (NaN or infinite) in data row {exc.row}; "
+            "give finite numbers, and leave a missing value's cell empty.",
+        ) from None
     except SpecError as exc:
         raise SpecError(_FORM_FIELD.get(exc.field, "file"), exc.reason) from None
     try:
@@ -133,6 +144,37 @@ def store_upload(settings: Settings, *, form: Form) -> dict[str, Any]:
     }
     _write_json(folder / f"{name}.json", record)
     return _upload_read(record, folder)
+
+
+def _check_label(staged: Path, label: str) -> None:
+    """Refuses a label the upload's header lacks, listing its columns: the uploader sent them (the
+    csv loader never echoes a file's contents, as it may read files no request sent)."""
+    try:
+        header = _header(staged)
+    except (UnicodeDecodeError, csv.Error):
+        return  # the loader says why the file is unreadable
+    if header and label not in header:
+        raise SpecError(
+            "label", f"names column {label!r}, which {staged.name} lacks; columns found: {', '.join(header)}."
+        )
+
+
+def check_dataset_files(spec: RunSpec, settings: Settings) -> None:
+    """Refuses a spec of an unknown dataset, or whose file lies outside the data folders and
+    the upload store.
+
+    Every loader option named `path` is checked as the loader would look it up, after resolving
+    symlinks and `..` (422 naming `dataset.options.path`; the worker checks again before a run).
+    """
+    dataset_info(spec.dataset.name)  # an unknown name is a 422 naming dataset.name, listing them all
+    options = spec.dataset.options
+    if "path" in options:
+        confine(
+            options["path"],
+            search_dirs=settings.data_dirs,
+            roots=[*settings.data_dirs, uploads_dir(settings)],
+            field="dataset.options.path",
+        )
 
 
 def _taken(name: str) -> Conflict:

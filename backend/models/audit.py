@@ -7,10 +7,10 @@ import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from backend.db import Base, utcnow
+from backend.db import Base, UtcDateTime, utcnow
 
 __all__ = ["Audit", "AuditStatus"]
 
@@ -27,12 +27,12 @@ class Audit(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=lambda: uuid.uuid4().hex[:16])
     run_id: Mapped[str] = mapped_column(String(32), ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
     status: Mapped[str] = mapped_column(String(16), default=AuditStatus.queued)
     trials: Mapped[int] = mapped_column(Integer)
     # {"releases": [ReleaseAudit.to_json(), ...]} once succeeded
     result: Mapped[Any] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text)
     worker: Mapped[str | None] = mapped_column(String(255))
-    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import DateTime, Float, ForeignKey, String
+from sqlalchemy import Float, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from backend.db import Base, utcnow
+from backend.db import Base, UtcDateTime, utcnow
 
 __all__ = ["Budget", "BudgetCharge"]
 
@@ -17,7 +17,7 @@ class Budget(Base):
 
     dataset: Mapped[str] = mapped_column(String(64), primary_key=True)
     total_epsilon: Mapped[float] = mapped_column(Float)
-    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 
 
 class BudgetCharge(Base):
@@ -33,4 +33,4 @@ class BudgetCharge(Base):
     )
     reserved: Mapped[float] = mapped_column(Float)
     spent: Mapped[float | None] = mapped_column(Float)
-    settled_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    settled_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)

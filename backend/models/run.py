@@ -7,10 +7,10 @@ import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, false
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
-from backend.db import Base, utcnow
+from backend.db import Base, UtcDateTime, utcnow
 
 __all__ = ["Run", "RunStatus"]
 
@@ -35,10 +35,8 @@ class Run(Base):
     __tablename__ = "runs"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
-    updated_at: Mapped[dt.datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, onupdate=utcnow, index=True
-    )
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow, index=True)
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.queued, index=True)
     algorithm: Mapped[str] = mapped_column(String(64), index=True)
     dataset: Mapped[str] = mapped_column(String(64), index=True)
@@ -67,9 +65,9 @@ class Run(Base):
     worker: Mapped[str | None] = mapped_column(String(255))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
-    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
-    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
 
     @property
     def duration_s(self) -> float | None:

@@ -6,10 +6,10 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Integer, String
+from sqlalchemy import JSON, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from backend.db import Base, utcnow
+from backend.db import Base, UtcDateTime, utcnow
 
 __all__ = ["Sweep"]
 
@@ -18,7 +18,7 @@ class Sweep(Base):
     __tablename__ = "sweeps"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=lambda: uuid.uuid4().hex[:16])
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
     name: Mapped[str] = mapped_column(String(200), default="")
     base: Mapped[dict[str, Any]] = mapped_column(JSON)
     grid: Mapped[dict[str, Any]] = mapped_column(JSON)

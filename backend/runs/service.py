@@ -13,6 +13,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, defer
 
 from backend import budgets
+from backend.datasets.service import check_dataset_files
 from backend.errors import Conflict, NotFound, ParameterError
 from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
 from backend.settings import Settings
@@ -51,6 +52,7 @@ SORTS = {
 
 def check_limits(spec: RunSpec, settings: Settings) -> None:
     """Refuses specs beyond the server's limits, naming the field (422)."""
+    check_dataset_files(spec, settings)
     if spec.rounds > settings.max_rounds:
         raise SpecError("rounds", f"must be ≤ {settings.max_rounds} on this server; got {spec.rounds}.")
     if spec.dataset.silos > settings.max_silos:

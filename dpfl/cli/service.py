@@ -15,19 +15,45 @@ from typing import Annotated
 
 import typer
 
+from dpfl.errors import DpflError
+
 __all__ = ["db_app", "up", "worker", "worker_command"]
 
 db_app = typer.Typer(help="The database schema (Alembic migrations).", no_args_is_help=True)
 
 
-def _settings():
+def _settings(**flags: object):
+    """Returns the service's settings, with the command's flags (e.g. host) applied first.
+
+    A flag is put in the environment (DPFL_<NAME>) before the settings are read, so it passes
+    the same checks as the variable, and the workers started beside the API see it too.
+    Invalid settings are one line (DpflError), naming what to set.
+    """
     # The service modules are imported inside these commands, so `dpfl privacy` and `dpfl run`
     # start without loading FastAPI, SQLAlchemy and Celery.
+    from pydantic import ValidationError
+
     from backend.settings import get_settings
 
-    settings = get_settings()
+    for name, value in flags.items():
+        if value is not None:
+            os.environ[f"DPFL_{name.upper()}"] = str(value)
+    get_settings.cache_clear()
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        raise DpflError(_one_line(exc)) from None
     settings.home.mkdir(parents=True, exist_ok=True)
     return settings
+
+
+def _one_line(exc) -> str:
+    err = exc.errors()[0]
+    message = err["msg"].removeprefix("Value error, ")
+    if err["loc"]:
+        name = f"DPFL_{str(err['loc'][0]).upper()}"
+        return f"{name}: {message[0].lower()}{message[1:]}; got {err.get('input')!r}"
+    return message
 
 
 @db_app.command("upgrade")
@@ -85,9 +111,7 @@ def up(
     from backend import migrate
     from backend.main import create_app
 
-    settings = _settings()
-    if host is not None:
-        os.environ["DPFL_HOST"] = host
+    settings = _settings(host=host, port=port)
     migrate.upgrade(settings.database_url)
     if demo:
         from backend.demo import seed_demo
@@ -102,7 +126,7 @@ def up(
     # Each worker in its own process group, so that stopping it also stops its pool children.
     procs = [subprocess.Popen(worker_command(1), env=env, start_new_session=True) for _ in range(workers)]
     try:
-        bind_host, bind_port = host or settings.host, port or settings.port
+        bind_host, bind_port = settings.host, settings.port
         url = f"http://{bind_host}:{bind_port}"
         print(f"DP-FL Explorer on {url}  (API docs at {url}/docs; database {settings.database_url})")
         uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="warning")

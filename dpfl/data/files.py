@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from dpfl.errors import DatasetUnavailable
+from dpfl.errors import DatasetUnavailable, SpecError
 
-__all__ = ["FileSpec", "file_md5", "locate"]
+__all__ = ["FileSpec", "confine", "file_md5", "locate", "lookup_candidates"]
 
 _CHUNK_BYTES = 1 << 20
 _VERIFIED: dict[tuple[str, int, int], str] = {}
@@ -54,6 +54,45 @@ class FileSpec:
         """The folder part of ``relpath`` ('' for a top-level file)."""
         parent = str(PurePosixPath(self.relpath).parent)
         return "" if parent == "." else parent
+
+
+def lookup_candidates(path: str, search_dirs: Sequence[Path]) -> list[Path]:
+    """Returns where a user-given data file `path` is looked for, in order: as given (absolute, or
+    relative to the working directory), then, if relative, in each search directory."""
+    given = Path(path)
+    return [given] + ([] if given.is_absolute() else [Path(d) / given for d in search_dirs])
+
+
+def confine(path: object, *, search_dirs: Sequence[Path], roots: Sequence[Path], field: str) -> Path | None:
+    """Checks that the file a loader would open for `path` lies inside one of `roots`.
+
+    The file opened is the first of `lookup_candidates` that exists; its real path (symlinks and
+    `..` resolved) must be inside a root's real path. When none exists yet, the path must still
+    point inside a root. Nothing is read, and messages never hold a file's contents.
+
+    Returns:
+        The real path of the file that would be opened, or None if there is none yet.
+
+    Raises:
+        SpecError: `path` is not a string, or points outside every root (naming `field`).
+    """
+    if not isinstance(path, str) or not path or "\x00" in path:
+        raise SpecError(field, f"must be a string: the path of a CSV file; got {path!r}.")
+    real_roots = [Path(r).resolve() for r in roots]
+
+    def inside(candidate: Path) -> bool:
+        real = candidate.resolve()
+        return any(real.is_relative_to(root) for root in real_roots)
+
+    candidates = lookup_candidates(path, search_dirs)
+    existing = next((c for c in candidates if c.is_file()), None)
+    # the file the loader will open, or (none yet) any place it might be created
+    if not (inside(existing) if existing is not None else any(inside(c) for c in candidates)):
+        raise SpecError(
+            field,
+            f"must name a file inside the data folders (DPFL_DATA_DIR) or the upload store; got {path!r}.",
+        )
+    return None if existing is None else existing.resolve()
 
 
 def file_md5(path: Path) -> str:

@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 import dpfl
 from dpfl.algorithms import algorithm_class
 from dpfl.errors import DpflError, SpecError, UnknownNameError
-from dpfl.spec import parse_spec, spec_error
+from dpfl.spec import parse_spec, spec_error, yaml_load
 from dpfl.sweep import PER_ALGORITHM, Point, PointError, expand, locate
 
 __all__ = [
@@ -309,7 +309,7 @@ def load_setting(path: Path) -> Setting | None:
         ConfigError: the file is not valid YAML, its spec is invalid or its block is.
     """
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(path.name, "spec", f"is not valid YAML: {exc}".replace("\n", " ")) from None
     if not isinstance(raw, dict):

@@ -66,7 +66,7 @@ def test_every_error_body_has_detail_and_error(client, settings):
     with TestClient(create_app(strict)) as c:
         assert_shape(c.post("/api/runs", json=SPEC), 401, "Unauthorized")
         assert_shape(
-            c.post("/api/runs", json=SPEC, headers={"Authorization": "Bearer wrong"}), 403, "Forbidden"
+            c.post("/api/runs", json=SPEC, headers={"Authorization": "Bearer wrong"}), 401, "Unauthorized"
         )
         assert_shape(upload(c, CSV, Authorization="Bearer s3cret"), 413, "PayloadTooLarge")
         mnist = SPEC | {"dataset": {"name": "mnist", "silos": 4}}

@@ -81,16 +81,19 @@ def test_cancel_is_honoured_between_rounds(client, worker):
     assert charged["settled"] and 0 < charged["spent"] == pytest.approx(body["epsilon"])
 
 
-def test_a_failing_run_records_its_error_and_refunds(client, worker):
+def test_a_failing_run_records_its_error_and_refunds(client, settings, worker):
     client.put("/api/budgets/csv", json={"total_epsilon": 5.0})
+    nowhere = str(settings.cache_dir / "uploads" / "nowhere.csv")  # inside the store, but no file
     spec = SPEC | {
-        "dataset": {"name": "csv", "silos": 2, "options": {"path": "/nowhere/data.csv", "label": "y"}},
+        "dataset": {"name": "csv", "silos": 2, "options": {"path": nowhere, "label": "y"}},
         "privacy": {"epsilon": 1.0, "delta": 1e-5},
     }
     run_id = client.post("/api/runs", json=spec).json()["id"]
     body = wait_for(client, run_id, {"succeeded", "failed"})
     assert body["status"] == "failed"
-    assert "/nowhere/data.csv" in body["error"]
+    assert body["error"] == (
+        f"`dataset.path` names no file; got {nowhere!r}. Give the path of an existing CSV file."
+    )
     assert client.get("/api/budgets/csv").json()["remaining"] == 5.0  # nothing was released
 
 

@@ -78,3 +78,52 @@ def test_spec_is_hashable_and_frozen():
     with pytest.raises(Exception, match="frozen"):
         spec.rounds = 3  # type: ignore[misc]
     assert isinstance(spec, RunSpec)
+
+
+# --- strict types (issue 17, item 9): a string or a bool is never a number --------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"rounds": "2"}, "`rounds` input should be a valid integer; got '2'."),
+        ({"rounds": True}, "`rounds` input should be a valid integer; got True."),
+        ({"rounds": 2.5}, "`rounds` input should be a valid integer; got 2.5."),
+        ({"seed": "0"}, "`seed` input should be a valid integer; got '0'."),
+        ({"eval_every": False}, "`eval_every` input should be a valid integer; got False."),
+        ({"dataset": {"silos": "4"}}, "`dataset.silos` input should be a valid integer; got '4'."),
+        ({"privacy": {"epsilon": "3"}}, "`privacy.epsilon` input should be a valid number; got '3'."),
+        ({"privacy": {"epsilon": True}}, "`privacy.epsilon` input should be a valid number; got True."),
+        (
+            {"privacy": {"epsilon": 1.0, "delta": "1e-5"}},
+            "`privacy.delta` input should be a valid number; got '1e-5'.",
+        ),
+        (
+            {"dataset": {"partition": {"kind": "dirichlet", "alpha": "0.5"}}},
+            "`dataset.partition.alpha` input should be a valid number; got '0.5'.",
+        ),
+    ],
+)
+def test_strings_and_bools_are_not_numbers(data, message):
+    with pytest.raises(SpecError) as info:
+        parse_spec({"algorithm": "isrl_mbsgd", "privacy": {"epsilon": 1.0}} | data)
+    assert str(info.value) == message
+
+
+def test_an_int_is_a_float_and_yaml_exponents_are_numbers():
+    spec = parse_spec({"algorithm": "isrl_mbsgd", "privacy": {"epsilon": 3, "delta": 1e-5}})
+    assert spec.privacy.epsilon == 3.0 and isinstance(spec.privacy.epsilon, float)
+    # YAML 1.1 reads 1e-5 (no dot) as a string; specs read it as the number everyone means
+    spec = load_spec(YAML.replace("delta: 1.0e-5", "delta: 1e-5"), overrides=["privacy.epsilon=2e0"])
+    assert (spec.privacy.delta, spec.privacy.epsilon) == (1e-5, 2.0)
+    with pytest.raises(SpecError, match=r"^`rounds` input should be a valid integer; got '5'\.$"):
+        load_spec(YAML, overrides=["rounds='5'"])
+
+
+def test_every_config_still_loads():
+    from pathlib import Path
+
+    configs = sorted((Path(__file__).resolve().parents[2] / "configs").rglob("*.yaml"))
+    assert len(configs) >= 8
+    for path in configs:
+        assert isinstance(load_spec(path.read_text()), RunSpec), path

@@ -10,11 +10,29 @@ from pathlib import Path
 import numpy as np
 
 from dpfl.data.dataset import Dataset
+from dpfl.data.files import lookup_candidates
 from dpfl.data.preprocessing import one_hot, standardise, stratified_split
 from dpfl.data.registry import register
 from dpfl.errors import SpecError
 
-__all__ = ["load_csv"]
+__all__ = ["NonFiniteCell", "load_csv"]
+
+
+class NonFiniteCell(SpecError):
+    """A numeric column holds NaN or an infinity: no model can learn from it.
+
+    Attributes:
+        row: the data row (1-based, after the header).
+        column: the column's index in the header (0-based).
+    """
+
+    def __init__(self, file: Path, row: int, column: int):
+        super().__init__(
+            "dataset.path",
+            f"data row {row} of {file} holds a number that is not finite (NaN or infinite) in column "
+            f"{column + 1}; give finite numbers, and leave a missing value's cell empty.",
+        )
+        self.row, self.column = row, column
 
 
 @register(
@@ -49,7 +67,8 @@ def load_csv(
     user ids (mapped to 0..U-1 in sorted order). Every other column is a feature:
 
     - numeric if every non-empty cell parses as a number: standardised with training
-      statistics; an empty cell is imputed with the training mean (0 after scaling);
+      statistics; an empty cell is imputed with the training mean (0 after scaling); a cell
+      that is NaN or infinite (`nan`, `inf`, `1e999`) is refused;
     - otherwise categorical: one indicator per value seen in training (sorted); a value
       seen only in test gets no indicator.
 
@@ -91,8 +110,10 @@ def load_csv(
     columns = {name: index for index, name in enumerate(header)}
     for field, name in (("label", label), ("silo", silo), ("user_id", user_id)):
         if (name is not None or field == "label") and name not in columns:
-            found = "is required" if name is None else f"names column {name!r}, which {file.name} lacks"
-            raise SpecError(f"dataset.{field}", f"{found}; columns found: {', '.join(header)}.")
+            # The header is the file's first line: never echoed (the file may be anything).
+            found = "is required" if name is None else f"names a column {file.name} lacks"
+            count = f"{len(header)} column" + ("" if len(header) == 1 else "s")
+            raise SpecError(f"dataset.{field}", f"{found} (its header has {count}).")
     table = np.array(rows, dtype=object)  # rectangular: _read_rows refuses ragged rows
 
     def column(name: str) -> np.ndarray:
@@ -108,12 +129,14 @@ def load_csv(
     if len(class_names) < 2:
         raise SpecError(
             "dataset.label",
-            f"column {label!r} must hold at least 2 classes; got {len(class_names)}: {class_names[0]!r}.",
+            f"column {label!r} must hold at least 2 classes; got {len(class_names)}.",
         )
     train, test = stratified_split(y, test_fraction=test_fraction, seed=seed, stream="csv")
     features = [name for name in header if name not in (label, silo, user_id)]
     if not features:
-        raise SpecError("dataset.label", f"leaves no feature columns; columns found: {', '.join(header)}.")
+        raise SpecError("dataset.label", f"leaves no feature columns; the file has {len(header)} columns.")
+    for name in features:
+        _check_finite(file, column(name), columns[name])
     x_train, x_test, names = _encode(features, column, train, test, max_categories)
     silo_names = silo_train = silo_test = user_train = None
     if silo is not None:
@@ -144,10 +167,9 @@ def load_csv(
 def _resolve(path: str | None, search_dirs: Sequence[Path]) -> Path:
     if path is None:
         raise SpecError("dataset.path", "is required; give the path of a CSV file with a header row.")
-    candidates = [Path(path)]
-    if not Path(path).is_absolute():
-        candidates += [Path(d) / path for d in search_dirs]
-    for candidate in candidates:
+    if not isinstance(path, str):
+        raise SpecError("dataset.path", f"must be a string: the path of a CSV file; got {path!r}.")
+    for candidate in lookup_candidates(path, search_dirs):
         if candidate.is_file():
             return candidate
     raise SpecError("dataset.path", f"names no file; got {path!r}. Give the path of an existing CSV file.")
@@ -165,11 +187,17 @@ def _read_rows(file: Path, max_rows: int) -> tuple[list[str], list[list[str]]]:
                     "dataset.path", f"file {file} is empty; a CSV needs a header row and data rows."
                 )
             rows = [row for row in itertools.islice(reader, max_rows + 1) if row]
-    except (UnicodeDecodeError, csv.Error) as error:
+    except UnicodeDecodeError:  # its message quotes the bytes: not echoed
+        raise SpecError(
+            "dataset.path",
+            f"file {file} is not a readable UTF-8 CSV (it holds bytes that are not UTF-8); "
+            "save it as UTF-8 comma-separated text.",
+        ) from None
+    except csv.Error as error:  # csv's messages name the rule broken, never the text
         raise SpecError(
             "dataset.path",
             f"file {file} is not a readable UTF-8 CSV ({error}); save it as UTF-8 comma-separated text.",
-        ) from error
+        ) from None
     header = [name.strip() for name in header]
     if len(rows) > max_rows:
         raise SpecError(
@@ -186,12 +214,15 @@ def _read_rows(file: Path, max_rows: int) -> tuple[list[str], list[list[str]]]:
             "dataset.path",
             f"data row {row + 1} of {file} has {lengths[row]} fields; the header has {len(header)}.",
         )
-    duplicated = sorted({name for name in header if header.count(name) > 1})
-    if duplicated:
-        raise SpecError(
-            "dataset.path",
-            f"header of {file} repeats column names {', '.join(duplicated)}; names must be unique.",
-        )
+    first = {}
+    for index, name in enumerate(header):
+        if name in first:
+            raise SpecError(
+                "dataset.path",
+                f"header of {file} repeats a column name (columns {first[name] + 1} and {index + 1}); "
+                "names must be unique.",
+            )
+        first[name] = index
     return header, rows
 
 
@@ -204,6 +235,16 @@ def _numbers(values: np.ndarray) -> np.ndarray | None:
         return np.where(blank, "nan", values).astype(np.float64)
     except ValueError:
         return None
+
+
+def _check_finite(file: Path, values: np.ndarray, index: int) -> None:
+    """Refuses a numeric column with a NaN or infinite cell (an empty cell is a missing value)."""
+    numbers = _numbers(values)
+    if numbers is None:
+        return
+    bad = ~np.isfinite(numbers) & (np.char.strip(values) != "")
+    if bad.any():
+        raise NonFiniteCell(file, int(np.flatnonzero(bad)[0]) + 1, index)
 
 
 def _codes(values: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
@@ -242,8 +283,8 @@ def _encode(
         if len(levels) > max_categories:
             raise SpecError(
                 "dataset.max_categories",
-                f"is {max_categories} but column {name!r} has "
-                f"{len(levels)} distinct values; drop the column or raise "
+                f"is {max_categories} but feature column {features.index(name) + 1} of "
+                f"{len(features)} has {len(levels)} distinct values; drop the column or raise "
                 "dataset.max_categories.",
             )
         blocks_train.append(one_hot(values[train], levels.tolist()))

@@ -131,6 +131,6 @@ def test_writes_need_a_token_when_tokens_are_set(settings, tmp_path):
     guarded = settings.model_copy(update={"api_tokens": "s3cret"})
     with TestClient(create_app(guarded)) as c:
         assert submit(c).status_code == 401
-        assert submit(c, Authorization="Bearer wrong").status_code == 403
+        assert submit(c, Authorization="Bearer wrong").status_code == 401
         assert submit(c, Authorization="Bearer s3cret").status_code == 201
         assert c.get("/api/runs").status_code == 200  # reads stay open

@@ -318,7 +318,7 @@ def test_submitting_a_sweep_needs_a_token_when_tokens_are_set(settings):
     guarded = settings.model_copy(update={"api_tokens": "s3cret"})
     with TestClient(create_app(guarded)) as c:
         assert submit(c).status_code == 401
-        assert submit(c, headers={"Authorization": "Bearer wrong"}).status_code == 403
+        assert submit(c, headers={"Authorization": "Bearer wrong"}).status_code == 401
         res = c.post(
             "/api/sweeps", json={"base": BASE, "grid": GRID}, headers={"Authorization": "Bearer s3cret"}
         )

@@ -1,0 +1,73 @@
+"""Writes need a bearer token when DPFL_API_TOKENS is set: 401 with `WWW-Authenticate: Bearer`."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.main import create_app
+
+pytestmark = pytest.mark.service
+
+SPEC = {
+    "algorithm": "isrl_mbsgd",
+    "dataset": {"name": "digits", "silos": 4},
+    "rounds": 2,
+    "privacy": {"epsilon": 3.0, "delta": 1e-5},
+}
+MISSING = "this server requires a bearer token for writes: send 'Authorization: Bearer <token>'"
+WRONG = "the bearer token is not one of this server's tokens"
+
+
+@pytest.fixture
+def strict(settings):
+    with TestClient(create_app(settings.model_copy(update={"api_tokens": "s3cret,other"}))) as c:
+        yield c
+
+
+@pytest.mark.parametrize(
+    ("headers", "detail"),
+    [
+        ({}, MISSING),
+        ({"Authorization": "Basic czNjcmV0"}, MISSING),
+        ({"Authorization": "Bearer"}, MISSING),
+        ({"Authorization": "Bearer wrong"}, WRONG),
+        ({"Authorization": "Bearer s3cre"}, WRONG),
+    ],
+)
+def test_a_write_without_a_valid_token_is_401_with_the_challenge(strict, headers, detail):
+    res = strict.post("/api/runs", json=SPEC, headers=headers)
+    assert res.status_code == 401
+    assert res.headers["www-authenticate"] == "Bearer"
+    assert res.json() == {"detail": detail, "error": "Unauthorized"}
+
+
+def test_a_valid_token_writes_and_reads_stay_open(strict):
+    assert strict.post("/api/runs", json=SPEC, headers={"Authorization": "Bearer other"}).status_code == 201
+    assert strict.get("/api/runs").status_code == 200
+
+
+def test_every_guarded_route_documents_401_in_openapi(strict):
+    schema = strict.get("/openapi.json").json()
+    guarded = {
+        (method.upper(), path)
+        for path, ops in schema["paths"].items()
+        for method, op in ops.items()
+        if "401" in op["responses"]
+    }
+    assert guarded == {
+        ("POST", "/api/runs"),
+        ("POST", "/api/runs/{run_id}/cancel"),
+        ("DELETE", "/api/runs/{run_id}"),
+        ("POST", "/api/runs/{run_id}/audit"),
+        ("PUT", "/api/budgets/{dataset}"),
+        ("POST", "/api/sweeps"),
+        ("POST", "/api/datasets"),
+    }
+    for method, path in guarded:
+        doc = schema["paths"][path][method.lower()]["responses"]["401"]
+        assert doc["headers"] == {
+            "WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}
+        }
+        assert "DPFL_API_TOKENS" in doc["description"]
+    assert not any("403" in op["responses"] for ops in schema["paths"].values() for op in ops.values())
