@@ -1,7 +1,8 @@
 """The FastAPI application: `backend.main:app`, or `create_app(settings)` in tests.
 
 It refuses to start on a database that is not at the newest migration, and says which
-command fixes that. While it serves, a background task re-queues runs whose worker died.
+command fixes that. While it serves, background tasks re-queue runs whose worker died and
+send again the messages of queued runs that the broker lost or never got (backend.dispatch).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import plotly
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from backend import errors, migrate
+from backend import dispatch, errors, migrate
 from backend.api import api
 from backend.db import Database
-from backend.queue import enqueue_run, make_celery
+from backend.queue import make_celery
 from backend.runs import service as runs
 from backend.runs.pages import PageCache, RunPages
 from backend.settings import Settings, get_settings
@@ -52,9 +53,21 @@ async def _reaper(app: FastAPI, every_s: float) -> None:
                 again = runs.requeue_stale(session, settings=app.state.settings)
             for run_id in again:
                 log.warning("%s: worker stopped sending heartbeats; re-queued", run_id)
-                enqueue_run(app.state.celery, run_id)
+            dispatch.send(app.state.database, app.state.celery, again)
         except Exception:  # the reaper must outlive a passing database error
             log.exception("re-queueing stale runs failed")
+
+
+async def _dispatcher(app: FastAPI, every_s: float) -> None:
+    # Sends the messages of queued runs that have none (backend.dispatch), off the event loop:
+    # a broker that is down makes each pass wait for its connection timeout.
+    state = app.state
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            await asyncio.to_thread(dispatch.dispatch, state.database, state.celery, state.settings)
+        except Exception:  # the dispatcher must outlive a passing database error
+            log.exception("dispatching queued runs failed")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -65,9 +78,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(_reaper(app, max(settings.heartbeat_timeout_s / 4, 0.5)))
+        tasks = [
+            asyncio.create_task(_reaper(app, max(settings.heartbeat_timeout_s / 4, 0.5))),
+            asyncio.create_task(_dispatcher(app, max(settings.dispatch_timeout_s / 4, 0.5))),
+        ]
         yield
-        task.cancel()
+        for task in tasks:
+            task.cancel()
 
     app = FastAPI(
         title="DP-FL Explorer",

@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     max_sweep_points: int = Field(500, ge=1)
     max_upload_bytes: int = Field(50_000_000, ge=1)
     heartbeat_timeout_s: float = Field(60.0, gt=0, description="a running run silent this long is re-queued")
+    dispatch_timeout_s: float = Field(
+        60.0, gt=0, description="a queued run whose message is this old and not in the broker is sent again"
+    )
     max_attempts: int = Field(3, ge=1, description="deliveries of a run before it fails as lost")
     run_time_limit_s: int = Field(6 * 3600, ge=60)
     torch_threads: int = Field(

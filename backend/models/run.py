@@ -70,6 +70,9 @@ class Run(Base):
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    # When its queue message was last sent (None: not yet). The dispatcher sends a queued run's
+    # message again when this is older than `dispatch_timeout_s` and the broker holds none.
+    dispatched_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
 
     @property
     def duration_s(self) -> float | None:

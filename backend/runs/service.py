@@ -318,7 +318,12 @@ def requeue_stale(session: Session, *, settings: Settings) -> list[str]:
             session.execute(
                 update(Run)
                 .where(Run.id == run.id)
-                .values(status=RunStatus.queued, worker=None, cancel_requested=run.cancel_requested)
+                .values(
+                    status=RunStatus.queued,
+                    worker=None,
+                    cancel_requested=run.cancel_requested,
+                    dispatched_at=None,  # the caller sends it (backend.dispatch.send)
+                )
             )
             again.append(run.id)
     session.flush()
