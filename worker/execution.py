@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from backend import budgets
 from backend.db import Database, utcnow
 from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.runs.service import ATTEMPT_RESET
 from backend.runs.service import ledger as ledger_of
 from backend.settings import Settings
 from dpfl import runner
@@ -33,7 +34,8 @@ HEARTBEAT_S = 5.0
 
 
 def claim(database: Database, run_id: str, *, worker: str) -> bool:
-    """Moves the run queued → running in one UPDATE; False if another delivery got it first."""
+    """Moves the run queued → running in one UPDATE, its progress afresh; False if another
+    delivery got it first."""
     now = utcnow()
     with database.session() as session:
         result = session.execute(
@@ -46,6 +48,7 @@ def claim(database: Database, run_id: str, *, worker: str) -> bool:
                 heartbeat_at=now,
                 attempts=Run.attempts + 1,
                 error=None,
+                **ATTEMPT_RESET,
             )
         )
         return result.rowcount == 1

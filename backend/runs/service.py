@@ -25,6 +25,7 @@ from dpfl.privacy.ledger import Ledger
 from dpfl.spec import RunSpec
 
 __all__ = [
+    "ATTEMPT_RESET",
     "SORTS",
     "cancel_run",
     "check_limits",
@@ -46,6 +47,18 @@ SORTS = {
     "target_epsilon": Run.target_epsilon,
     "algorithm": Run.algorithm,
     "status": Run.status,
+}
+
+
+# What one attempt at a run shows of its progress; a new attempt starts it afresh (a re-queued
+# run is not part done, and the next worker's rounds would otherwise show over the lost ones).
+# `epsilon` stays: the lost attempt's releases are in the ledger and a failure settles on it.
+ATTEMPT_RESET: dict[str, Any] = {
+    "current_round": 0,
+    "progress": 0.0,
+    "final_accuracy": None,
+    "final_loss": None,
+    "finished_at": None,
 }
 
 
@@ -323,6 +336,7 @@ def requeue_stale(session: Session, *, settings: Settings) -> list[str]:
                     worker=None,
                     cancel_requested=run.cancel_requested,
                     dispatched_at=None,  # the caller sends it (backend.dispatch.send)
+                    **ATTEMPT_RESET,
                 )
             )
             again.append(run.id)
