@@ -26,6 +26,7 @@ from dpfl import runner
 from dpfl.errors import DpflError
 from dpfl.privacy.events import public_event, to_json, withheld_fields
 from dpfl.spec import parse_spec
+from worker import logs
 
 __all__ = ["claim", "execute"]
 
@@ -136,14 +137,15 @@ def execute(database: Database, settings: Settings, run_id: str) -> None:
     heartbeat = _Heartbeat(database, run_id)
     heartbeat.start()
     try:
-        result = runner.run(
-            spec,
-            data_dirs=settings.data_dirs,
-            cache_dir=settings.cache_dir,
-            on_round=on_round,
-            should_stop=should_stop,
-            protected=protected,
-        )
+        with logs.running(run_id):
+            result = runner.run(
+                spec,
+                data_dirs=settings.data_dirs,
+                cache_dir=settings.cache_dir,
+                on_round=on_round,
+                should_stop=should_stop,
+                protected=protected,
+            )
     except DpflError as exc:
         _finish(database, run_id, status=RunStatus.failed, error=str(exc))
         return
