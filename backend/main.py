@@ -73,7 +73,7 @@ async def _dispatcher(app: FastAPI, every_s: float) -> None:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Returns the app for `settings` (default: the environment's)."""
     settings = settings or get_settings()
-    database = Database(settings.database_url)
+    database = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s)
     check_migrated(database)
 
     @contextlib.asynccontextmanager

@@ -37,7 +37,9 @@ def _share_cores(**_) -> None:
 def _start_beating(sender, **_) -> None:
     """The worker beats on its row in `workers` from when it takes tasks (backend.health)."""
     global _presence
-    _presence = Presence(Database(get_settings().database_url), sender.hostname)
+    settings = get_settings()
+    database = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s)
+    _presence = Presence(database, sender.hostname)
     _presence.start()
 
 

@@ -6,6 +6,7 @@ import datetime as dt
 import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,9 @@ from dpfl.spec import RunSpec
 __all__ = [
     "ATTEMPT_RESET",
     "SORTS",
+    "Admission",
+    "add_run",
+    "admit",
     "cancel_run",
     "check_limits",
     "create_run",
@@ -130,14 +134,28 @@ def _may_refuse(accountant: str) -> bool:
     return cls.data_dependent or cls.approximates
 
 
-def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id: str | None = None) -> Run:
-    """Validates, projects and admits a run against its dataset's budget; returns the queued row."""
+@dataclass(frozen=True)
+class Admission:
+    """A spec checked and projected (`admit`), ready to be added as a queued run (`add_run`)."""
+
+    spec: RunSpec
+    protected: bool
+    projection: dict[str, Any]
+
+
+def admit(session: Session, *, spec: RunSpec, settings: Settings) -> Admission:
+    """Returns the spec validated and projected; reads only, so the slow part (the projection
+    loads the data and runs the accountant) holds no write lock (SQLite has one for all)."""
     check_limits(spec, settings)
     protected = budgets.exists(session, spec.dataset.name)
     if protected:
         _check_protected(spec)
-    projection = project(spec, settings)
-    privacy = spec.privacy
+    return Admission(spec=spec, protected=protected, projection=project(spec, settings))
+
+
+def add_run(session: Session, admission: Admission, *, sweep_id: str | None = None) -> Run:
+    """Adds the admitted run, queued, and reserves its projected ε against its dataset's budget."""
+    spec, projection, privacy = admission.spec, admission.projection, admission.spec.privacy
     run = Run(
         status=RunStatus.queued,
         algorithm=spec.algorithm,
@@ -151,13 +169,18 @@ def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id:
         delta=None if privacy is None else privacy.delta,
         accountant=None if privacy is None else privacy.accountant,
         noise_multiplier=projection["noise_multiplier"],
-        protected=protected,
+        protected=admission.protected,
     )
     session.add(run)
     session.flush()
     if projection["epsilon"] is not None:
         budgets.reserve(session, run=run, epsilon=projection["epsilon"])
     return run
+
+
+def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id: str | None = None) -> Run:
+    """Validates, projects and admits a run against its dataset's budget; returns the queued row."""
+    return add_run(session, admit(session, spec=spec, settings=settings), sweep_id=sweep_id)
 
 
 def _check_protected(spec: RunSpec) -> None:
