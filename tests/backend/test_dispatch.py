@@ -4,14 +4,21 @@ servers and Celery workers; SQLite with the filesystem transport too."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
 
 from backend import migrate
 from backend.db import Database
@@ -20,7 +27,7 @@ from backend.models import Run
 from backend.queue import make_celery, pending_runs
 from backend.runs import service as runs
 from dpfl.spec import parse_spec
-from tests.backend.conftest import WorkerProcess, _truncate, make_settings, wait_for
+from tests.backend.conftest import ROOT, WorkerProcess, _truncate, make_settings, wait_for
 from tests.factories import service_spec
 
 pytestmark = pytest.mark.service
@@ -146,6 +153,8 @@ def test_messages_lost_by_a_killed_redis_are_sent_again(pg_settings, own_redis, 
 
 def test_runs_an_api_never_sent_are_sent_once(settings, tmp_path):
     fast = settings.model_copy(update=FAST)
+    if not fast.embedded:  # messages earlier tests of this session left in its Redis database
+        redis.Redis.from_url(fast.broker_url).flushdb()
     celery = make_celery(fast)
     with TestClient(create_app(fast)) as client:
         client.put("/api/budgets/digits", json={"total_epsilon": 50.0})
@@ -172,3 +181,58 @@ def _messages(settings) -> int:
     if settings.embedded:
         return len(list((settings.broker_folder / "queue").glob("*.msg")))
     return redis.Redis.from_url(settings.broker_url).llen("celery")
+
+
+def test_a_sweep_whose_api_was_killed_while_sending_leaves_no_run_stuck(pg_settings, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = os.environ | {
+        "DPFL_HOME": str(pg_settings.home),
+        "DPFL_DATABASE_URL": pg_settings.database_url,
+        "DPFL_BROKER_URL": pg_settings.broker_url,
+        "DPFL_DISPATCH_TIMEOUT_S": "600",  # this API must not repair its own loss
+    }
+    cmd = [sys.executable, "-m", "uvicorn", "backend.main:app", "--port", str(port), "--log-level", "warning"]
+    api = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=(tmp_path / "api.log").open("w"), stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                httpx.put(f"{url}/api/budgets/digits", json={"total_epsilon": 2000.0}).raise_for_status()
+                break
+            except httpx.HTTPError:
+                assert time.time() < deadline, (tmp_path / "api.log").read_text()
+                time.sleep(0.1)
+        body = {"name": "killed", "base": SPEC, "grid": {"seed": list(range(500))}}
+        threading.Thread(target=lambda: _post_quietly(f"{url}/api/sweeps", body), daemon=True).start()
+        engine = create_engine(pg_settings.database_url)
+        with engine.connect() as conn:  # kill it the moment its commit shows, while it sends
+            while not conn.execute(text("SELECT count(*) FROM runs")).scalar():
+                time.sleep(0.002)
+        engine.dispose()
+        os.kill(api.pid, signal.SIGKILL)
+    finally:
+        api.kill()
+        api.wait()
+    celery = make_celery(pg_settings)
+    with TestClient(create_app(pg_settings)) as client:
+        ids = [r["id"] for r in client.get("/api/runs", params={"limit": 500}).json()["items"]]
+        assert len(ids) == 500
+        lost = set(ids) - pending_runs(celery, pg_settings)
+        deadline = time.time() + 30
+        while (missing := set(ids) - pending_runs(celery, pg_settings)) and time.time() < deadline:
+            time.sleep(0.5)
+        assert not missing, f"{len(missing)} runs still without a message ({len(lost)} at the kill)"
+        for run_id in ids:  # every reservation is refunded when they are cancelled
+            assert client.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+        budget = client.get("/api/budgets/digits").json()
+    assert (budget["reserved"], budget["spent"]) == (0, 0)
+
+
+def _post_quietly(url: str, body: dict) -> None:
+    with contextlib.suppress(httpx.HTTPError):
+        httpx.post(url, json=body, timeout=60)
