@@ -12,10 +12,11 @@ from contextlib import contextmanager
 
 from sqlalchemy import DateTime, MetaData, create_engine, event
 from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["Base", "Database", "UtcDateTime", "utcnow"]
+__all__ = ["Base", "Database", "UtcDateTime", "is_locked", "utcnow"]
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -57,24 +58,32 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:
-    # WAL lets the API read while a worker writes; foreign keys are off by default in SQLite;
-    # the busy timeout makes concurrent writers wait instead of failing.
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
+def _sqlite_pragmas(busy_timeout_s: float):
+    def on_connect(dbapi_connection, _record) -> None:
+        # WAL lets the API read while a worker writes; foreign keys are off by default in SQLite;
+        # the busy timeout makes concurrent writers wait instead of failing.
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        cursor.close()
+
+    return on_connect
+
+
+def is_locked(exc: BaseException) -> bool:
+    """Whether `exc` is SQLite's "database is locked": another writer held the lock past the busy timeout."""
+    return isinstance(exc, OperationalError) and "locked" in str(exc.orig)
 
 
 class Database:
     """An engine and its session factory for one URL."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, *, sqlite_busy_timeout_s: float = 30.0):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         kwargs = (
-            {"connect_args": {"check_same_thread": False, "timeout": 30}}
+            {"connect_args": {"check_same_thread": False, "timeout": sqlite_busy_timeout_s}}
             if self.is_sqlite
             # More connections than the 40 threads FastAPI runs sync endpoints on: a request holds its
             # connection until after its response is serialised on another thread, so a smaller
@@ -83,7 +92,7 @@ class Database:
         )
         self.engine: Engine = create_engine(url, **kwargs)
         if self.is_sqlite:
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "connect", _sqlite_pragmas(sqlite_busy_timeout_s))
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager

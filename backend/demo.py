@@ -5,8 +5,9 @@ from __future__ import annotations
 from sqlalchemy import func, select
 
 from backend.db import Database
+from backend.dispatch import send
 from backend.models import Sweep
-from backend.queue import enqueue_runs, make_celery
+from backend.queue import make_celery
 from backend.settings import Settings
 from backend.sweeps import service as sweeps
 
@@ -37,5 +38,5 @@ def seed_demo(settings: Settings) -> str | None:
             grid=DEMO_GRID,
             settings=settings,
         )
-    enqueue_runs(make_celery(settings), [run.id for run in runs])
+    send(database, make_celery(settings), [run.id for run in runs])
     return sweep.id

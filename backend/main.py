@@ -1,7 +1,8 @@
 """The FastAPI application: `backend.main:app`, or `create_app(settings)` in tests.
 
 It refuses to start on a database that is not at the newest migration, and says which
-command fixes that. While it serves, a background task re-queues runs whose worker died.
+command fixes that. While it serves, background tasks re-queue runs whose worker died and
+send again the messages of queued runs that the broker lost or never got (backend.dispatch).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import plotly
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from backend import errors, migrate
+from backend import dispatch, errors, migrate
 from backend.api import api
 from backend.db import Database
 from backend.middleware import BodyLimit, Options
-from backend.queue import enqueue_run, make_celery
+from backend.queue import make_celery
 from backend.runs import service as runs
 from backend.runs.pages import PageCache, RunPages
 from backend.settings import Settings, get_settings
@@ -53,7 +54,7 @@ async def _reaper(app: FastAPI, every_s: float) -> None:
                 again = runs.requeue_stale(session, settings=app.state.settings)
             for run_id in again:
                 log.warning("%s: worker stopped sending heartbeats; re-queued", run_id)
-                enqueue_run(app.state.celery, run_id)
+            dispatch.send(app.state.database, app.state.celery, again)
         except Exception:  # the reaper must outlive a passing database error
             log.exception("re-queueing stale runs failed")
 
@@ -63,17 +64,33 @@ def _streams_own_body(scope) -> bool:
     return scope["method"] == "POST" and scope["path"].rstrip("/") == "/api/datasets"
 
 
+async def _dispatcher(app: FastAPI, every_s: float) -> None:
+    # Sends the messages of queued runs that have none (backend.dispatch), off the event loop:
+    # a broker that is down makes each pass wait for its connection timeout.
+    state = app.state
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            await asyncio.to_thread(dispatch.dispatch, state.database, state.celery, state.settings)
+        except Exception:  # the dispatcher must outlive a passing database error
+            log.exception("dispatching queued runs failed")
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Returns the app for `settings` (default: the environment's)."""
     settings = settings or get_settings()
-    database = Database(settings.database_url)
+    database = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s)
     check_migrated(database)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(_reaper(app, max(settings.heartbeat_timeout_s / 4, 0.5)))
+        tasks = [
+            asyncio.create_task(_reaper(app, max(settings.heartbeat_timeout_s / 4, 0.5))),
+            asyncio.create_task(_dispatcher(app, max(settings.dispatch_timeout_s / 4, 0.5))),
+        ]
         yield
-        task.cancel()
+        for task in tasks:
+            task.cancel()
 
     app = FastAPI(
         title="DP-FL Explorer",

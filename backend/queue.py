@@ -7,16 +7,32 @@ timeout longer than the longest run. Outcomes go on the run row, never to a resu
 
 from __future__ import annotations
 
+import json
+import logging
+import uuid
 from collections.abc import Sequence
 
 from celery import Celery, group
 
 from backend.settings import Settings
 
-__all__ = ["AUDIT_RUN", "EXECUTE_RUN", "enqueue_audit", "enqueue_run", "enqueue_runs", "make_celery"]
+__all__ = [
+    "AUDIT_RUN",
+    "EXECUTE_RUN",
+    "enqueue_audit",
+    "enqueue_run",
+    "enqueue_runs",
+    "make_celery",
+    "pending_runs",
+]
+
+log = logging.getLogger(__name__)
 
 EXECUTE_RUN = "dpfl.execute_run"
 AUDIT_RUN = "dpfl.audit_run"
+# A run's message carries the run id in its task id, so the dispatcher can tell which queued
+# runs still have a message in the broker (`pending_runs`).
+_RUN_TASK = "run:{run_id}:{token}"
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -47,18 +63,59 @@ def make_celery(settings: Settings) -> Celery:
         broker_connection_retry_on_startup=True,
         task_time_limit=settings.run_time_limit_s,
         worker_hijack_root_logger=False,
+        # A broker that is down must fail a send within a second or two, not hold the request:
+        # the dispatcher (backend.dispatch) sends the run's message when the broker is back.
+        task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.2},
+        broker_connection_timeout=2,
     )
     return app
 
 
+def _task_id(run_id: str) -> str:
+    return _RUN_TASK.format(run_id=run_id, token=uuid.uuid4().hex[:8])
+
+
 def enqueue_run(celery: Celery, run_id: str) -> None:
     """Queues one run by id (the only argument a task takes)."""
-    celery.send_task(EXECUTE_RUN, args=[run_id])
+    celery.send_task(EXECUTE_RUN, args=[run_id], task_id=_task_id(run_id))
 
 
 def enqueue_runs(celery: Celery, run_ids: Sequence[str]) -> None:
     """Queues many runs as one Celery group: the broker connection is opened once for all."""
-    group(celery.signature(EXECUTE_RUN, args=[run_id]) for run_id in run_ids).apply_async()
+    group(
+        celery.signature(EXECUTE_RUN, args=[run_id], task_id=_task_id(run_id)) for run_id in run_ids
+    ).apply_async()
+
+
+def pending_runs(celery: Celery, settings: Settings) -> set[str] | None:
+    """Returns the ids of runs with a message in the broker, waiting or delivered but not
+    acknowledged; None when this broker cannot be looked into (then every old message counts
+    as lost, and a duplicate is harmless: a worker's claim takes a run once)."""
+    if settings.embedded:
+        messages = []
+        for path in (settings.broker_folder / "queue").glob("*.msg"):
+            try:
+                messages.append(json.loads(path.read_text()))
+            except (OSError, ValueError):  # taken by a worker meanwhile, or still being written
+                continue
+    elif settings.broker_url.startswith(("redis://", "rediss://")):
+        with celery.connection_for_write() as conn:
+            client = conn.default_channel.client
+            queue = celery.conf.task_default_queue
+            # kombu keeps one list per priority step ("celery", "celery\x06\x163", ...) and the
+            # delivered, unacknowledged messages in the hash "unacked"
+            keys = [queue, *client.scan_iter(match=f"{queue}\x06\x16*")]
+            raw = [m for key in keys for m in client.lrange(key, 0, -1)]
+            messages = [json.loads(m) for m in raw]
+            messages += [json.loads(m)[0] for m in client.hvals("unacked")]
+    else:
+        return None
+    found = set()
+    for message in messages:
+        task_id = str((message.get("headers") or {}).get("id", ""))
+        if task_id.startswith("run:"):
+            found.add(task_id.split(":")[1])
+    return found
 
 
 def enqueue_audit(celery: Celery, audit_id: str) -> None:

@@ -37,6 +37,12 @@ class Settings(BaseSettings):
         1_000_000, ge=1, description="largest request body but an upload's; a larger one gets 413 unread"
     )
     heartbeat_timeout_s: float = Field(60.0, gt=0, description="a running run silent this long is re-queued")
+    dispatch_timeout_s: float = Field(
+        60.0, gt=0, description="a queued run whose message is this old and not in the broker is sent again"
+    )
+    sqlite_busy_timeout_s: float = Field(
+        30.0, gt=0, description="SQLite: how long a write waits for another writer before it retries"
+    )
     max_attempts: int = Field(3, ge=1, description="deliveries of a run before it fails as lost")
     run_time_limit_s: int = Field(6 * 3600, ge=60)
     torch_threads: int = Field(

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from celery.signals import worker_init, worker_process_init
+from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutdown
 
+from backend.db import Database
 from backend.queue import make_celery
 from backend.settings import get_settings
+from worker import logs
+from worker.presence import Presence
 
 app = make_celery(get_settings())
 app.conf.include = ["worker.tasks"]
+logs.install()
 
 _concurrency = 1  # the pool size of this worker, read by its pool processes after the fork
+_presence: Presence | None = None
 
 
 @worker_init.connect
@@ -26,3 +31,19 @@ def _share_cores(**_) -> None:
     import torch
 
     torch.set_num_threads(get_settings().threads_per_run(_concurrency))
+
+
+@worker_ready.connect
+def _start_beating(sender, **_) -> None:
+    """The worker beats on its row in `workers` from when it takes tasks (backend.health)."""
+    global _presence
+    settings = get_settings()
+    database = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s)
+    _presence = Presence(database, sender.hostname)
+    _presence.start()
+
+
+@worker_shutdown.connect
+def _stop_beating(**_) -> None:
+    if _presence is not None:
+        _presence.stop()

@@ -9,47 +9,77 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from backend import budgets
 from backend.datasets.service import check_dataset_files
-from backend.db import Database, utcnow
+from backend.db import Database, is_locked, utcnow
 from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.runs.service import ATTEMPT_RESET
 from backend.runs.service import ledger as ledger_of
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.errors import DpflError
 from dpfl.privacy.events import public_event, to_json, withheld_fields
 from dpfl.spec import parse_spec
+from worker import logs
 
 __all__ = ["claim", "execute"]
 
 log = logging.getLogger(__name__)
 HEARTBEAT_S = 5.0
+LOCKED_RETRY_MAX_S = 2.0
+T = TypeVar("T")
+
+
+def _written(database: Database, run_id: str, write: Callable[[Session], T]) -> T:
+    """Returns what `write` returns, run in a transaction of its own, again for as long as SQLite
+    says the database is locked: another process's long write (a large submission) may delay a
+    round's record, never lose it (a round that failed to record failed the run's attempt, and
+    the next attempt redid every round)."""
+    delay = 0.05
+    while True:
+        try:
+            with database.session() as session:
+                return write(session)
+        except OperationalError as exc:
+            if not is_locked(exc):
+                raise
+            log.warning("%s: the database is locked by another writer; retrying in %.2f s", run_id, delay)
+            time.sleep(delay)
+            delay = min(2 * delay, LOCKED_RETRY_MAX_S)
 
 
 def claim(database: Database, run_id: str, *, worker: str) -> bool:
-    """Moves the run queued → running in one UPDATE; False if another delivery got it first."""
+    """Moves the run queued → running in one UPDATE, its progress afresh; False if another
+    delivery got it first."""
+    return _written(database, run_id, lambda session: _claim(session, run_id, worker=worker))
+
+
+def _claim(session: Session, run_id: str, *, worker: str) -> bool:
     now = utcnow()
-    with database.session() as session:
-        result = session.execute(
-            update(Run)
-            .where(Run.id == run_id, Run.status == RunStatus.queued)
-            .values(
-                status=RunStatus.running,
-                worker=worker,
-                started_at=now,
-                heartbeat_at=now,
-                attempts=Run.attempts + 1,
-                error=None,
-            )
+    result = session.execute(
+        update(Run)
+        .where(Run.id == run_id, Run.status == RunStatus.queued)
+        .values(
+            status=RunStatus.running,
+            worker=worker,
+            started_at=now,
+            heartbeat_at=now,
+            attempts=Run.attempts + 1,
+            error=None,
+            **ATTEMPT_RESET,
         )
-        return result.rowcount == 1
+    )
+    return result.rowcount == 1
 
 
 def _upsert(session: Session, model, rows: list[dict[str, Any]], keys: list[str]) -> None:
@@ -99,33 +129,35 @@ def execute(database: Database, settings: Settings, run_id: str) -> None:
         protected = row.protected or budgets.exists(session, row.dataset)
 
     def on_round(p: runner.Progress) -> None:
-        with database.session() as session:
-            if p.record is not None:
-                _upsert(session, RoundMetric, _metric_rows(run_id, [p.record]), ["run_id", "round"])
-            _upsert(
-                session,
-                LedgerEventRow,
-                [
-                    {
-                        "run_id": run_id,
-                        "round": p.round,
-                        "party": party,
-                        "events": [to_json(public_event(e)) for e in events],
-                        "withheld": _withheld(events),
-                    }
-                    for party, events in p.releases.items()
-                ],
-                ["run_id", "round", "party"],
-            )
-            values: dict[str, Any] = {
-                "current_round": p.round,
-                "progress": p.round / p.rounds,
-                "heartbeat_at": utcnow(),
-                "epsilon": p.epsilon,
-            }
-            if p.record is not None:
-                values |= {"final_accuracy": p.record.accuracy, "final_loss": p.record.loss}
-            session.execute(update(Run).where(Run.id == run_id).values(**values))
+        _written(database, run_id, lambda session: record_round(session, p))
+
+    def record_round(session: Session, p: runner.Progress) -> None:
+        if p.record is not None:
+            _upsert(session, RoundMetric, _metric_rows(run_id, [p.record]), ["run_id", "round"])
+        _upsert(
+            session,
+            LedgerEventRow,
+            [
+                {
+                    "run_id": run_id,
+                    "round": p.round,
+                    "party": party,
+                    "events": [to_json(public_event(e)) for e in events],
+                    "withheld": _withheld(events),
+                }
+                for party, events in p.releases.items()
+            ],
+            ["run_id", "round", "party"],
+        )
+        values: dict[str, Any] = {
+            "current_round": p.round,
+            "progress": p.round / p.rounds,
+            "heartbeat_at": utcnow(),
+            "epsilon": p.epsilon,
+        }
+        if p.record is not None:
+            values |= {"final_accuracy": p.record.accuracy, "final_loss": p.record.loss}
+        session.execute(update(Run).where(Run.id == run_id).values(**values))
 
     def should_stop() -> bool:
         with database.session() as session:
@@ -135,14 +167,15 @@ def execute(database: Database, settings: Settings, run_id: str) -> None:
     heartbeat.start()
     try:
         check_dataset_files(spec, settings)  # admission checked it; a row may predate that check
-        result = runner.run(
-            spec,
-            data_dirs=settings.data_dirs,
-            cache_dir=settings.cache_dir,
-            on_round=on_round,
-            should_stop=should_stop,
-            protected=protected,
-        )
+        with logs.running(run_id):
+            result = runner.run(
+                spec,
+                data_dirs=settings.data_dirs,
+                cache_dir=settings.cache_dir,
+                on_round=on_round,
+                should_stop=should_stop,
+                protected=protected,
+            )
     except DpflError as exc:
         _finish(database, run_id, status=RunStatus.failed, error=str(exc))
         return
@@ -168,8 +201,13 @@ def _withheld(events: list) -> list | None:
 
 def _record_result(database: Database, run_id: str, result: runner.RunResult) -> None:
     final = result.final
-    with database.session() as session:
-        _upsert(session, RoundMetric, _metric_rows(run_id, result.rounds), ["run_id", "round"])
+    _written(
+        database,
+        run_id,
+        lambda session: _upsert(
+            session, RoundMetric, _metric_rows(run_id, result.rounds), ["run_id", "round"]
+        ),
+    )
     _finish(
         database,
         run_id,
@@ -187,17 +225,18 @@ def _record_result(database: Database, run_id: str, result: runner.RunResult) ->
 
 
 def _finish(database: Database, run_id: str, *, status: RunStatus, **values: Any) -> None:
-    with database.session() as session:
-        run = session.get(Run, run_id)
-        spent = (
-            values.get("epsilon", run.epsilon) if status != RunStatus.failed else _spent_so_far(session, run)
-        )
-        for key, value in values.items():
-            setattr(run, key, value)
-        run.status = status
-        run.finished_at = utcnow()
-        run.progress = 1.0 if status == RunStatus.succeeded else run.progress
-        budgets.settle(session, run_id=run_id, spent=spent or 0.0)
+    _written(database, run_id, lambda session: _record_finish(session, run_id, status=status, **values))
+
+
+def _record_finish(session: Session, run_id: str, *, status: RunStatus, **values: Any) -> None:
+    run = session.get(Run, run_id)
+    spent = values.get("epsilon", run.epsilon) if status != RunStatus.failed else _spent_so_far(session, run)
+    for key, value in values.items():
+        setattr(run, key, value)
+    run.status = status
+    run.finished_at = utcnow()
+    run.progress = 1.0 if status == RunStatus.succeeded else run.progress
+    budgets.settle(session, run_id=run_id, spent=spent or 0.0)
 
 
 def _spent_so_far(session: Session, run: Run) -> float:

@@ -13,7 +13,8 @@ from worker.app import app
 
 @functools.lru_cache
 def _database() -> Database:
-    return Database(get_settings().database_url)
+    settings = get_settings()
+    return Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s)
 
 
 @app.task(name=EXECUTE_RUN)

@@ -11,6 +11,7 @@ class HealthRead(BaseModel):
     database: str = Field(description="`ok`, or the error the check met")
     broker: str = Field(description="`ok`, or the error the check met")
     workers: list[str] = Field(
-        description="workers that answered a ping (Redis) or sent a run heartbeat lately (any broker)"
+        description="workers that sent a heartbeat lately, idle or running a run (any broker), "
+        "or answered a ping (Redis)"
     )
     version: str

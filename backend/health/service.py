@@ -1,9 +1,10 @@
 """Health checks: SELECT 1 on the database, a connection to the broker, and live workers.
 
-Workers are seen two ways. Every worker beats on the row of the run it holds, so a heartbeat
-within `heartbeat_timeout_s` on any run names a live worker on every broker. Where the broker
-supports Celery's remote control (Redis, not the embedded filesystem transport), idle workers
-also answer a ping.
+Workers are seen three ways, on every broker: each worker process beats on its own row in
+`workers` while it is up (worker/presence.py), idle or busy; and on the row of the run it holds,
+so a heartbeat within `heartbeat_timeout_s` on either names a live worker. Where the broker
+supports Celery's remote control (Redis, not the embedded filesystem transport), workers also
+answer a ping.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from celery import Celery
 from sqlalchemy import select, text
 
 from backend.db import Database
-from backend.models import Run
+from backend.models import Run, WorkerBeat
 from backend.settings import Settings
 
 __all__ = ["health"]
@@ -78,10 +79,12 @@ def _connect(celery: Celery) -> None:
 def _heartbeats(database: Database, settings: Settings) -> set[str]:
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=settings.heartbeat_timeout_s)
     with database.session() as session:
-        names = session.scalars(
-            select(Run.worker).where(Run.heartbeat_at >= cutoff, Run.worker.is_not(None)).distinct()
+        names = set(
+            session.scalars(
+                select(Run.worker).where(Run.heartbeat_at >= cutoff, Run.worker.is_not(None)).distinct()
+            )
         )
-        return set(names)
+        return names | set(session.scalars(select(WorkerBeat.name).where(WorkerBeat.heartbeat_at >= cutoff)))
 
 
 def _ping(celery: Celery) -> set[str]:

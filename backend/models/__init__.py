@@ -6,6 +6,7 @@ from backend.models.ledger_event import LedgerEventRow
 from backend.models.round_metric import RoundMetric
 from backend.models.run import Run, RunStatus
 from backend.models.sweep import Sweep
+from backend.models.worker import WorkerBeat
 
 __all__ = [
     "Audit",
@@ -17,4 +18,5 @@ __all__ = [
     "Run",
     "RunStatus",
     "Sweep",
+    "WorkerBeat",
 ]

@@ -68,6 +68,9 @@ class Run(Base):
     started_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
     finished_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
     heartbeat_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    # When its queue message was last sent (None: not yet). The dispatcher sends a queued run's
+    # message again when this is older than `dispatch_timeout_s` and the broker holds none.
+    dispatched_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
 
     @property
     def duration_s(self) -> float | None:

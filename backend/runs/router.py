@@ -14,8 +14,8 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
+from backend.dispatch import send
 from backend.models import Run
-from backend.queue import enqueue_run
 from backend.runs import service
 from backend.runs.schemas import LedgerRead, MetricRead, RunDetail, RunPage, RunRead
 from dpfl.spec import parse_spec
@@ -54,10 +54,13 @@ def create_run(
     settings: SettingsDep,
     spec: Annotated[dict[str, Any], Body(description="a RunSpec")],
 ) -> Any:
-    """Validate a run spec, reserve its projected ε against the dataset budget, and queue it."""
+    """Validate a run spec, reserve its projected ε against the dataset budget, and queue it.
+
+    201 means the run is admitted and will run: if the broker cannot be reached now, the run
+    stays queued and its message is sent when the broker is back (`dispatch_timeout_s`)."""
     run = service.create_run(session, spec=parse_spec(spec), settings=settings)
     session.commit()  # the worker must find the row before the message
-    enqueue_run(request.app.state.celery, run.id)
+    send(request.app.state.database, request.app.state.celery, [run.id])
     return run
 
 

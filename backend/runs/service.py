@@ -6,6 +6,7 @@ import datetime as dt
 import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,11 @@ from dpfl.privacy.ledger import Ledger
 from dpfl.spec import RunSpec
 
 __all__ = [
+    "ATTEMPT_RESET",
     "SORTS",
+    "Admission",
+    "add_run",
+    "admit",
     "cancel_run",
     "check_limits",
     "create_run",
@@ -47,6 +52,18 @@ SORTS = {
     "target_epsilon": Run.target_epsilon,
     "algorithm": Run.algorithm,
     "status": Run.status,
+}
+
+
+# What one attempt at a run shows of its progress; a new attempt starts it afresh (a re-queued
+# run is not part done, and the next worker's rounds would otherwise show over the lost ones).
+# `epsilon` stays: the lost attempt's releases are in the ledger and a failure settles on it.
+ATTEMPT_RESET: dict[str, Any] = {
+    "current_round": 0,
+    "progress": 0.0,
+    "final_accuracy": None,
+    "final_loss": None,
+    "finished_at": None,
 }
 
 
@@ -145,15 +162,31 @@ def _may_refuse(accountant: str) -> bool:
     return cls.data_dependent or cls.approximates
 
 
-def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id: str | None = None) -> Run:
-    """Validates, projects and admits a run against its dataset's budget; returns the queued row."""
+@dataclass(frozen=True)
+class Admission:
+    """A spec checked and projected (`admit`), ready to be added as a queued run (`add_run`)."""
+
+    spec: RunSpec
+    dataset: str  # the name its budget is kept under (`budgets.budget_name`)
+    protected: bool
+    projection: dict[str, Any]
+
+
+def admit(session: Session, *, spec: RunSpec, settings: Settings) -> Admission:
+    """Returns the spec validated and projected; reads only, so the slow part (the projection
+    loads the data and runs the accountant) holds no write lock (SQLite has one for all)."""
     check_limits(spec, settings)
     dataset = budgets.budget_name(spec, settings)
     protected = budgets.exists(session, dataset)
     if protected:
         _check_protected(spec, dataset)
-    projection = project(spec, settings)
-    privacy = spec.privacy
+    return Admission(spec=spec, dataset=dataset, protected=protected, projection=project(spec, settings))
+
+
+def add_run(session: Session, admission: Admission, *, sweep_id: str | None = None) -> Run:
+    """Adds the admitted run, queued, and reserves its projected ε against its dataset's budget."""
+    spec, projection, privacy = admission.spec, admission.projection, admission.spec.privacy
+    dataset = admission.dataset
     run = Run(
         status=RunStatus.queued,
         algorithm=spec.algorithm,
@@ -167,13 +200,18 @@ def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id:
         delta=None if privacy is None else privacy.delta,
         accountant=None if privacy is None else privacy.accountant,
         noise_multiplier=projection["noise_multiplier"],
-        protected=protected,
+        protected=admission.protected,
     )
     session.add(run)
     session.flush()
     if projection["epsilon"] is not None:
         budgets.reserve(session, run=run, epsilon=projection["epsilon"])
     return run
+
+
+def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id: str | None = None) -> Run:
+    """Validates, projects and admits a run against its dataset's budget; returns the queued row."""
+    return add_run(session, admit(session, spec=spec, settings=settings), sweep_id=sweep_id)
 
 
 def _check_protected(spec: RunSpec, name: str) -> None:
@@ -362,7 +400,13 @@ def requeue_stale(session: Session, *, settings: Settings) -> list[str]:
             session.execute(
                 update(Run)
                 .where(Run.id == run.id)
-                .values(status=RunStatus.queued, worker=None, cancel_requested=run.cancel_requested)
+                .values(
+                    status=RunStatus.queued,
+                    worker=None,
+                    cancel_requested=run.cancel_requested,
+                    dispatched_at=None,  # the caller sends it (backend.dispatch.send)
+                    **ATTEMPT_RESET,
+                )
             )
             again.append(run.id)
     session.flush()

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
-from backend.queue import enqueue_runs
+from backend.dispatch import send
 from backend.sweeps import service
 from backend.sweeps.export import summary_csv
 from backend.sweeps.schemas import SweepCreate, SweepCreated, SweepDetail, SweepPage, SweepSummary
@@ -36,8 +36,8 @@ def create_sweep(request: Request, session: SessionDep, settings: SettingsDep, b
         error = {"loc": ["body", *exc.loc], "msg": exc.reason, "type": "value_error"}
         return JSONResponse({"detail": [error], "error": "SpecError"}, status_code=422)
     session.commit()  # the workers must find the rows before the messages
-    if runs:
-        enqueue_runs(request.app.state.celery, [run.id for run in runs])
+    # a broker that is down leaves the runs queued; the dispatcher sends them when it is back
+    send(request.app.state.database, request.app.state.celery, [run.id for run in runs])
     return service.created(sweep, runs)
 
 

@@ -1,8 +1,8 @@
 """Rules and queries for sweeps. Services flush; the request that called them commits.
 
-A sweep is created whole or not at all: every point is validated before anything is written,
-then the sweep row and one run per point are added through `runs.create_run`, which admits
-each against its dataset's budget. Any refusal raises, and the request rolls everything back.
+A sweep is created whole or not at all: every point is validated and projected before anything
+is written (`runs.admit`), then the sweep row and one run per point are added (`runs.add_run`),
+each reserved against its dataset's budget. Any refusal raises, and the request rolls everything back.
 """
 
 from __future__ import annotations
@@ -50,19 +50,26 @@ def create_sweep(
     points = expand(base, grid, max_points=settings.max_sweep_points)
     specs = [_validated(i, points, base, settings) for i in range(len(points))]
     _check_budgets(session, specs, settings)
+    # Every point is projected before the first write: on SQLite the first write takes the one
+    # write lock until the commit, and a 300-point sweep projecting under it held it for a
+    # minute while the workers' rounds waited for it.
+    admissions = []
+    for i, spec in enumerate(specs):
+        try:
+            admissions.append(runs.admit(session, spec=spec, settings=settings))
+        except (SpecError, UnknownNameError) as exc:
+            raise _point_error(exc, i, points, base) from None
     sweep = Sweep(name=name, base=dict(base), grid=dict(grid), num_runs=len(specs))
     session.add(sweep)
     session.flush()
     created_runs = []
-    for i, spec in enumerate(specs):
+    for i, admission in enumerate(admissions):
         try:
-            created_runs.append(runs.create_run(session, spec=spec, settings=settings, sweep_id=sweep.id))
+            created_runs.append(runs.add_run(session, admission, sweep_id=sweep.id))
         except BudgetExceeded as exc:
             raise BudgetExceeded(
                 f"{exc.message} (point {i + 1} of {len(specs)}); no run of the sweep was created"
             ) from None
-        except (SpecError, UnknownNameError) as exc:
-            raise _point_error(exc, i, points, base) from None
     return sweep, created_runs
 
 

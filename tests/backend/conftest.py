@@ -76,6 +76,7 @@ def _truncate(database_url: str) -> None:
             "runs",
             "sweeps",
             "budgets",
+            "workers",
         ):
             conn.execute(text(f"DELETE FROM {table}"))
     engine.dispose()

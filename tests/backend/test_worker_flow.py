@@ -109,6 +109,8 @@ def test_killed_worker_leaves_the_run_requeued_and_finished_by_another(settings,
         os.killpg(first.proc.pid, signal.SIGKILL)  # the whole worker, parent and child, at once
         first.proc.wait(timeout=10)
         assert client.get(f"/api/runs/{run_id}").json()["status"] == "running"
+        queued = wait_for(client, run_id, {"queued"}, timeout=30)  # the reaper, after 3 s of silence
+        assert (queued["current_round"], queued["progress"]) == (0, 0.0)  # not the lost attempt's
         second = WorkerProcess(fast, tmp_path / "w2.log", name="w2")
         try:
             body = wait_for(client, run_id, {"succeeded", "failed"}, timeout=180)

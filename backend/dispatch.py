@@ -1,0 +1,90 @@
+"""Sending queued runs' messages, so that every admitted run is run.
+
+A run row is committed before its message is sent (a worker must find the row), so the two
+can come apart: the API dies between them, the broker is down, or the broker loses the message
+(a Redis killed before it saved). The row is the source of truth: `dispatched_at` says when its
+message was last sent, and `dispatch` (a loop in the API) sends again the message of every run
+still queued whose message is older than `dispatch_timeout_s` (or was never sent) and that the
+broker does not hold. A duplicate message is harmless: a worker's claim takes a run once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+
+from celery import Celery
+from sqlalchemy import or_, select, update
+
+from backend.db import Database, utcnow
+from backend.models import Run, RunStatus
+from backend.queue import enqueue_run, enqueue_runs, pending_runs
+from backend.settings import Settings
+
+__all__ = ["dispatch", "send"]
+
+log = logging.getLogger(__name__)
+
+
+def send(database: Database, celery: Celery, run_ids: Sequence[str]) -> bool:
+    """Sends the runs' messages and records when; returns False (and logs) if the broker refused.
+
+    A run whose message could not be sent stays queued, and `dispatch` sends it later.
+    """
+    if not run_ids:
+        return True
+    try:
+        if len(run_ids) == 1:
+            enqueue_run(celery, run_ids[0])
+        else:
+            enqueue_runs(celery, run_ids)
+    except Exception as exc:  # the broker is down: the dispatcher sends the runs when it is back
+        log.warning("broker unreachable, %d run(s) stay queued until it is back: %s", len(run_ids), exc)
+        return False
+    with database.session() as session:
+        session.execute(
+            update(Run)
+            .where(Run.id.in_(run_ids), Run.status == RunStatus.queued)
+            # bookkeeping, not a change of the run that clients are told of
+            .values(dispatched_at=utcnow(), updated_at=Run.updated_at)
+        )
+    return True
+
+
+def dispatch(database: Database, celery: Celery, settings: Settings) -> list[str]:
+    """Sends again the messages of queued runs whose message is lost; returns their ids."""
+    cutoff = utcnow() - dt.timedelta(seconds=settings.dispatch_timeout_s)
+    with database.session() as session:
+        candidates = session.scalars(
+            select(Run.id)
+            .where(
+                Run.status == RunStatus.queued,
+                or_(
+                    Run.dispatched_at < cutoff,
+                    # never sent: the request that admitted it had time to, and did not
+                    Run.dispatched_at.is_(None) & (Run.updated_at < cutoff),
+                ),
+            )
+            .order_by(Run.created_at, Run.id)
+        ).all()
+    if not candidates:
+        return []
+    try:
+        pending = pending_runs(celery, settings)
+    except Exception as exc:  # the broker is down: nothing can be sent now anyway
+        log.warning("broker unreachable, %d queued run(s) wait for it: %s", len(candidates), exc)
+        return []
+    lost = [run_id for run_id in candidates if pending is None or run_id not in pending]
+    held = [run_id for run_id in candidates if run_id not in lost]
+    if held:  # still waiting in the broker (a long backlog): look again a timeout later
+        with database.session() as session:
+            session.execute(
+                update(Run)
+                .where(Run.id.in_(held), Run.status == RunStatus.queued)
+                .values(dispatched_at=utcnow(), updated_at=Run.updated_at)
+            )
+    if lost and send(database, celery, lost):
+        log.warning("%d queued run(s) had no message in the broker; sent again", len(lost))
+        return lost
+    return []
