@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from backend import errors, migrate
 from backend.api import api
 from backend.db import Database
+from backend.privacy import bounded
 from backend.queue import enqueue_run, make_celery
 from backend.runs import service as runs
 from backend.runs.pages import PageCache, RunPages
@@ -66,8 +67,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         task = asyncio.create_task(_reaper(app, max(settings.heartbeat_timeout_s / 4, 0.5)))
+        bounded.install_stop_on_sigterm()  # after uvicorn's handlers, so it runs before them
         yield
         task.cancel()
+        bounded.shutdown()
 
     app = FastAPI(
         title="DP-FL Explorer",

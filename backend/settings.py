@@ -33,6 +33,15 @@ class Settings(BaseSettings):
     max_silos: int = Field(500, ge=1)
     max_sweep_points: int = Field(500, ge=1)
     max_upload_bytes: int = Field(50_000_000, ge=1)
+    max_party_rounds: int = Field(
+        100_000, ge=1, description="largest rounds × silos a run may ask for: what its ε projection accounts"
+    )
+    projection_timeout_s: float = Field(
+        30.0, ge=0, description="longest a privacy projection may take in the API; 0: unbounded, in-process"
+    )
+    projection_memory_mb: int = Field(
+        2048, ge=0, description="address space of the projection process; 0: unlimited"
+    )
     heartbeat_timeout_s: float = Field(60.0, gt=0, description="a running run silent this long is re-queued")
     max_attempts: int = Field(3, ge=1, description="deliveries of a run before it fails as lost")
     run_time_limit_s: int = Field(6 * 3600, ge=60)

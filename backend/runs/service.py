@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, defer
 from backend import budgets
 from backend.errors import Conflict, NotFound
 from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.privacy import bounded
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.algorithms import algorithm_class
@@ -57,17 +58,38 @@ def check_limits(spec: RunSpec, settings: Settings) -> None:
         raise SpecError(
             "dataset.silos", f"must be ≤ {settings.max_silos} on this server; got {spec.dataset.silos}."
         )
+    if spec.rounds * spec.dataset.silos > settings.max_party_rounds:  # each silo's ε is accounted per round
+        raise SpecError(
+            "rounds",
+            f"× dataset.silos must be ≤ {settings.max_party_rounds} on this server (DPFL_MAX_PARTY_ROUNDS); "
+            f"got {spec.rounds} × {spec.dataset.silos} = {spec.rounds * spec.dataset.silos}.",
+        )
 
 
 def planned_privacy(spec: RunSpec, settings: Settings) -> runner.Privacy:
-    """Returns σ and the planned ε per round of `spec`, calibrating σ for an ε target (loads the data)."""
-    return _planned(spec, tuple(settings.data_dirs), settings.cache_dir)
+    """Returns σ and the planned ε per round of `spec`, calibrating σ for an ε target (loads the data).
+
+    Runs in the API's projection process, bounded in time and memory (backend/privacy/bounded.py).
+    """
+    return _planned(
+        spec,
+        tuple(settings.data_dirs),
+        settings.cache_dir,
+        settings.projection_timeout_s,
+        settings.projection_memory_mb * 2**20,
+    )
 
 
 @functools.lru_cache(maxsize=32)
-def _planned(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> runner.Privacy:
+def _planned(
+    spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path, timeout_s: float, memory_bytes: int
+) -> runner.Privacy:
     # Cached: a sweep submits many specs over the same data, and the new-run form asks again
-    # for the same spec as the user edits other fields; a spec is hashable.
+    # for the same spec as the user edits other fields; a spec is hashable. Errors are not cached.
+    return bounded.call(_project, spec, data_dirs, cache_dir, timeout_s=timeout_s, memory_bytes=memory_bytes)
+
+
+def _project(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> runner.Privacy:
     return runner.project(runner.prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir))
 
 
