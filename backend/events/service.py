@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Select, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, load_only
 
 from backend.db import utcnow
 from backend.errors import NotFound
@@ -28,6 +28,17 @@ __all__ = ["LOOKBACK_S", "PAGE", "RunWatcher", "open_watcher", "parse_since", "r
 LOOKBACK_S = 5.0
 PAGE = 500
 _ACTIVE = (RunStatus.queued, RunStatus.running)
+_EVENT_COLUMNS = (
+    Run.updated_at,
+    Run.status,
+    Run.progress,
+    Run.current_round,
+    Run.rounds,
+    Run.epsilon,
+    Run.final_accuracy,
+    Run.sweep_id,
+    Run.error,
+)
 
 
 def run_event(run: Run) -> dict[str, Any]:
@@ -99,7 +110,9 @@ class RunWatcher:
         return out
 
     def _query(self) -> Select:
-        query = select(Run).order_by(Run.updated_at, Run.id)
+        # Only what an event shows: the full rows (spec, diagnostics, timings JSON) made the
+        # snapshot of 1,118 active runs take seconds per client (issue 17 item 12).
+        query = select(Run).options(load_only(*_EVENT_COLUMNS)).order_by(Run.updated_at, Run.id)
         if self.run_id is not None:
             query = query.where(Run.id == self.run_id)
         if self.sweep_id is not None:
