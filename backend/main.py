@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from backend import errors, migrate
 from backend.api import api
 from backend.db import Database
+from backend.events.stream import SharedSnapshots
 from backend.privacy import bounded
 from backend.queue import enqueue_run, make_celery
 from backend.runs import service as runs
@@ -82,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.database = database
     app.state.celery = make_celery(settings)
     app.state.run_pages = PageCache()
+    app.state.event_snapshots = SharedSnapshots(database)
     app.add_middleware(RunPages, cache=app.state.run_pages)
     errors.install(app)
     app.include_router(api)
