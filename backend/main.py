@@ -20,7 +20,9 @@ from fastapi.staticfiles import StaticFiles
 from backend import dispatch, errors, migrate
 from backend.api import api
 from backend.db import Database
+from backend.events.stream import SharedSnapshots
 from backend.middleware import BodyLimit, Options
+from backend.privacy import bounded
 from backend.queue import make_celery
 from backend.runs import service as runs
 from backend.runs.pages import PageCache, RunPages
@@ -88,9 +90,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(_reaper(app, max(settings.heartbeat_timeout_s / 4, 0.5))),
             asyncio.create_task(_dispatcher(app, max(settings.dispatch_timeout_s / 4, 0.5))),
         ]
+        bounded.install_stop_on_sigterm()  # after uvicorn's handlers, so it runs before them
         yield
         for task in tasks:
             task.cancel()
+        bounded.shutdown()
 
     app = FastAPI(
         title="DP-FL Explorer",
@@ -102,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.database = database
     app.state.celery = make_celery(settings)
     app.state.run_pages = PageCache()
+    app.state.event_snapshots = SharedSnapshots(database)
     app.add_middleware(RunPages, cache=app.state.run_pages)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, exempt=_streams_own_body)
     app.add_middleware(Options, openapi=app.openapi)

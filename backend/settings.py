@@ -36,6 +36,15 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1_000_000, ge=1, description="largest request body but an upload's; a larger one gets 413 unread"
     )
+    max_party_rounds: int = Field(
+        100_000, ge=1, description="largest rounds × silos a run may ask for: what its ε projection accounts"
+    )
+    projection_timeout_s: float = Field(
+        30.0, ge=0, description="longest a privacy projection may take in the API; 0: unbounded, in-process"
+    )
+    projection_memory_mb: int = Field(
+        2048, ge=0, description="address space of the projection process; 0: unlimited"
+    )
     heartbeat_timeout_s: float = Field(60.0, gt=0, description="a running run silent this long is re-queued")
     dispatch_timeout_s: float = Field(
         60.0, gt=0, description="a queued run whose message is this old and not in the broker is sent again"

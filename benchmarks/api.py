@@ -1,4 +1,4 @@
-"""API benchmark: the runs list under load, a 200-point sweep submission, and live events.
+"""API benchmark: the runs list and a sweep summary under load, a sweep submission, live events.
 
 One config (CONFIG below). A fresh Postgres database gets 10,000 runs with 10 metric rows each
 (bulk-inserted with SQLAlchemy core, then ANALYZEd), and the app is served by a real uvicorn
@@ -14,6 +14,13 @@ process on a free loopback port, with Redis as its broker. Then:
     5 s by this process, as 20 workers would; the lag of an update is the time from its
     commit until an event shows that run at that round or later. Target: p95 lag < 1 s.
     Not measured when the endpoint is absent.
+(d) `GET /api/sweeps/{id}/summary` of a seeded sweep of 600 runs next to `GET /api/runs?limit=50`,
+    each from 50 keep-alive connections (as in issue 17, where the summary took p50 0.9 s /
+    p99 3.0 s against the list's 0.15 / 1.3–1.8 s). Target: the summary's p50 and p99 within
+    2× the list's, and no errors.
+(e) Time to first event: 100 clients open `GET /api/events` at once while 1,118 runs are
+    queued or running (seeded so); the time from each request until its first event is
+    complete. Target: median < 1 s, every client served.
 
 The database is dropped and the server stopped at the end. Exit status 1 when a measured
 target is missed. Usage: python benchmarks/api.py [--no-write]
@@ -22,6 +29,7 @@ target is missed. Usage: python benchmarks/api.py [--no-write]
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import datetime as dt
 import json
@@ -50,7 +58,7 @@ from sqlalchemy import create_engine, insert, text, update
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend import migrate
-from backend.models import RoundMetric, Run
+from backend.models import RoundMetric, Run, Sweep
 from benchmarks.api_load import percentile
 from benchmarks.report import print_headline, write_section
 
@@ -67,6 +75,10 @@ CONFIG: dict[str, Any] = {
     "list_target_p99_ms": 50.0,
     "sweep": {"points": 200, "repeats": 5, "target_s": 1.0},
     "events": {"runs": 20, "hz": 10.0, "seconds": 5.0, "target_p95_s": 1.0},
+    "sweep_runs": 600,  # a seeded sweep for (d)
+    "active_runs": 1_118,  # queued or running, for (e): the 10,000 have about 200; more queued are added
+    "summary": {"concurrency": 50, "requests": 5_000, "warmup": 200, "target_ratio": 2.0},
+    "first_event": {"clients": 100, "target_median_s": 1.0},
 }
 SPEC = {
     "algorithm": "isrl_mbsgd",
@@ -93,8 +105,9 @@ def fresh_database() -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def seed(url: str) -> list[str]:
-    """Inserts the runs and their metrics; returns the ids of the runs seeded as running."""
+def seed(url: str) -> tuple[list[str], str]:
+    """Inserts the runs and their metrics, a sweep of `sweep_runs` runs and queued runs up to
+    `active_runs` active; returns the ids of the runs seeded as running, and the sweep's id."""
     rng = random.Random(0)
     now = dt.datetime.now(dt.UTC)
     statuses = ["succeeded"] * 85 + ["failed"] * 8 + ["cancelled"] * 5 + ["running", "queued"]
@@ -166,15 +179,95 @@ def seed(url: str) -> list[str]:
                     "diagnostics": {"clip_fraction": rng.random(), "train_loss": rng.uniform(0.05, 2.3)},
                 }
             )
+    sweep_id, sweep_runs = seed_sweep(rng, now, runs[0])
+    runs += sweep_runs
+    active = sum(r["status"] in ("queued", "running") for r in runs)
+    for k in range(CONFIG["active_runs"] - active):  # older than every other run: off the list's page
+        created = now - dt.timedelta(days=30, seconds=k)
+        runs.append(
+            runs[0]
+            | {
+                "id": uuid.uuid4().hex[:16],
+                "created_at": created,
+                "updated_at": created,
+                "status": "queued",
+                "current_round": 0,
+                "progress": 0.0,
+                "epsilon": None,
+                "final_accuracy": None,
+                "final_loss": None,
+                "error": None,
+                "worker": None,
+                "started_at": None,
+                "finished_at": None,
+                "heartbeat_at": None,
+            }
+        )
     engine = create_engine(url)
     with engine.begin() as conn:
+        conn.execute(
+            insert(Sweep.__table__),
+            [
+                {
+                    "id": sweep_id,
+                    "name": "benchmark",
+                    "created_at": now - dt.timedelta(days=1),
+                    "base": SPEC,
+                    "grid": {"privacy.epsilon": [0.5, 1, 2, 4, 8], "seed": list(range(60))},
+                    "num_runs": len(sweep_runs),
+                }
+            ],
+        )
         for table, rows in ((Run.__table__, runs), (RoundMetric.__table__, metrics)):
             for start in range(0, len(rows), 5000):
                 conn.execute(insert(table), rows[start : start + 5000])
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("ANALYZE"))
     engine.dispose()
-    return running
+    return running, sweep_id
+
+
+def seed_sweep(rng: random.Random, now: dt.datetime, template: dict[str, Any]) -> tuple[str, list[dict]]:
+    """Returns a sweep id and its runs: two algorithms × five ε × 60 seeds, most succeeded."""
+    sweep_id, runs = uuid.uuid4().hex[:16], []
+    for i in range(CONFIG["sweep_runs"]):
+        algorithm = ("isrl_mbsgd", "fedavg")[i % 2]
+        target = None if algorithm == "fedavg" else (0.5, 1.0, 2.0, 4.0, 8.0)[i // 2 % 5]
+        status = rng.choice(["succeeded"] * 17 + ["failed", "running", "queued"])
+        done = 100 if status == "succeeded" else rng.randint(0, 99)
+        created = now - dt.timedelta(days=1, seconds=-i)
+        spec = SPEC | {
+            "algorithm": algorithm,
+            "seed": i // 10,
+            "privacy": None if target is None else {"epsilon": target, "delta": 1e-5},
+        }
+        runs.append(
+            template
+            | {
+                "id": uuid.uuid4().hex[:16],
+                "created_at": created,
+                "updated_at": created,
+                "status": status,
+                "algorithm": algorithm,
+                "dataset": "digits",
+                "sweep_id": sweep_id,
+                "spec": spec,
+                "current_round": done,
+                "progress": done / 100,
+                "notion": "none" if target is None else "record",
+                "target_epsilon": target,
+                "projected_epsilon": target,
+                "epsilon": None if target is None else target * done / 100,
+                "delta": None if target is None else 1e-5,
+                "accountant": None if target is None else "rdp",
+                "noise_multiplier": None if target is None else rng.uniform(0.5, 5),
+                "final_accuracy": rng.uniform(0.5, 0.98) if done else None,
+                "error": "internal error in worker (run x); see worker log" if status == "failed" else None,
+                "cancel_requested": False,
+                "finished_at": None if status in ("queued", "running") else created,
+            }
+        )
+    return sweep_id, runs
 
 
 def free_port() -> int:
@@ -222,14 +315,16 @@ def server(url: str, home: Path) -> Iterator[str]:
         log.close()
 
 
-def load(base: str, *, concurrency: int, requests: int, warmup: int) -> dict[str, Any]:
-    """Returns the load generator's result for GET list path (run in a process of its own)."""
+def load(
+    base: str, *, concurrency: int, requests: int, warmup: int, path: str = CONFIG["list"]["path"]
+) -> dict[str, Any]:
+    """Returns the load generator's result for GET `path` (run in a process of its own)."""
     cmd = [
         sys.executable,
         "-m",
         "benchmarks.api_load",
         "--url",
-        base + CONFIG["list"]["path"],
+        base + path,
         "--concurrency",
         str(concurrency),
         "--requests",
@@ -254,6 +349,56 @@ def measure_list(base: str) -> dict[str, dict[str, Any]]:
     cfg = CONFIG["list"]
     loaded = load(base, concurrency=cfg["concurrency"], requests=cfg["requests"], warmup=cfg["warmup"])
     return {"single": single, "loaded": loaded}
+
+
+def measure_summary(base: str, sweep_id: str) -> dict[str, dict[str, Any]]:
+    """Returns the runs list and the sweep's summary, each under the same load (d)."""
+    path = f"/api/sweeps/{sweep_id}/summary"
+    summary = httpx.get(base + path, timeout=30).json()
+    assert sum(summary["counts"].values()) == CONFIG["sweep_runs"], summary.get("counts")
+    assert summary["rows"] and summary["pareto"] and summary["reference"], summary
+    cfg = CONFIG["summary"]
+    size = {"concurrency": cfg["concurrency"], "requests": cfg["requests"], "warmup": cfg["warmup"]}
+    return {"list": load(base, **size), "summary": load(base, **size, path=path)}
+
+
+async def _first_events(base: str, clients: int) -> list[float | None]:
+    async def one(http: httpx.AsyncClient) -> float | None:
+        t0 = time.perf_counter()
+        try:
+            async with http.stream("GET", "/api/events", params={"timeout": 30}) as res:
+                if res.status_code != 200:
+                    return None
+                async for line in res.aiter_lines():
+                    if line == "":  # the end of the first event (a comment line has none before it)
+                        return time.perf_counter() - t0
+        except httpx.HTTPError:
+            return None
+        return None
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=0)
+    timeout = httpx.Timeout(60)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+        return await asyncio.gather(*(one(http) for _ in range(clients)))
+
+
+def measure_first_event(base: str, url: str) -> dict[str, Any]:
+    """Returns the times until the first event of clients that open the stream at once (e)."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        active = conn.scalar(text("SELECT count(*) FROM runs WHERE status IN ('queued', 'running')"))
+    engine.dispose()
+    clients = CONFIG["first_event"]["clients"]
+    times = asyncio.run(_first_events(base, clients))
+    got = sorted(t for t in times if t is not None)
+    return {
+        "clients": clients,
+        "active": active,
+        "served": len(got),
+        "p50_s": statistics.median(got) if got else math.nan,
+        "p95_s": percentile(got, 95),
+        "max_s": got[-1] if got else math.nan,
+    }
 
 
 def sweep_body(points: int) -> dict[str, Any]:
@@ -403,8 +548,49 @@ def server_errors(log: Path) -> list[str]:
     return sorted(found)[:5]
 
 
+def summary_rows(pair: dict[str, dict[str, Any]], first: dict[str, Any]) -> tuple[list[str], bool, bool]:
+    """Returns the table rows of (d) and (e), and whether each met its target."""
+    cfg = CONFIG
+    lst, summ = pair["list"], pair["summary"]
+    ratio = cfg["summary"]["target_ratio"]
+    summary_met = (
+        summ["p50_ms"] <= ratio * lst["p50_ms"]
+        and summ["p99_ms"] <= ratio * lst["p99_ms"]
+        and summ["errors"] == lst["errors"] == 0
+    )
+    conns = cfg["summary"]["concurrency"]
+    rows = []
+    measured = ((f"`GET {cfg['list']['path']}`", lst, False), ("`GET /api/sweeps/{id}/summary`", summ, True))
+    for name, res, is_summary in measured:
+        rows.append(
+            f"| (d) {name}, {cfg['sweep_runs']}-run sweep seeded, {conns} connections: p50 / p95 / p99 / max "
+            f"| {_ms(res['p50_ms'])} / {_ms(res['p95_ms'])} / **{_ms(res['p99_ms'])}** / "
+            f"{_ms(res['max_ms'])} ms "
+            f"({res['requests']:,} requests, {res['throughput_rps']:,.0f}/s, {res['errors']} errors) "
+            + (
+                f"| p50 and p99 ≤ {ratio:g}× the list's | {'yes' if summary_met else 'NO'} |"
+                if is_summary
+                else "| — | — |"
+            )
+        )
+    fe = cfg["first_event"]
+    first_met = first["p50_s"] < fe["target_median_s"] and first["served"] == first["clients"]
+    rows.append(
+        f"| (e) `GET /api/events`, {first['clients']} clients at once, {first['active']:,} runs queued or "
+        f"running: time to first event p50 / p95 / max | **{first['p50_s']:.3f}** / {first['p95_s']:.3f} / "
+        f"{first['max_s']:.3f} s ({first['served']} of {first['clients']} served) "
+        f"| median < {fe['target_median_s']:g} s | {'yes' if first_met else 'NO'} |"
+    )
+    return rows, summary_met, first_met
+
+
 def table(
-    lists: dict[str, dict[str, Any]], sweep: dict | None, events: dict | None, errors: list[str]
+    lists: dict[str, dict[str, Any]],
+    sweep: dict | None,
+    events: dict | None,
+    errors: list[str],
+    pair: dict[str, dict[str, Any]],
+    first: dict[str, Any],
 ) -> tuple[str, bool]:
     """Returns the markdown of the results, and whether every measured target was met."""
     cfg, ok = CONFIG, True
@@ -462,12 +648,17 @@ def table(
             f"{events['events']:,} events, {events['missed']} never shown) "
             f"| p95 lag < {ev['target_p95_s']:g} s | {'yes' if met else 'NO'} |"
         )
+    more, summary_met, first_met = summary_rows(pair, first)
+    rows += more
+    ok &= summary_met and first_met
     with psycopg.connect(CONFIG["postgres_admin"]) as conn:
         pg = conn.execute("SHOW server_version").fetchone()[0]
     text_ = "\n".join(
         [
             f"A fresh Postgres database with {cfg['runs']:,} runs and {cfg['metrics_per_run']} metric rows "
-            "each; the app served by one uvicorn process on loopback, Redis as the broker. (a) is "
+            f"each, a sweep of {cfg['sweep_runs']} runs (90% succeeded) and queued runs up to "
+            f"{cfg['active_runs']:,} queued or running; the app served by one uvicorn process on "
+            "loopback, Redis as the broker. (a) is "
             "measured from a second process (`benchmarks/api_load.py`, closed loop: each connection "
             f"sends its next request when the last one is answered; {cfg['list']['warmup']} warm-up "
             "requests first; enough requests to span several expiries of the list's 1 s micro-cache, "
@@ -475,7 +666,11 @@ def table(
             "and serialisation, about 12 ms, the list's cost before the cache). (b) creates the "
             "sweep's 200 runs and queues them. (c) counts the time from "
             "an update's commit to the first event showing that run at that round or later (the stream "
-            "coalesces updates between its polls).",
+            "coalesces updates between its polls). (d) runs the list and the summary one after the other "
+            "under the same load; the summary is served from the same micro-cache, cleared by writes "
+            "through the API. (e) opens the streams together (httpx, one asyncio loop); a new stream "
+            "starts with one compact `snapshot` event of the active runs, read once and shared by the "
+            "streams that start within 1 s.",
             "",
             *rows,
             "",
@@ -492,11 +687,24 @@ def table(
     return text_, ok
 
 
-def headline(lists: dict[str, dict[str, Any]], sweep: dict | None, events: dict | None, ok: bool) -> None:
+def headline(
+    lists: dict[str, dict[str, Any]],
+    sweep: dict | None,
+    events: dict | None,
+    ok: bool,
+    pair: dict[str, dict[str, Any]],
+    first: dict[str, Any],
+) -> None:
     """Prints the JSON line of headline numbers that benchmarks/all.py reads."""
     loaded, cfg = lists["loaded"], CONFIG
     parts = [f"p99 {loaded['p99_ms']:.1f} ms at {loaded['concurrency']} connections"]
     targets = [f"p99 < {cfg['list_target_p99_ms']:g} ms"]
+    parts.append(
+        f"sweep summary p99 {pair['summary']['p99_ms']:.1f} ms vs list {pair['list']['p99_ms']:.1f} ms"
+    )
+    targets.append(f"≤ {cfg['summary']['target_ratio']:g}×")
+    parts.append(f"first event p50 {first['p50_s']:.3f} s at {first['clients']} clients")
+    targets.append(f"< {cfg['first_event']['target_median_s']:g} s")
     if sweep is not None:
         parts.append(f"sweep of {cfg['sweep']['points']} in {sweep['median_s']:.3f} s")
         targets.append(f"< {cfg['sweep']['target_s']:g} s")
@@ -513,6 +721,9 @@ def headline(lists: dict[str, dict[str, Any]], sweep: dict | None, events: dict 
         list_errors=loaded["errors"],
         sweep_median_s=None if sweep is None else sweep["median_s"],
         events_p95_s=None if events is None else events["p95_s"],
+        summary_p99_ms=pair["summary"]["p99_ms"],
+        summary_list_p99_ms=pair["list"]["p99_ms"],
+        first_event_p50_s=first["p50_s"],
     )
 
 
@@ -525,11 +736,15 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="dpfl-bench-") as tmp, fresh_database() as url:
             t0 = time.perf_counter()
-            running = seed(url)
+            running, sweep_id = seed(url)
             print(f"seeded {CONFIG['runs']:,} runs in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
             with server(url, Path(tmp)) as base:
                 lists = measure_list(base)
                 print(f"list: {json.dumps(lists)}", file=sys.stderr)
+                pair = measure_summary(base, sweep_id)
+                print(f"summary: {json.dumps(pair)}", file=sys.stderr)
+                first = measure_first_event(base, url)
+                print(f"first event: {first}", file=sys.stderr)
                 events = measure_events(base, url, running)
                 print(f"events: {events}", file=sys.stderr)
                 sweep = measure_sweep(base)
@@ -538,11 +753,11 @@ def main() -> int:
     finally:
         client.flushdb()  # the sweeps' messages: no worker ever runs them
         client.close()
-    body, ok = table(lists, sweep, events, errors)
+    body, ok = table(lists, sweep, events, errors, pair, first)
     print(body)
     if not args.no_write:
         write_section("API: runs list, sweep submission and live events", body)
-    headline(lists, sweep, events, ok)
+    headline(lists, sweep, events, ok, pair, first)
     return 0 if ok else 1
 
 

@@ -20,6 +20,18 @@ __all__ = [
 class DpflError(Exception):
     """Base class of every error this library raises on purpose."""
 
+    def __reduce__(self):
+        # Pickles whole, whatever a subclass's __init__ takes: the API projects in a process of
+        # its own (backend/privacy/bounded.py) and re-raises that process's errors.
+        return _restore, (type(self), self.args, self.__dict__)
+
+
+def _restore(cls: type[DpflError], args: tuple, state: dict) -> DpflError:
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
 
 class SpecError(DpflError, ValueError):
     """A value in a run description is out of range or of the wrong kind.

@@ -43,7 +43,7 @@ from dpfl.engine import evaluate
 from dpfl.errors import AccountingError, SpecError
 from dpfl.federation import FederatedData
 from dpfl.models import build_model
-from dpfl.privacy.accountants import headline_problem, make_accountant
+from dpfl.privacy.accountants import accountant_class, headline_problem, make_accountant
 from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.accountants.group import describe_group_conversion
 from dpfl.privacy.calibration import calibrate_noise_multiplier, calibrate_party_noise_multipliers
@@ -377,6 +377,7 @@ def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
             target_delta=privacy.delta,
             accountant=privacy.accountant,
         )
+    _check_noise_floor(sigma, privacy)
     plan = algorithm.plan(sigma)
     by_round = dict(
         zip(
@@ -402,6 +403,27 @@ def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
         caveats=caveats(algorithm, source=source),
         noise_source=source,
         neighbouring=algorithm.neighbouring,
+    )
+
+
+def _check_noise_floor(sigma: float | np.ndarray, privacy) -> None:
+    """Refuses a σ below what the accountant evaluates in bounded time and memory, naming the field."""
+    floor = accountant_class(privacy.accountant).min_noise_multiplier
+    smallest = float(np.min(sigma))
+    if floor is None or smallest >= floor:
+        return
+    field = (
+        "privacy.noise_multiplier"
+        if privacy.noise_multiplier is not None
+        else "privacy.mu"
+        if privacy.mu is not None
+        else "privacy.epsilon"
+    )
+    raise SpecError(
+        field,
+        f"gives a noise multiplier of {smallest:g}; the {privacy.accountant} accountant evaluates "
+        f"σ ≥ {floor:g} in bounded time and memory (its grid grows as 1/σ²); use σ ≥ {floor:g} "
+        "or the rdp accountant.",
     )
 
 

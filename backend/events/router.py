@@ -15,7 +15,11 @@ from backend.events.stream import run_events
 router = APIRouter(prefix="/events", tags=["events"])
 
 ERRORS = {
-    200: {"content": {"text/event-stream": {}}, "description": "`run` events, one per change of a run"},
+    200: {
+        "content": {"text/event-stream": {}},
+        "description": "without `since` and `run`: one `snapshot` event ({columns, runs: [[values]]}, "
+        "the active runs or the sweep's runs), then `run` events, one per change of a run",
+    },
     404: {"description": "no run or sweep with this id"},
     422: {"description": "`since` or `Last-Event-ID` is not an ISO 8601 timestamp"},
 }
@@ -31,7 +35,12 @@ async def stream_events(
     timeout: Annotated[float | None, Query(gt=0, le=86_400, description="close after seconds")] = None,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
-    """Server-Sent Events of run status and progress, optionally for one run or one sweep."""
+    """Server-Sent Events of run status and progress, optionally for one run or one sweep.
+
+    A new stream for all runs or one sweep starts with one compact `snapshot` event (column
+    names once, one list of values per run), shared by the streams that start within a second;
+    one for a single run, or resuming with `since`/`Last-Event-ID`, starts with `run` events.
+    """
     start = service.parse_since(
         last_event_id, field="Last-Event-ID", location="header"
     ) or service.parse_since(since)
@@ -40,8 +49,11 @@ async def stream_events(
         with database.session() as session:
             return service.open_watcher(session, run_id=run, sweep_id=sweep, since=start)
 
+    snapshots = request.app.state.event_snapshots if start is None and run is None else None
     return StreamingResponse(
-        run_events(request, database, await run_in_threadpool(watcher), timeout_s=timeout),
+        run_events(
+            request, database, await run_in_threadpool(watcher), timeout_s=timeout, snapshots=snapshots
+        ),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

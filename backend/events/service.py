@@ -16,17 +16,50 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Select, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, load_only
 
 from backend.db import utcnow
 from backend.errors import NotFound, ParameterError
 from backend.models import Run, RunStatus, Sweep
 
-__all__ = ["LOOKBACK_S", "PAGE", "RunWatcher", "open_watcher", "parse_since", "run_event"]
+__all__ = [
+    "LOOKBACK_S",
+    "PAGE",
+    "SNAPSHOT_COLUMNS",
+    "RunWatcher",
+    "Snapshot",
+    "open_watcher",
+    "parse_since",
+    "run_event",
+    "take_snapshot",
+]
 
 LOOKBACK_S = 5.0
 PAGE = 500
 _ACTIVE = (RunStatus.queued, RunStatus.running)
+_EVENT_COLUMNS = (
+    Run.updated_at,
+    Run.status,
+    Run.progress,
+    Run.current_round,
+    Run.rounds,
+    Run.epsilon,
+    Run.final_accuracy,
+    Run.sweep_id,
+    Run.error,
+)
+# the keys of `run_event`, in the order a snapshot's rows give them
+SNAPSHOT_COLUMNS = (
+    "id",
+    "status",
+    "progress",
+    "current_round",
+    "rounds",
+    "epsilon",
+    "final_accuracy",
+    "sweep_id",
+    "error",
+)
 
 
 def run_event(run: Run) -> dict[str, Any]:
@@ -62,6 +95,36 @@ def parse_since(value: str | None, *, field: str = "since", location: str = "que
         ) from None
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The runs a stream starts from, read once and shared by every stream that starts meanwhile.
+
+    Attributes:
+        cursor: the newest `updated_at` it has seen; streams go on from there.
+        runs: each run's event data, oldest change first.
+        sent: what a watcher remembers as sent after it (finished runs out of the look-back
+            window are forgotten).
+    """
+
+    cursor: dt.datetime
+    runs: list[dict[str, Any]]
+    sent: dict[str, tuple[dt.datetime, dict[str, Any]]]
+
+    def data(self) -> dict[str, Any]:
+        """Returns the compact event data: the column names once, then one list of values per run."""
+        return {
+            "columns": list(SNAPSHOT_COLUMNS),
+            "runs": [[data[c] for c in SNAPSHOT_COLUMNS] for data in self.runs],
+        }
+
+
+def take_snapshot(session: Session, *, sweep_id: str | None = None) -> Snapshot:
+    """Returns the runs still queued or running, or with `sweep_id` all of that sweep's runs."""
+    watcher = RunWatcher(sweep_id=sweep_id)
+    runs = [data for _, data in watcher.poll(session)]
+    return Snapshot(cursor=watcher.cursor, runs=runs, sent=watcher.sent)
+
+
 @dataclass
 class RunWatcher:
     """What one stream has sent: each `poll` returns (event id, data) for runs changed since.
@@ -82,6 +145,10 @@ class RunWatcher:
     def __post_init__(self) -> None:
         if self.since is not None:
             self.cursor = self.since
+
+    def start_from(self, snapshot: Snapshot) -> None:
+        """Continues after a snapshot (taken for the same filters) instead of taking one."""
+        self.cursor, self.sent, self._first = snapshot.cursor, dict(snapshot.sent), False
 
     def poll(self, session: Session) -> list[tuple[str, dict[str, Any]]]:
         """Returns the changes since the last poll, oldest first, and remembers them as sent."""
@@ -104,7 +171,9 @@ class RunWatcher:
         return out
 
     def _query(self) -> Select:
-        query = select(Run).order_by(Run.updated_at, Run.id)
+        # Only what an event shows: the full rows (spec, diagnostics, timings JSON) made the
+        # snapshot of 1,118 active runs take seconds per client (issue 17 item 12).
+        query = select(Run).options(load_only(*_EVENT_COLUMNS)).order_by(Run.updated_at, Run.id)
         if self.run_id is not None:
             query = query.where(Run.id == self.run_id)
         if self.sweep_id is not None:

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
-from backend.deps import SessionDep, SettingsDep
+from backend.deps import SessionDep, SettingsDep, WriteGuard
 from backend.privacy import service
 from backend.privacy.schemas import ProjectionRead
 from dpfl.spec import parse_spec
@@ -17,7 +17,16 @@ router = APIRouter(prefix="/privacy", tags=["privacy"])
 @router.post(
     "/project",
     response_model=ProjectionRead,
-    responses={422: {"description": "a field of the spec is invalid; `detail[].loc` names it"}},
+    responses={
+        401: {"description": "this server has tokens and the request has none (as for writes)"},
+        422: {
+            "description": "a field of the spec is invalid, or beyond what the server projects in "
+            "bounded time and memory; `detail[].loc` names it"
+        },
+        503: {"description": "the server is shutting down, or its projection process died; try again"},
+    },
+    # A projection can take seconds of CPU: guarded like a write, so an open server is not a free worker.
+    dependencies=[WriteGuard],
 )
 def project(
     session: SessionDep,

@@ -1,25 +1,39 @@
-"""A micro-cache of serialised run-list pages, served before the app's routing.
+"""A micro-cache of serialised pages (the runs list, sweep summaries), served before routing.
 
-The runs table is the page everyone keeps open. A page is built once (query, validation,
-JSON: about 10 ms) and then served as bytes for `ttl_s` seconds straight from the ASGI layer
-(`RunPages`), so a burst of identical requests costs one query and almost no Python. Writes
-made through this API process (any POST, PUT or DELETE) clear it at once; progress written by
-workers shows within `ttl_s` (the live view follows Server-Sent Events anyway). Concurrent
-misses of one page share one build, and an expired page is served once more while it is
-rebuilt in the background (stale-while-revalidate), so no reader waits for a rebuild.
-Pages are keyed by the raw query string and stored only by the endpoint, after validation.
+The runs table is the page everyone keeps open, and a sweep's summary is read by everyone
+comparing it. A page is built once (query, validation, JSON: about 10 ms) and then served as
+bytes for `ttl_s` seconds straight from the ASGI layer (`RunPages`), so a burst of identical
+requests costs one query and almost no Python. Writes made through this API process (any
+POST, PUT or DELETE) clear it at once; what workers write (progress, finished runs) shows
+within `ttl_s` (the live view follows Server-Sent Events anyway). Concurrent misses of one
+page share one build, and an expired page is served once more while it is rebuilt in the
+background (stale-while-revalidate), so no reader waits for a rebuild.
+Pages are keyed by (path, raw query string) and stored only by the endpoint, after
+validation (`key`), so an unknown sweep or a bad parameter is never cached.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Awaitable, Callable, Hashable
 
-__all__ = ["PATH", "PageCache", "RunPages"]
+__all__ = ["PATH", "SUMMARY", "PageCache", "RunPages", "cached", "key"]
 
 PATH = "/api/runs"
+SUMMARY = re.compile(r"/api/sweeps/[^/]+/summary")  # GET /api/sweeps/{id}/summary (not .csv)
+
+
+def cached(path: str) -> bool:
+    """Whether GET `path` is answered from the page cache."""
+    return path == PATH or SUMMARY.fullmatch(path) is not None
+
+
+def key(scope) -> tuple[str, bytes]:
+    """Returns the cache key of a request: its path and raw query string."""
+    return scope["path"], scope["query_string"]
 
 
 class PageCache:
@@ -91,7 +105,7 @@ class PageCache:
 
 
 class RunPages:
-    """ASGI middleware: answers GET /api/runs from the cache; a write clears it before and after.
+    """ASGI middleware: answers cached GETs (`cached`) from the cache; a write clears it before and after.
 
     After, because the write has committed by then; before as well, so that a page built
     while the write runs is not kept (the generation check in `PageCache.get`). Plain ASGI,
@@ -109,11 +123,11 @@ class RunPages:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope["method"] == "GET" and scope["path"] == PATH:
-            key = scope["query_string"]
-            body, expired = self.cache.lookup(key)
+        if scope["method"] == "GET" and cached(scope["path"]):
+            page = key(scope)
+            body, expired = self.cache.lookup(page)
             if expired:
-                task = asyncio.create_task(self.cache.refresh(key))
+                task = asyncio.create_task(self.cache.refresh(page))
                 self._refreshing.add(task)
                 task.add_done_callback(self._refreshing.discard)
             if body is not None:

@@ -16,7 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
 from backend.dispatch import send
 from backend.models import Run
-from backend.runs import service
+from backend.runs import pages, service
 from backend.runs.schemas import LedgerRead, MetricRead, RunDetail, RunPage, RunRead
 from dpfl.spec import parse_spec
 
@@ -107,8 +107,8 @@ async def list_runs(
                 .encode()
             )
 
-    # keyed by the raw query string, as backend.runs.pages.RunPages looks pages up before routing
-    body = await cache.get(request.scope["query_string"], lambda: run_in_threadpool(page))
+    # keyed as backend.runs.pages.RunPages looks pages up before routing
+    body = await cache.get(pages.key(request.scope), lambda: run_in_threadpool(page))
     return Response(body, media_type="application/json")
 
 

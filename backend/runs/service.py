@@ -17,6 +17,7 @@ from backend import budgets
 from backend.datasets.service import check_dataset_files
 from backend.errors import Conflict, NotFound, ParameterError
 from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.privacy import bounded
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.algorithms import algorithm_class
@@ -76,6 +77,12 @@ def check_limits(spec: RunSpec, settings: Settings) -> None:
         raise SpecError(
             "dataset.silos", f"must be ≤ {settings.max_silos} on this server; got {spec.dataset.silos}."
         )
+    if spec.rounds * spec.dataset.silos > settings.max_party_rounds:  # each silo's ε is accounted per round
+        raise SpecError(
+            "rounds",
+            f"× dataset.silos must be ≤ {settings.max_party_rounds} on this server (DPFL_MAX_PARTY_ROUNDS); "
+            f"got {spec.rounds} × {spec.dataset.silos} = {spec.rounds * spec.dataset.silos}.",
+        )
 
 
 def planned_privacy(spec: RunSpec, settings: Settings) -> runner.Privacy:
@@ -84,9 +91,17 @@ def planned_privacy(spec: RunSpec, settings: Settings) -> runner.Privacy:
     Raises:
         SpecError: among others when the accountant's arithmetic fails on the spec's numbers
             (σ = 1e-300 divides by zero; 422 naming the privacy field they came from).
+
+    Runs in the API's projection process, bounded in time and memory (backend/privacy/bounded.py).
     """
     try:
-        return _planned(spec, tuple(settings.data_dirs), settings.cache_dir)
+        return _planned(
+            spec,
+            tuple(settings.data_dirs),
+            settings.cache_dir,
+            settings.projection_timeout_s,
+            settings.projection_memory_mb * 2**20,
+        )
     except DpflError:
         raise
     except (ArithmeticError, ValueError) as exc:  # ZeroDivisionError, OverflowError, math domain errors
@@ -110,9 +125,15 @@ def _unaccountable(spec: RunSpec, exc: Exception) -> SpecError:
 
 
 @functools.lru_cache(maxsize=32)
-def _planned(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> runner.Privacy:
+def _planned(
+    spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path, timeout_s: float, memory_bytes: int
+) -> runner.Privacy:
     # Cached: a sweep submits many specs over the same data, and the new-run form asks again
-    # for the same spec as the user edits other fields; a spec is hashable.
+    # for the same spec as the user edits other fields; a spec is hashable. Errors are not cached.
+    return bounded.call(_project, spec, data_dirs, cache_dir, timeout_s=timeout_s, memory_bytes=memory_bytes)
+
+
+def _project(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> runner.Privacy:
     return runner.project(runner.prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir))
 
 

@@ -6,9 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
 from backend.dispatch import send
+from backend.runs import pages
 from backend.sweeps import service
 from backend.sweeps.export import summary_csv
 from backend.sweeps.schemas import SweepCreate, SweepCreated, SweepDetail, SweepPage, SweepSummary
@@ -60,9 +62,20 @@ def get_sweep(sweep_id: str, session: SessionDep) -> Any:
 
 
 @router.get("/{sweep_id}/summary", response_model=SweepSummary, responses=ERRORS)
-def get_summary(sweep_id: str, session: SessionDep) -> Any:
-    """Accuracy and ε spent per (algorithm, ε) over the succeeded runs, the Pareto front, the reference."""
-    return service.summary(session, sweep_id)
+async def get_summary(sweep_id: str, request: Request) -> Response:
+    """Accuracy and ε spent per (algorithm, ε) over the succeeded runs, the Pareto front, the reference.
+
+    Served from the page cache (backend/runs/pages.py): cleared by any write through the API,
+    and at most about a second behind the runs workers finish.
+    """
+    database, cache = request.app.state.database, request.app.state.run_pages
+
+    def page() -> bytes:
+        with database.session() as session:
+            return SweepSummary.model_validate(service.summary(session, sweep_id)).model_dump_json().encode()
+
+    body = await cache.get(pages.key(request.scope), lambda: run_in_threadpool(page))
+    return Response(body, media_type="application/json")
 
 
 @router.get(

@@ -136,7 +136,13 @@ def summary(session: Session, sweep_id: str) -> dict[str, Any]:
         counts[status] = count
     succeeded = session.execute(
         select(
-            Run.algorithm, Run.notion, Run.target_epsilon, Run.spec, Run.final_accuracy, Run.epsilon
+            Run.algorithm,
+            Run.notion,
+            Run.target_epsilon,
+            # only the σ target from the spec: loading whole specs made this the slow part (issue 17)
+            Run.spec[("privacy", "noise_multiplier")].as_float(),
+            Run.final_accuracy,
+            Run.epsilon,
         ).where(Run.sweep_id == sweep.id, Run.status == RunStatus.succeeded)
     ).all()
     rows = summary_rows(
@@ -144,11 +150,11 @@ def summary(session: Session, sweep_id: str) -> dict[str, Any]:
             algorithm=algorithm,
             notion=notion,
             target_epsilon=target,
-            noise_multiplier=(spec.get("privacy") or {}).get("noise_multiplier"),
+            noise_multiplier=sigma,
             accuracy=accuracy,
             epsilon=epsilon,
         )
-        for algorithm, notion, target, spec, accuracy, epsilon in succeeded
+        for algorithm, notion, target, sigma, accuracy, epsilon in succeeded
     )
     return {
         "sweep_id": sweep.id,

@@ -129,7 +129,13 @@ def up(
         bind_host, bind_port = settings.host, settings.port
         url = f"http://{bind_host}:{bind_port}"
         print(f"DP-FL Explorer on {url}  (API docs at {url}/docs; database {settings.database_url})")
-        uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="warning")
+        uvicorn.run(
+            create_app(settings),
+            host=bind_host,
+            port=bind_port,
+            log_level="warning",
+            timeout_graceful_shutdown=5,  # a request still running then is cancelled
+        )
     finally:
         for proc in procs:
             _signal_group(proc, signal.SIGTERM)

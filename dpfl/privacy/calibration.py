@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpfl.errors import AccountingError, SpecError
-from dpfl.privacy.accountants import make_accountant
+from dpfl.privacy.accountants import accountant_class, make_accountant
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 
 __all__ = [
@@ -286,6 +286,19 @@ class _Target:
             return math.inf
         return math.log(eps / self.epsilon) if eps > 0 else -math.inf
 
+    @property
+    def min_sigma(self) -> float:
+        """Returns the smallest σ the search may evaluate: the accountant's bounded-cost floor."""
+        return max(_SIGMA_MIN, accountant_class(self.accountant).min_noise_multiplier or 0.0)
+
+    def below_minimum(self) -> SpecError:
+        return SpecError(
+            "privacy.epsilon",
+            f"{self.epsilon:g} at δ={self.delta:g} is met at a noise multiplier below "
+            f"{self.min_sigma:g}, the smallest the {self.accountant} accountant evaluates in bounded "
+            "time and memory; give a smaller ε or use the rdp accountant.",
+        )
+
     def unreachable(self) -> SpecError:
         return SpecError(
             "target_epsilon",
@@ -323,7 +336,7 @@ def _search(*, x0: float, f0: float | None, shape: _Shape, rtol: float, target: 
     to this search's own points, a warm start for the next.
     """
     tol = math.log1p(rtol)
-    x_min, x_max = math.log(_SIGMA_MIN), math.log(_SIGMA_MAX)
+    x_min, x_max = math.log(target.min_sigma), math.log(_SIGMA_MAX)
     if f0 is None:
         f0 = yield x0
     lo: tuple[float, float] | None = None  # (x, f) with f > 0: too little noise
@@ -353,6 +366,8 @@ def _search(*, x0: float, f0: float | None, shape: _Shape, rtol: float, target: 
         if x_new > x_max:
             raise target.unreachable()
         if x_new < x_min:  # meets the target even at the smallest σ considered
+            if target.min_sigma > _SIGMA_MIN:  # the accountant cannot look lower: not the smallest σ
+                raise target.below_minimum()
             return hi[0], shape  # type: ignore[index]  # fx ≤ 0 here, so hi is set
         f_new = yield x_new
         keep(x_new, f_new)

@@ -72,8 +72,18 @@ export const api = {
 };
 
 /**
+ * The runs of a `snapshot` event ({columns: [...], runs: [[...], ...]}) as the objects `run`
+ * events carry ({id, status, progress, ...}).
+ */
+export function snapshotRuns(data) {
+  return data.runs.map((row) => Object.fromEntries(data.columns.map((column, i) => [column, row[i]])));
+}
+
+/**
  * Calls `onRun(run)` for every run change, over Server-Sent Events, falling back to polling
- * `poll()` every 3 s when the stream fails. Returns a function that stops listening.
+ * `poll()` every 3 s when the stream fails. The stream starts with one compact `snapshot` event
+ * (or, for one run, with that run's `run` event); each run in it is passed to `onRun` as well.
+ * Returns a function that stops listening.
  */
 export function subscribe(params, onRun, poll) {
   let source = null;
@@ -84,6 +94,7 @@ export function subscribe(params, onRun, poll) {
   };
   if ("EventSource" in window) {
     source = new EventSource(`/api/events${query(params)}`);
+    source.addEventListener("snapshot", (e) => snapshotRuns(JSON.parse(e.data)).forEach((run) => onRun(run)));
     source.addEventListener("run", (e) => onRun(JSON.parse(e.data)));
     source.onerror = () => { if (source.readyState === EventSource.CLOSED) startPolling(); };
   } else {

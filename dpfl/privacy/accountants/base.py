@@ -59,6 +59,9 @@ class Accountant(abc.ABC):
     description: ClassVar[str] = ""
     data_dependent: ClassVar[bool] = False
     approximates: ClassVar[bool] = False
+    # The smallest noise multiplier this accountant evaluates in bounded time and memory (None:
+    # any). Runs, projections and calibration below it are refused, naming the field.
+    min_noise_multiplier: ClassVar[float | None] = None
 
     def __init__(self) -> None:
         self.notes: list[str] = []

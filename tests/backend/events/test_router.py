@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +32,7 @@ def events(response, *, until: set[str] = frozenset()):
         if block:
             data = json.loads(block["data"])
             yield block["id"], block["event"], data
-            if data["status"] in until:
+            if data.get("status") in until:  # a snapshot has no status
                 return
         block = {}
 
@@ -86,13 +89,18 @@ def test_snapshot_then_each_change_then_resumption(client):
     assert time.monotonic() - start < 10  # the timeout closed the stream
 
 
+def snapshot_runs(data: dict) -> list[dict]:
+    return [dict(zip(data["columns"], row, strict=True)) for row in data["runs"]]
+
+
 def test_unfiltered_stream_starts_with_the_active_runs(client):
     done = client.post("/api/runs", json=SPEC).json()["id"]
     client.post(f"/api/runs/{done}/cancel")
     since = dt.datetime.now(dt.UTC).isoformat()
     queued = client.post("/api/runs", json=SPEC).json()["id"]
     with client.stream("GET", "/api/events?timeout=30") as res:
-        assert next(events(res))[2]["id"] == queued
+        _, kind, data = next(events(res))
+        assert (kind, [r["id"] for r in snapshot_runs(data)]) == ("snapshot", [queued])
     with client.stream("GET", "/api/events", params={"since": since, "timeout": 1}) as res:
         assert [d["id"] for _, _, d in events(res)] == [queued]
 
@@ -112,3 +120,61 @@ def test_bad_requests(client):
         "error": "NotFound",
     }
     assert client.get("/api/events?sweep=nope").status_code == 404
+
+
+COLUMNS = [
+    "id",
+    "status",
+    "progress",
+    "current_round",
+    "rounds",
+    "epsilon",
+    "final_accuracy",
+    "sweep_id",
+    "error",
+]
+
+
+def browser_snapshot_runs(data: dict, tmp_path: Path) -> list[dict]:
+    """What frontend/js/api.js's snapshotRuns makes of a snapshot event's data (run by node)."""
+    module = tmp_path / "api.mjs"  # an ES module by its name, without a package.json
+    module.write_text((Path(__file__).resolve().parents[3] / "frontend/js/api.js").read_text())
+    script = (
+        f"import {{ snapshotRuns }} from {json.dumps(module.as_uri())};"
+        f"console.log(JSON.stringify(snapshotRuns({json.dumps(data)})));"
+    )
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def test_a_new_stream_starts_with_one_compact_snapshot_the_browser_reads_as_run_events(client, tmp_path):
+    queued = client.post("/api/runs", json=SPEC).json()["id"]
+    cancelled = client.post("/api/runs", json=SPEC).json()["id"]
+    client.post(f"/api/runs/{cancelled}/cancel")
+    with client.stream("GET", "/api/events?timeout=1") as res:
+        seen = list(events(res))
+    # then only what changed within the look-back: the run cancelled just before
+    assert [(kind, d.get("id")) for _, kind, d in seen] in (
+        [("snapshot", None)],
+        [("snapshot", None), ("run", cancelled)],
+    )
+    event_id, _, data = seen[0]
+    assert set(data) == {"columns", "runs"} and data["columns"] == COLUMNS
+    with client.stream("GET", f"/api/events?run={queued}&timeout=1") as res:
+        [(run_id, kind, run)] = list(events(res))
+    assert kind == "run" and snapshot_runs(data) == [run]  # the same data as the run's own event
+    assert dt.datetime.fromisoformat(event_id) >= dt.datetime.fromisoformat(run_id)
+    if shutil.which("node"):
+        assert browser_snapshot_runs(data, tmp_path) == [run]
+
+    # a sweep's stream starts from all its runs, finished or not
+    sweep = client.post("/api/sweeps", json={"base": SPEC, "grid": {"seed": [0, 1]}}).json()
+    client.post(f"/api/runs/{sweep['run_ids'][0]}/cancel")
+    with client.stream("GET", f"/api/events?sweep={sweep['id']}&timeout=1") as res:
+        [(_, kind, data)] = list(events(res))
+    assert kind == "snapshot"
+    assert sorted((r["id"], r["status"], r["sweep_id"]) for r in snapshot_runs(data)) == sorted(
+        [(sweep["run_ids"][0], "cancelled", sweep["id"]), (sweep["run_ids"][1], "queued", sweep["id"])]
+    )

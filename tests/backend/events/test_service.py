@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Iterator
 
@@ -10,6 +11,7 @@ from sqlalchemy import update
 
 from backend.db import Database, utcnow
 from backend.events.service import LOOKBACK_S, RunWatcher
+from backend.events.stream import SharedSnapshots
 from backend.models import Run, RunStatus
 
 pytestmark = pytest.mark.service
@@ -82,3 +84,29 @@ def test_since_resumes_strictly_after_it(database):
     assert poll(database, watcher) == []
     change(database, run_id, status=RunStatus.cancelled)
     assert [data["status"] for _, data in poll(database, watcher)] == ["cancelled"]
+
+
+def test_streams_share_one_snapshot_and_go_on_with_the_changes_after_it(database):
+    queued = add_run(database)
+    long_ago = utcnow() - dt.timedelta(seconds=3 * LOOKBACK_S)  # finished out of the look-back
+    add_run(database, RunStatus.succeeded, updated_at=long_ago)
+    snapshots = SharedSnapshots(database, ttl_s=60)
+
+    async def two_streams():
+        return await asyncio.gather(snapshots.get(None), snapshots.get(None))
+
+    (first, text), (second, same_text) = asyncio.run(two_streams())
+    assert second is first and same_text == text  # one read, one serialisation
+    assert text.startswith(f"id: {first.cursor.isoformat()}\nevent: snapshot\ndata: ")
+    assert [row[0] for row in first.data()["runs"]] == [queued]
+
+    new = add_run(database)  # after the snapshot: a stream that starts from it gets it as a change
+    change(database, queued, progress=0.2, current_round=1)
+    again, _ = asyncio.run(snapshots.get(None))
+    assert again is first  # still shared within its lifetime
+    watcher = RunWatcher()
+    watcher.start_from(again)
+    assert sorted((d["id"], d["progress"]) for _, d in poll(database, watcher)) == sorted(
+        [(new, 0.0), (queued, 0.2)]
+    )
+    assert poll(database, watcher) == []

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from backend.runs.pages import PageCache
+from backend.runs.pages import PageCache, cached, key
 
 
 def test_concurrent_misses_share_one_build():
@@ -62,3 +62,14 @@ def test_a_failed_build_is_not_cached():
     with pytest.raises(ValueError, match="bad sort"):
         asyncio.run(cache.get(b"sort=colour", broken))
     assert cache.lookup(b"sort=colour") == (None, False)
+
+
+def test_the_runs_list_and_sweep_summaries_are_cached_and_nothing_else():
+    for path in ("/api/runs", "/api/sweeps/abc123/summary"):
+        assert cached(path), path
+    others = ("/api/runs.csv", "/api/runs/x", "/api/sweeps/abc/summary.csv", "/api/sweeps/abc", "/api/sweeps")
+    for path in others:
+        assert not cached(path), path
+    assert key({"path": "/api/sweeps/a/summary", "query_string": b""}) != key(
+        {"path": "/api/sweeps/b/summary", "query_string": b""}
+    )

@@ -241,3 +241,17 @@ def test_headline_refuses_approximate_and_data_dependent_accounting(name, event,
     assert (headline_problem(name, [event]) is not None) == refused
     accountant = make_accountant(name)
     assert (accountant.approximation(event) is not None) == (name == "gdp" and refused)
+
+
+def test_pld_refuses_gaussians_below_its_noise_floor_by_name():
+    # issue 17 item 3: σ = 0.01 under pld ran > 7 min and grew to 4.5 GB
+    accountant = make_accountant("pld")
+    tiny = sgd_event(noise_multiplier=0.01, sampling_rate=0.2, steps=20)
+    assert not accountant.supports(tiny)
+    with pytest.raises(UnsupportedEventError, match=r"noise multiplier 0\.01 < 0\.3"):
+        accountant.compose(tiny)
+
+
+def test_pld_refuses_a_finer_grid_than_its_default():
+    with pytest.raises(ValueError, match="value_discretization_interval"):
+        make_accountant("pld", value_discretization_interval=1e-6)

@@ -47,3 +47,15 @@ def test_unreachable_target_is_explained():
         calibrate_noise_multiplier(
             lambda s: SelfComposedEvent(GaussianEvent(s), 10**6), target_epsilon=1e-6, target_delta=1e-5
         )
+
+
+def test_pld_calibration_below_its_noise_floor_is_refused_naming_epsilon():
+    # a huge target is met only at σ below pld's bounded-cost floor: refused, never evaluated there
+    with pytest.raises(SpecError, match=r"below 0\.3") as info:
+        calibrate_noise_multiplier(
+            lambda s: sgd_event(noise_multiplier=s, sampling_rate=0.2, steps=5),
+            target_epsilon=1e4,
+            target_delta=1e-5,
+            accountant="pld",
+        )
+    assert info.value.field == "privacy.epsilon"
