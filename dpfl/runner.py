@@ -48,7 +48,7 @@ from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.accountants.group import describe_group_conversion
 from dpfl.privacy.calibration import calibrate_noise_multiplier, calibrate_party_noise_multipliers
 from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL, Caveat, split_metrics
-from dpfl.privacy.events import Event
+from dpfl.privacy.events import Event, gaussian_noise_multipliers
 from dpfl.privacy.ledger import Ledger
 from dpfl.spec import DatasetSpec, RunSpec
 
@@ -377,8 +377,8 @@ def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
             target_delta=privacy.delta,
             accountant=privacy.accountant,
         )
-    _check_noise_floor(sigma, privacy)
     plan = algorithm.plan(sigma)
+    _check_noise_floor(plan, privacy)
     by_round = dict(
         zip(
             plan.rounds,
@@ -406,10 +406,12 @@ def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
     )
 
 
-def _check_noise_floor(sigma: float | np.ndarray, privacy) -> None:
-    """Refuses a σ below what the accountant evaluates in bounded time and memory, naming the field."""
+def _check_noise_floor(plan: Ledger, privacy) -> None:
+    """Refuses Gaussian releases below the σ the accountant evaluates in bounded time and memory,
+    naming the field (other releases, e.g. an (ε, δ) pair, have no such floor)."""
     floor = accountant_class(privacy.accountant).min_noise_multiplier
-    smallest = float(np.min(sigma))
+    sigmas = [s for e in plan.party_events().values() for s in gaussian_noise_multipliers(e)]
+    smallest = min(sigmas, default=math.inf)
     if floor is None or smallest >= floor:
         return
     field = (

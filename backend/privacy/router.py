@@ -18,7 +18,6 @@ router = APIRouter(prefix="/privacy", tags=["privacy"])
     "/project",
     response_model=ProjectionRead,
     responses={
-        401: {"description": "this server has tokens and the request has none (as for writes)"},
         422: {
             "description": "a field of the spec is invalid, or beyond what the server projects in "
             "bounded time and memory; `detail[].loc` names it"

@@ -27,6 +27,7 @@ search takes about 6 evaluations (plain bisection took about 17); a warm-started
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,13 @@ import numpy as np
 
 from dpfl.errors import AccountingError, SpecError
 from dpfl.privacy.accountants import accountant_class, make_accountant
-from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent
+from dpfl.privacy.events import (
+    Event,
+    GaussianEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+    gaussian_noise_multipliers,
+)
 
 __all__ = [
     "NoiseOutOfRange",
@@ -115,6 +122,8 @@ def calibrate_noise_multiplier(
         events = parties(sigma)
         return [math.inf] if events is None else [target.gap(e) for e in events]
 
+    probe = _probe(lambda s: parties(s))
+    target = dataclasses.replace(target, gaussian=any(gaussian_noise_multipliers(e) for e in probe))
     x, shape = 0.0, _Shape()
     values = gaps(1.0)
     while True:
@@ -172,6 +181,7 @@ def calibrate_party_noise_multipliers(
             return None
 
     probe = _probe(events_at)
+    target = dataclasses.replace(target, gaussian=any(gaussian_noise_multipliers(e) for e in probe.values()))
     stray = sorted(set(probe) - set(position))
     if stray:
         raise ValueError(f"parties {stray} release events but are not listed in `parties`")
@@ -277,6 +287,7 @@ class _Target:
     delta: float
     accountant: str
     options: dict
+    gaussian: bool = True  # the releases are Gaussian: the accountant's σ floor applies
 
     def gap(self, event: Event) -> float:
         """Returns log(ε / target ε) of one party's events: ≤ 0 meets the target; +inf if unaccountable."""
@@ -289,7 +300,8 @@ class _Target:
     @property
     def min_sigma(self) -> float:
         """Returns the smallest σ the search may evaluate: the accountant's bounded-cost floor."""
-        return max(_SIGMA_MIN, accountant_class(self.accountant).min_noise_multiplier or 0.0)
+        floor = accountant_class(self.accountant).min_noise_multiplier if self.gaussian else None
+        return max(_SIGMA_MIN, floor or 0.0)
 
     def below_minimum(self) -> SpecError:
         return SpecError(

@@ -41,6 +41,7 @@ __all__ = [
     "VoteEvent",
     "event_kinds",
     "from_json",
+    "gaussian_noise_multipliers",
     "public_event",
     "to_dp_accounting",
     "to_json",
@@ -343,6 +344,15 @@ def from_json(data: dict[str, Any]) -> Event:
         return cls(**kwargs)
     except TypeError as exc:  # a required field is missing
         raise SpecError(f"event.{kind}", str(exc)) from None
+
+
+def gaussian_noise_multipliers(event: Event) -> list[float]:
+    """Returns the noise multipliers of every Gaussian release inside `event` (nested events walked)."""
+    out = [event.noise_multiplier] if isinstance(event, GaussianEvent) else []
+    for sub in (getattr(event, "event", None), *getattr(event, "events", ())):
+        if isinstance(sub, Event):
+            out += gaussian_noise_multipliers(sub)
+    return out
 
 
 def public_event(event: Event) -> Event:

@@ -56,12 +56,15 @@ def redis_url() -> str:
 
 
 def make_settings(home: Path, database_url: str, broker_url: str = "", **extra) -> Settings:
+    # Projections run in-process here (timeout 0): each app of a test would otherwise spawn its
+    # own projection process and import torch again. tests/backend/privacy/test_bounds.py gives
+    # a timeout, and the browser tests' `dpfl up` the default, so the bounded path is tested.
     return Settings(
         home=home,
         database_url=database_url,
         broker_url=broker_url,
         data_dir=os.environ.get("DPFL_DATA_DIR", ""),
-        **extra,
+        **({"projection_timeout_s": 0.0} | extra),
     )
 
 

@@ -61,6 +61,8 @@ def test_every_guarded_route_documents_401_in_openapi(strict):
         ("DELETE", "/api/runs/{run_id}"),
         ("POST", "/api/runs/{run_id}/audit"),
         ("PUT", "/api/budgets/{dataset}"),
+        ("DELETE", "/api/budgets/{dataset}"),
+        ("POST", "/api/privacy/project"),  # an expensive computation, guarded like a write
         ("POST", "/api/sweeps"),
         ("POST", "/api/datasets"),
     }

@@ -70,7 +70,11 @@ def test_every_error_body_has_detail_and_error(client, settings):
         )
         assert_shape(upload(c, CSV, Authorization="Bearer s3cret"), 413, "PayloadTooLarge")
         mnist = SPEC | {"dataset": {"name": "mnist", "silos": 4}}
-        assert_shape(c.post("/api/privacy/project", json=mnist), 422, "DatasetUnavailable")
+        assert_shape(
+            c.post("/api/privacy/project", json=mnist, headers={"Authorization": "Bearer s3cret"}),
+            422,
+            "DatasetUnavailable",
+        )
 
 
 def test_framework_errors_have_detail_and_error(client):
