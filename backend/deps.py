@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -54,6 +55,7 @@ def require_token(request: Request, settings: SettingsDep) -> None:
     the request is not authenticated either way, and a client retries it with a token.
     """
     if not settings.tokens:
+        _require_loopback(request)
         return
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
@@ -64,6 +66,26 @@ def require_token(request: Request, settings: SettingsDep) -> None:
     # compare_digest on every token: the time taken does not reveal how much of a token matched
     if not any(hmac.compare_digest(token, t) for t in settings.tokens):
         raise Unauthorized("the bearer token is not one of this server's tokens")
+
+
+def _require_loopback(request: Request) -> None:
+    """Refuses a write without tokens that reached the server on a non-loopback address.
+
+    `dpfl up` refuses such a bind, but a server started another way (uvicorn directly, with
+    --host 0.0.0.0) would serve writes to its network; the address a connection arrived on
+    (the ASGI `server`) tells, whatever the bind. Names that are not IP addresses (a test
+    client's) are let through.
+    """
+    host = (request.scope.get("server") or ("127.0.0.1", 0))[0]
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return
+    if not address.is_loopback:
+        raise Unauthorized(
+            f"this server has no tokens, so it takes writes only over loopback; this request came in "
+            f"on {host}: set DPFL_API_TOKENS (and send 'Authorization: Bearer <token>') or use 127.0.0.1"
+        )
 
 
 WriteGuard = Depends(require_token)

@@ -73,3 +73,17 @@ def test_every_guarded_route_documents_401_in_openapi(strict):
         }
         assert "DPFL_API_TOKENS" in doc["description"]
     assert not any("403" in op["responses"] for ops in schema["paths"].values() for op in ops.values())
+
+
+def test_a_write_without_tokens_over_a_network_address_is_401(settings):
+    """A server bound beyond loopback some other way than `dpfl up` (uvicorn --host 0.0.0.0)."""
+    with TestClient(create_app(settings), base_url="http://192.168.1.7:8000") as remote:
+        res = remote.post("/api/runs", json={"algorithm": "fedavg"})
+        assert res.status_code == 401 and res.headers["www-authenticate"] == "Bearer"
+        assert res.json()["detail"] == (
+            "this server has no tokens, so it takes writes only over loopback; this request came in on "
+            "192.168.1.7: set DPFL_API_TOKENS (and send 'Authorization: Bearer <token>') or use 127.0.0.1"
+        )
+        assert remote.get("/api/runs").status_code == 200  # reads stay open
+    with TestClient(create_app(settings), base_url="http://127.0.0.1:8000") as local:
+        assert local.post("/api/runs", json={"algorithm": "nope"}).status_code == 422
