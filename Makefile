@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 export DPFL_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: install up test lint bench bench-api clean
+.PHONY: install up test test-fast lint bench bench-api clean
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -19,6 +19,10 @@ up: install
 test: install
 	bash scripts/ensure-chromium.sh
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The inner loop: no browser, no services, nothing marked slow (about 3 minutes).
+test-fast: install
+	$(PY) -m pytest -q -m "not slow and not browser and not service" $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -45,8 +45,8 @@ def wait_status(page: Page, statuses: str, timeout_s: float = 90) -> str:
 def test_submit_a_run_from_the_form_and_watch_it_finish(page: Page, server):
     page.goto("/#/new")
     expect(page.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
-    # long enough (a few seconds) that the live progress bar must be seen between 0 and 100
-    fill_form(page, SMALL | {"rounds": "1000", "eval_every": "100"})
+    # long enough (several seconds) that the live progress bar must be seen between 0 and 100
+    fill_form(page, SMALL | {"rounds": "300", "eval_every": "50"})
     wait_projection(page, silos=4)
     shoot(page, "new-run")
     page.click("button[type=submit]")
