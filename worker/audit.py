@@ -10,7 +10,7 @@ from sqlalchemy import update
 from backend.db import Database, utcnow
 from backend.models import Audit, AuditStatus, Run
 from backend.settings import Settings
-from dpfl.audit.rounds import audit_first_round
+from dpfl.audit.rounds import audit_first_round, audit_json
 from dpfl.errors import DpflError
 from dpfl.spec import parse_spec
 
@@ -51,7 +51,7 @@ def execute(database: Database, settings: Settings, audit_id: str) -> None:
         )
         return
     _finish(
-        database, audit_id, status=AuditStatus.succeeded, result={"releases": [r.to_json() for r in releases]}
+        database, audit_id, status=AuditStatus.succeeded, result=audit_json(releases)
     )
 
 

@@ -24,10 +24,11 @@ from dpfl.audit.statistics import epsilon_lower_bound
 from dpfl.audit.trials import projected_trials
 from dpfl.errors import SpecError
 from dpfl.privacy.calibration import epsilon
+from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL
 from dpfl.runner import prepare, project
 from dpfl.spec import RunSpec
 
-__all__ = ["ReleaseAudit", "audit_first_round"]
+__all__ = ["ReleaseAudit", "audit_first_round", "audit_json"]
 
 
 @dataclass(frozen=True)
@@ -122,3 +123,9 @@ def audit_first_round(
             )
         )
     return sorted(out, key=lambda a: -(a.max_sensitivity_ratio or 0.0))
+
+
+def audit_json(audits: Sequence[ReleaseAudit]) -> dict[str, Any]:
+    """Returns the audit as served: its releases, labelled not private (an audit measures the
+    releases on the private data without noise, which no ledger covers)."""
+    return {"label": DIAGNOSTICS_LABEL, "releases": [a.to_json() for a in audits]}

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dpfl.audit.rounds import audit_first_round
+from dpfl.audit.rounds import audit_first_round, audit_json
 from dpfl.cli.run import _read_spec
 from dpfl.cli.settings import data_dirs
 
@@ -31,7 +31,7 @@ def audit(
     spec = _read_spec(spec_path, set_ or [])
     results = audit_first_round(spec, data_dirs=data_dirs(), trials=trials)
     if as_json:
-        typer.echo(json.dumps({"releases": [r.to_json() for r in results]}, indent=1))
+        typer.echo(json.dumps(audit_json(results), indent=1))
         return
     table = Table(
         title=f"{spec.algorithm}: round 1 (ε at δ = {spec.privacy.delta:g}, {spec.privacy.accountant})"

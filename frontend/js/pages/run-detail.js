@@ -199,7 +199,7 @@ export async function render(root, { id, params }) {
     const note = audit?.status === "succeeded" ? h("p", { class: "muted audit-note" },
       `Each round-1 release with its sample fixed (no sub-sampling amplification), ${audit.trials.toLocaleString("en")} trials per side; `
       + "ledger ε is that one release's ε at the run's δ. ✗ means the audit contradicts the ledger.") : null;
-    replace(auditCard, h("h2", {}, "Audit of round 1 ", button), note, auditBox(audit));
+    replace(auditCard, h("h2", {}, "Audit of round 1 (not private) ", button), note, auditBox(audit));
     if (live) auditTimer = setTimeout(() => loadAudit(run).catch(() => {}), AUDIT_POLL_MS);
   }
 

@@ -52,6 +52,7 @@ def test_audit_of_a_private_run_bounds_epsilon_below_the_ledger(client, settings
     assert done["id"] == queued["id"] and done["status"] == "succeeded", done
     assert done["error"] is None and done["finished_at"] is not None
     releases = done["result"]["releases"]
+    assert done["result"]["label"].startswith("not private")  # measured on private data without noise
     assert releases
     for r in releases:
         assert r["trials"] == 100_000

@@ -33,6 +33,7 @@ def test_audit_json_of_a_sound_release_at_epsilon_4(tmp_path, capsys):
     code, out, err = run_cli(capsys, "audit", str(path), "--trials", "200000", "--json")
     assert code == 0, err
     releases = json.loads(out)["releases"]
+    assert json.loads(out)["label"].startswith("not private")
     assert sorted(r["release"] for r in releases) == ["silo-0", "silo-1", "silo-2"]
     for r in releases:
         assert r["max_sensitivity_ratio"] == pytest.approx(1.0, abs=1e-5)
