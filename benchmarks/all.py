@@ -90,6 +90,12 @@ BENCHMARKS: dict[str, Benchmark] = {
             ("-m", "benchmarks.api"),
         ),
         Benchmark(
+            "pages",
+            "dashboard page loads (Runs, Compare) in Chromium with 1,000 runs in the database",
+            "Dashboard: page loads with 1,000 runs",
+            ("-m", "benchmarks.pages"),
+        ),
+        Benchmark(
             "reproduce",
             "`dpfl reproduce PAPER --quick`, wall time per paper",
             "Quick reproductions",

@@ -55,14 +55,15 @@ def seed(
     rng = random.Random(0)
     now = dt.datetime.now(dt.UTC)
     statuses = ["succeeded"] * 85 + ["failed"] * 8 + ["cancelled"] * 5 + ["running", "queued"]
-    runs, metrics, running = [], [], []
-    for i in range(runs):
+    count = runs
+    rows, metrics, running = [], [], []
+    for i in range(count):
         algorithm = rng.choice(["isrl_mbsgd", "fedavg"])
         private = algorithm != "fedavg"
         target = rng.choice([0.5, 1.0, 2.0, 4.0, 8.0]) if private else None
         status = rng.choice(statuses)
         # a minute apart, the newest an hour ago: every run has finished (or last written) by now
-        created = now - dt.timedelta(seconds=3600 + (runs - i) * 60 + rng.random())
+        created = now - dt.timedelta(seconds=3600 + (count - i) * 60 + rng.random())
         started = created + dt.timedelta(seconds=rng.uniform(0.1, 5))
         finished = started + dt.timedelta(seconds=rng.uniform(5, 300)) if status != "running" else None
         rounds = 100
@@ -74,7 +75,7 @@ def seed(
             "seed": i,
             "privacy": None if target is None else {"epsilon": target, "delta": 1e-5},
         }
-        runs.append(
+        rows.append(
             {
                 "id": run_id,
                 "created_at": created,
@@ -123,13 +124,13 @@ def seed(
                     "diagnostics": {"clip_fraction": rng.random(), "train_loss": rng.uniform(0.05, 2.3)},
                 }
             )
-    sweep_id, sweep_runs = seed_sweep(rng, now, runs[0], count=sweep_runs)
-    runs += sweep_runs
-    active = sum(r["status"] in ("queued", "running") for r in runs)
+    sweep_id, sweep_runs = seed_sweep(rng, now, rows[0], count=sweep_runs)
+    rows += sweep_runs
+    active = sum(r["status"] in ("queued", "running") for r in rows)
     for k in range(active_runs - active):  # older than every other run: off the list's page
         created = now - dt.timedelta(days=30, seconds=k)
-        runs.append(
-            runs[0]
+        rows.append(
+            rows[0]
             | {
                 "id": uuid.uuid4().hex[:16],
                 "created_at": created,
@@ -162,9 +163,9 @@ def seed(
                 }
             ],
         )
-        for table, rows in ((Run.__table__, runs), (RoundMetric.__table__, metrics)):
-            for start in range(0, len(rows), 5000):
-                conn.execute(insert(table), rows[start : start + 5000])
+        for table, batch in ((Run.__table__, rows), (RoundMetric.__table__, metrics)):
+            for start in range(0, len(batch), 5000):
+                conn.execute(insert(table), batch[start : start + 5000])
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("ANALYZE"))
     engine.dispose()
