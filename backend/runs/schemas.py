@@ -33,11 +33,11 @@ def _clean_tags(tags: list[str]) -> list[str]:
     for i, raw in enumerate(tags):
         tag = raw.strip()
         if not 1 <= len(tag) <= MAX_TAG_CHARS or "," in tag:
-            raise PydanticCustomError(
-                "tag",
-                "tag {index} must be 1 to {most} characters after trimming, without commas; got {tag!r}",
-                {"index": i, "most": MAX_TAG_CHARS, "tag": raw},
+            # the message goes through the context: braces in a tag are not a template
+            message = (
+                f"tag {i} must be 1 to {MAX_TAG_CHARS} characters after trimming, without commas; got {raw!r}"
             )
+            raise PydanticCustomError("tag", "{message}", {"message": message})
         if tag not in out:
             out.append(tag)
     return out

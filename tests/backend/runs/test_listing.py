@@ -51,7 +51,9 @@ def add_runs(settings) -> None:
     with database.session() as session:
         session.add(Sweep(id="sw", name="grid", base={}, grid={}, num_runs=2))
         session.flush()
-        for i, (rid, algorithm, dataset, notion, rounds, seconds, name, tags, archived, sweep) in enumerate(rows):
+        for i, (rid, algorithm, dataset, notion, rounds, seconds, name, tags, archived, sweep) in enumerate(
+            rows
+        ):
             start = T0 + dt.timedelta(minutes=i)
             session.add(
                 Run(
