@@ -193,7 +193,12 @@ def get_run(run_id: str, session: SessionDep) -> Any:
     return service.get_run(session, run_id)
 
 
-@router.patch("/{run_id}", response_model=RunDetail, responses=ERRORS, dependencies=[WriteGuard])
+@router.patch(
+    "/{run_id}",
+    response_model=RunDetail,
+    responses={404: ERRORS[404], 422: {"description": "a field is invalid; `detail[].loc` names it"}},
+    dependencies=[WriteGuard],
+)
 def patch_run(run_id: str, body: RunPatch, session: SessionDep) -> Any:
     """Set any of the run's `name`, `tags`, `notes` and `archived`; fields not sent stay as they are."""
     run = service.patch_run(session, run_id, changes=body.changes())
