@@ -179,14 +179,17 @@ def test_0006_gives_existing_runs_and_sweeps_empty_annotations(empty_url):
             "VALUES ('s1', CURRENT_TIMESTAMP, 'grid', '{}', '{}', 1)"
         )
         conn.exec_driver_sql(
-            "INSERT INTO runs (id, created_at, updated_at, status, algorithm, dataset, sweep_id, spec, rounds, "
-            "current_round, progress, notion, attempts, cancel_requested) VALUES ('r1', CURRENT_TIMESTAMP, "
-            "CURRENT_TIMESTAMP, 'queued', 'fedavg', 'digits', 's1', '{\"seed\": 3}', 1, 0, 0.0, 'none', 0, false)"
+            "INSERT INTO runs (id, created_at, updated_at, status, algorithm, dataset, sweep_id, spec, "
+            "rounds, current_round, progress, notion, attempts, cancel_requested) VALUES ('r1', "
+            "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 'queued', 'fedavg', 'digits', 's1', '{\"seed\": 3}', "
+            "1, 0, 0.0, 'none', 0, false)"
         )
     migrate.upgrade(empty_url, "0006")
     load = lambda v: json.loads(v) if isinstance(v, str) else v  # noqa: E731 (SQLite returns text)
     with engine.connect() as conn:
-        name, tags, notes, archived = conn.exec_driver_sql("SELECT name, tags, notes, archived FROM runs").one()
+        name, tags, notes, archived = conn.exec_driver_sql(
+            "SELECT name, tags, notes, archived FROM runs"
+        ).one()
         assert (name, load(tags), notes, bool(archived)) == ("", [], "", False)
         tags, notes, archived = conn.exec_driver_sql("SELECT tags, notes, archived FROM sweeps").one()
         assert (load(tags), notes, bool(archived)) == ([], "", False)
