@@ -10,11 +10,24 @@ from backend.deps import document_guard, refuse_nul
 from backend.events.router import router as events
 from backend.figures.router import router as figures
 from backend.health.router import router as health
+from backend.options.router import router as options
 from backend.privacy.router import router as privacy
 from backend.runs.router import router as runs
 from backend.sweeps.router import router as sweeps
 
 api = APIRouter(prefix="/api", dependencies=[Depends(refuse_nul)])
-for router in (runs, audits, budgets, sweeps, algorithms, datasets, privacy, health, events, figures):
+for router in (
+    runs,
+    audits,
+    budgets,
+    sweeps,
+    algorithms,
+    options,
+    datasets,
+    privacy,
+    health,
+    events,
+    figures,
+):
     document_guard(router)  # the 401 in the OpenAPI of each route behind the write guard
     api.include_router(router)

@@ -27,7 +27,7 @@ from torch import nn
 
 from dpfl.errors import SpecError, UnknownNameError
 
-__all__ = ["build_model", "register_model", "registered_models"]
+__all__ = ["build_model", "model_builder", "register_model", "registered_models"]
 
 ModelBuilder = Callable[..., nn.Module]
 
@@ -57,6 +57,13 @@ def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
 def registered_models() -> list[str]:
     """Returns the registered model names, sorted."""
     return sorted(_MODELS)
+
+
+def model_builder(name: str) -> ModelBuilder:
+    """Returns the builder registered under ``name`` (its docstring and keyword-only options describe it)."""
+    if name not in _MODELS:
+        raise UnknownNameError("model", name, list(_MODELS))
+    return _MODELS[name]
 
 
 def build_model(

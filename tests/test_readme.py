@@ -162,7 +162,7 @@ def test_the_api_section_documents_the_write_guards_401(routes):
     text = " ".join(section("The HTTP API").split())
     assert "gets 401 with `WWW-Authenticate: Bearer`" in text
     guarded = {m for ops in routes.values() for m in ops if m not in {"GET", "HEAD", "OPTIONS"}}
-    assert guarded == {"POST", "PUT", "DELETE"} and "every write (POST, PUT, DELETE)" in text
+    assert guarded == {"POST", "PUT", "PATCH", "DELETE"} and "every write (POST, PUT, PATCH, DELETE)" in text
 
 
 def test_curl_bodies_are_valid_specs_and_sweeps():

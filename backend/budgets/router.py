@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 from backend.budgets import service
 from backend.datasets.service import list_uploads
 from backend.deps import SessionDep, SettingsDep, WriteGuard
+from backend.errors import ParameterError
+from backend.settings import Settings
 from dpfl.data import registered_datasets
 
 router = APIRouter(prefix="/budgets", tags=["budgets"])
@@ -34,16 +36,39 @@ def get_budget(dataset: str, session: SessionDep) -> dict[str, Any]:
 @router.put(
     "/{dataset}",
     dependencies=[WriteGuard],
-    responses={404: {"description": "no dataset of this name, registered or uploaded"}},
+    responses={
+        404: {"description": "no dataset of this name, registered or uploaded; the detail lists them"},
+        422: {"description": "`total_epsilon` is not in (0, 1e6], or no dataset is named"},
+    },
 )
 def put_budget(
     dataset: str, body: BudgetUpdate, session: SessionDep, settings: SettingsDep
 ) -> dict[str, Any]:
     """Set a dataset's total ε budget (a registered dataset or an upload)."""
-    known = [*registered_datasets(), *(u["name"] for u in list_uploads(settings))]
-    budget = service.put_budget(session, dataset=dataset, total_epsilon=body.total_epsilon, known=known)
+    budget = service.put_budget(
+        session, dataset=dataset, total_epsilon=body.total_epsilon, known=_known(settings)
+    )
     session.commit()  # committed before the answer: the next admission sees the budget
     return budget
+
+
+def _known(settings: Settings) -> list[str]:
+    """Returns the datasets a budget may be set on: the registered ones and the uploads."""
+    return sorted({*registered_datasets(), *(u["name"] for u in list_uploads(settings))})
+
+
+# Without a dataset, PUT and DELETE would otherwise answer "Method Not Allowed" (GET /budgets exists).
+@router.put("", include_in_schema=False, dependencies=[WriteGuard])
+@router.put("/", include_in_schema=False, dependencies=[WriteGuard])
+@router.delete("", include_in_schema=False, dependencies=[WriteGuard])
+@router.delete("/", include_in_schema=False, dependencies=[WriteGuard])
+def no_dataset(settings: SettingsDep) -> None:
+    """Refuses a budget write without a dataset name (422 naming `dataset`)."""
+    raise ParameterError(
+        "path",
+        "dataset",
+        f"is missing: write to /api/budgets/{{dataset}}, one of {', '.join(_known(settings))}.",
+    )
 
 
 @router.delete(

@@ -182,7 +182,10 @@ def put_budget(session: Session, *, dataset: str, total_epsilon: float, known: S
     """
     budget = session.get(Budget, dataset)
     if budget is None and dataset not in known:
-        raise NotFound(f"no dataset {dataset!r} to budget; known datasets: {', '.join(sorted(known))}")
+        raise NotFound(
+            f"dataset {dataset!r} is neither a registered dataset nor an upload, so it cannot have a "
+            f"budget; allowed: {', '.join(sorted(known))}"
+        )
     if budget is None:
         session.add(Budget(dataset=dataset, total_epsilon=total_epsilon))
     else:
@@ -204,7 +207,10 @@ def delete_budget(session: Session, dataset: str) -> None:
     # (its run is seen below) or runs after and finds no budget.
     locked = session.execute(update(Budget).where(Budget.dataset == dataset).values(updated_at=utcnow()))
     if locked.rowcount == 0:
-        raise NotFound(f"dataset {dataset!r} has no privacy budget")
+        budgeted = session.scalars(select(Budget.dataset).order_by(Budget.dataset)).all()
+        raise NotFound(
+            f"dataset {dataset!r} has no privacy budget; datasets with one: {', '.join(budgeted) or 'none'}"
+        )
     active = session.scalars(
         select(Run.id)
         .where(Run.dataset == dataset, Run.status.in_([RunStatus.queued, RunStatus.running]))

@@ -7,8 +7,8 @@ import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false, text
+from sqlalchemy.orm import Mapped, column_property, mapped_column
 
 from backend.db import Base, UtcDateTime, utcnow
 
@@ -42,6 +42,10 @@ class Run(Base):
     dataset: Mapped[str] = mapped_column(String(64), index=True)
     sweep_id: Mapped[str | None] = mapped_column(ForeignKey("sweeps.id", ondelete="SET NULL"), index=True)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # The spec's seed and params, read from the JSON by the database: the runs list shows them
+    # without loading whole specs (deferred: loaded when read, or undeferred by the list).
+    seed: Mapped[int | None] = column_property(spec.column["seed"].as_integer(), deferred=True)
+    params: Mapped[Any] = column_property(spec.column["params"], deferred=True)
     rounds: Mapped[int] = mapped_column(Integer)
     current_round: Mapped[int] = mapped_column(Integer, default=0)
     progress: Mapped[float] = mapped_column(Float, default=0.0)
@@ -71,6 +75,11 @@ class Run(Base):
     # When its queue message was last sent (None: not yet). The dispatcher sends a queued run's
     # message again when this is older than `dispatch_timeout_s` and the broker holds none.
     dispatched_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    # What its user calls and makes of it (PATCH /api/runs/{id}); archived runs leave the list.
+    name: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))
+    notes: Mapped[str] = mapped_column(Text, default="", server_default="")
+    archived: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false(), index=True)
 
     @property
     def duration_s(self) -> float | None:

@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, Integer, String
+from sqlalchemy import JSON, Boolean, Integer, String, Text, false, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db import Base, UtcDateTime, utcnow
@@ -23,3 +23,7 @@ class Sweep(Base):
     base: Mapped[dict[str, Any]] = mapped_column(JSON)
     grid: Mapped[dict[str, Any]] = mapped_column(JSON)
     num_runs: Mapped[int] = mapped_column(Integer)
+    # What its user makes of it (PATCH /api/sweeps/{id}); archived sweeps leave the list.
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))
+    notes: Mapped[str] = mapped_column(Text, default="", server_default="")
+    archived: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false(), index=True)

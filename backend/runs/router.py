@@ -1,4 +1,4 @@
-"""HTTP for runs: submit, list, export as CSV, read, cancel, delete, metrics, ledger, spec."""
+"""HTTP for runs: submit, list, export as CSV, read, annotate, cancel, delete, metrics, ledger, spec."""
 
 from __future__ import annotations
 
@@ -6,18 +6,20 @@ import csv
 import datetime as dt
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
 
 from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
 from backend.dispatch import send
 from backend.models import Run
-from backend.runs import pages, service
-from backend.runs.schemas import LedgerRead, MetricRead, RunDetail, RunPage, RunRead
+from backend.runs import listing, pages, service
+from backend.runs.listing import SORTS, Archived, RunQuery
+from backend.runs.schemas import LedgerRead, MetricRead, RunDetail, RunPage, RunPatch, RunRead
 from dpfl.spec import parse_spec
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -30,21 +32,24 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 CSV_COLUMNS = (
     "id",
+    "name",
+    "tags",
     "status",
     "algorithm",
     "dataset",
     "sweep_id",
+    "notion",
     "target_epsilon",
     "epsilon",
     "delta",
+    "accountant",
     "noise_multiplier",
     "final_accuracy",
-    "final_loss",
     "rounds",
-    "created_at",
+    "seed",
     "duration_s",
+    "created_at",
 )
-CSV_MAX_ROWS = 100_000
 
 
 @router.post("", status_code=201, response_model=RunRead, responses=ERRORS, dependencies=[WriteGuard])
@@ -71,35 +76,55 @@ class RunFilters:
     status: str | None = None
     algorithm: str | None = None
     dataset: str | None = None
-    sweep: str | None = None
-    sort: str = "-created_at"
+    sweep: Annotated[str | None, Query(description="a sweep id: only its runs")] = None
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="text search, case-insensitive, in name, tags, algorithm and dataset, "
+            "or the start of the run id",
+        ),
+    ] = None
+    tag: Annotated[
+        list[str] | None, Query(description="only runs with this tag (repeat: with all of them)")
+    ] = None
+    archived: Annotated[
+        Archived, Query(description="false (default): hide archived runs; true: only archived; all")
+    ] = Archived.false
+    sort: Annotated[str, Query(description=f"one of {', '.join(sorted(SORTS))}; prefix - for descending")] = (
+        "-created_at"
+    )
 
-    def query(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "algorithm": self.algorithm,
-            "dataset": self.dataset,
-            "sweep_id": self.sweep,
-            "sort": self.sort,
-        }
+    def query(self) -> RunQuery:
+        return RunQuery(
+            status=self.status,
+            algorithm=self.algorithm,
+            dataset=self.dataset,
+            sweep_id=self.sweep,
+            q=self.q,
+            tags=self.tag or [],
+            archived=self.archived,
+            sort=self.sort,
+        )
 
 
 FiltersDep = Annotated[RunFilters, Depends()]
 
 
-@router.get("", response_model=RunPage)
+@router.get("", response_model=RunPage, responses={422: ERRORS[422]})
 async def list_runs(
     request: Request,
     filters: FiltersDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Response:
-    """List runs, filtered and sorted (`sort=-epsilon`), one page at a time."""
+    """List runs, filtered, searched (`q`) and sorted (`sort=-epsilon`), one page at a time."""
     database, cache = request.app.state.database, request.app.state.run_pages
+    query = filters.query()
 
     def page() -> bytes:
         with database.session() as session:
-            rows, total = service.list_runs(session, **filters.query(), limit=limit, offset=offset)
+            rows, total = listing.list_runs(session, query, limit=limit, offset=offset)
             next_offset = offset + limit if offset + limit < total else None
             return (
                 RunPage(items=rows, total=total, offset=offset, limit=limit, next_offset=next_offset)
@@ -115,40 +140,70 @@ async def list_runs(
 # ".csv" joins the prefix as /runs.csv, a path of its own: /runs/{run_id} needs the slash
 @router.get(
     ".csv",
-    response_class=Response,
+    response_class=StreamingResponse,
     responses={
-        200: {"content": {"text/csv": {}}, "description": f"one line per run, at most {CSV_MAX_ROWS:,}"},
+        200: {
+            "content": {"text/csv": {}},
+            "description": "one line per matching run: " + ", ".join(CSV_COLUMNS),
+        },
         422: ERRORS[422],
     },
 )
-def export_runs(session: SessionDep, filters: FiltersDep) -> Response:
-    """The runs matching the filters of GET /runs as CSV (at most 100,000; X-Total-Count: all matches)."""
-    rows, total = service.list_runs(session, **filters.query(), limit=CSV_MAX_ROWS, offset=0)
-    return Response(
-        _runs_csv(rows),
+def export_runs(request: Request, filters: FiltersDep) -> StreamingResponse:
+    """Every run matching the filters of GET /runs, as CSV, streamed (X-Total-Count: how many)."""
+    database = request.app.state.database
+    query = filters.query()
+    query.order()  # a bad sort is refused (422) before the answer starts
+    with database.session() as session:
+        total = listing.count_runs(session, query)
+
+    def lines() -> Iterator[str]:
+        with database.session() as session:
+            out = io.StringIO()
+            writer = csv.writer(out)
+            writer.writerow(CSV_COLUMNS)
+            for i, run in enumerate(listing.stream_runs(session, query), start=1):
+                writer.writerow(_csv_cells(run))
+                if i % 500 == 0:
+                    yield out.getvalue()
+                    out.seek(0)
+                    out.truncate()
+            yield out.getvalue()
+
+    return StreamingResponse(
+        lines(),
         media_type="text/csv",
         headers={"Content-Disposition": 'attachment; filename="runs.csv"', "X-Total-Count": str(total)},
     )
 
 
-def _runs_csv(rows: Sequence[Run]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
-    for run in rows:
-        cells = {c: getattr(run, c) for c in CSV_COLUMNS}
-        created = run.created_at
-        cells["created_at"] = (created if created.tzinfo else created.replace(tzinfo=dt.UTC)).isoformat()
-        if isinstance(run.noise_multiplier, list | dict):  # σ per silo
-            cells["noise_multiplier"] = json.dumps(run.noise_multiplier)
-        writer.writerow(cells.values())
-    return out.getvalue()
+def _csv_cells(run: Run) -> list[Any]:
+    cells = {c: getattr(run, c) for c in CSV_COLUMNS}
+    created = run.created_at
+    cells["created_at"] = (created if created.tzinfo else created.replace(tzinfo=dt.UTC)).isoformat()
+    cells["tags"] = ",".join(run.tags)  # tags hold no commas (backend/runs/schemas.py)
+    if isinstance(run.noise_multiplier, list | dict):  # σ per silo
+        cells["noise_multiplier"] = json.dumps(run.noise_multiplier)
+    return list(cells.values())
 
 
 @router.get("/{run_id}", response_model=RunDetail, responses=ERRORS)
 def get_run(run_id: str, session: SessionDep) -> Any:
     """One run's status, progress and outcome."""
     return service.get_run(session, run_id)
+
+
+@router.patch(
+    "/{run_id}",
+    response_model=RunDetail,
+    responses={404: ERRORS[404], 422: {"description": "a field is invalid; `detail[].loc` names it"}},
+    dependencies=[WriteGuard],
+)
+def patch_run(run_id: str, body: RunPatch, session: SessionDep) -> Any:
+    """Set any of the run's `name`, `tags`, `notes` and `archived`; fields not sent stay as they are."""
+    run = service.patch_run(session, run_id, changes=body.changes())
+    session.commit()  # committed before the answer: the list read next shows the change
+    return run
 
 
 @router.post("/{run_id}/cancel", response_model=RunRead, responses=ERRORS, dependencies=[WriteGuard])

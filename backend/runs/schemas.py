@@ -3,21 +3,92 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
-__all__ = ["LedgerRead", "MetricRead", "RunDetail", "RunPage", "RunRead"]
+__all__ = [
+    "MAX_TAGS",
+    "Annotations",
+    "LedgerRead",
+    "MetricRead",
+    "RunDetail",
+    "RunPage",
+    "RunPatch",
+    "RunRead",
+    "Tags",
+]
+
+MAX_TAGS = 20
+MAX_TAG_CHARS = 40
+
+
+def _clean_tags(tags: list[str]) -> list[str]:
+    """Returns the tags trimmed and de-duplicated in order; refuses an empty, long or comma'd tag.
+
+    No commas: the CSV export joins a run's tags with commas.
+    """
+    out: list[str] = []
+    for i, raw in enumerate(tags):
+        tag = raw.strip()
+        if not 1 <= len(tag) <= MAX_TAG_CHARS or "," in tag:
+            # the message goes through the context: braces in a tag are not a template
+            message = (
+                f"tag {i} must be 1 to {MAX_TAG_CHARS} characters after trimming, without commas; got {raw!r}"
+            )
+            raise PydanticCustomError("tag", "{message}", {"message": message})
+        if tag not in out:
+            out.append(tag)
+    return out
+
+
+Tags = Annotated[
+    list[str],
+    Field(
+        max_length=MAX_TAGS,
+        description=f"at most {MAX_TAGS} tags of 1 to {MAX_TAG_CHARS} characters, no commas",
+    ),
+    AfterValidator(_clean_tags),
+]
+
+
+class Annotations(BaseModel):
+    """What a user may change of a run or a sweep: only the fields sent change; null is refused."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"name": "baseline", "tags": ["paper", "mnist"], "archived": False}]},
+    )
+
+    name: str = Field(None, max_length=200, description='at most 200 characters; "" clears it')
+    tags: Tags = Field(None, description="replaces the tags: trimmed, de-duplicated, each 1 to 40 characters")
+    notes: str = Field(None, max_length=10_000, description="free text, at most 10,000 characters")
+    archived: bool = Field(None, description="archived items leave the lists unless `archived=true|all`")
+
+    def changes(self) -> dict[str, Any]:
+        """Returns the fields that were sent, by name."""
+        return self.model_dump(exclude_unset=True)
+
+
+class RunPatch(Annotations):
+    """PATCH /api/runs/{id}: any of `name`, `tags`, `notes`, `archived`."""
 
 
 class RunRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: str
+    name: str = ""
+    tags: list[str] = []
+    notes: str = ""
+    archived: bool = False
     status: str
     algorithm: str
     dataset: str
     sweep_id: str | None
+    seed: int | None = Field(None, description="the spec's seed")
+    params: dict[str, Any] | None = Field(None, description="the spec's algorithm params")
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session, defer
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from backend import budgets
 from backend.datasets.service import check_dataset_files
@@ -29,7 +29,6 @@ from dpfl.spec import RunSpec
 
 __all__ = [
     "ATTEMPT_RESET",
-    "SORTS",
     "Admission",
     "add_run",
     "admit",
@@ -39,22 +38,12 @@ __all__ = [
     "delete_run",
     "get_run",
     "ledger",
-    "list_runs",
     "metrics",
+    "patch_run",
     "planned_privacy",
     "project",
     "requeue_stale",
 ]
-
-SORTS = {
-    "created_at": Run.created_at,
-    "epsilon": Run.epsilon,
-    "final_accuracy": Run.final_accuracy,
-    "target_epsilon": Run.target_epsilon,
-    "algorithm": Run.algorithm,
-    "status": Run.status,
-}
-
 
 # What one attempt at a run shows of its progress; a new attempt starts it afresh (a re-queued
 # run is not part done, and the next worker's rounds would otherwise show over the lost ones).
@@ -257,53 +246,6 @@ def get_run(session: Session, run_id: str) -> Run:
     return run
 
 
-def list_runs(
-    session: Session,
-    *,
-    status: str | None = None,
-    algorithm: str | None = None,
-    dataset: str | None = None,
-    sweep_id: str | None = None,
-    sort: str = "-created_at",
-    limit: int = 50,
-    offset: int = 0,
-) -> tuple[list[Run], int]:
-    """Returns one page of runs matching the filters, and how many match in all.
-
-    The rows come without `spec`, `diagnostics` and `timings`: JSON that no list shows and
-    that made up most of the time to load a page (benchmarks/api.py); reading one loads it.
-    """
-    filters = [
-        column == value
-        for column, value in (
-            (Run.status, status),
-            (Run.algorithm, algorithm),
-            (Run.dataset, dataset),
-            (Run.sweep_id, sweep_id),
-        )
-        if value is not None
-    ]
-    key = sort.lstrip("-")
-    if key not in SORTS:
-        raise ParameterError(
-            "query",
-            "sort",
-            f"must be one of {', '.join(sorted(SORTS))} (prefix - for descending); got {sort!r}.",
-        )
-    column = SORTS[key]
-    order = [column.desc() if sort.startswith("-") else column.asc(), Run.id.desc()]
-    total = session.scalar(select(func.count()).select_from(Run).where(*filters)) or 0
-    rows = session.scalars(
-        select(Run)
-        .where(*filters)
-        .options(defer(Run.spec), defer(Run.diagnostics), defer(Run.timings))
-        .order_by(*order)
-        .limit(limit)
-        .offset(offset)
-    ).all()
-    return list(rows), total
-
-
 def cancel_run(session: Session, run_id: str) -> Run:
     """Cancels a queued run at once (refunding its reservation) or asks a running one to stop."""
     run = get_run(session, run_id)
@@ -328,6 +270,18 @@ def delete_run(session: Session, run_id: str) -> None:
         raise Conflict(f"run {run_id!r} is {run.status}; cancel it and wait for it to finish before deleting")
     session.delete(run)
     session.flush()
+
+
+def patch_run(session: Session, run_id: str, *, changes: dict[str, Any]) -> Run:
+    """Sets the run's name, tags, notes or archived flag (whichever `changes` holds); returns it.
+
+    Any run may be annotated, whatever its status: these fields are the user's, not the worker's.
+    """
+    run = get_run(session, run_id)
+    for name, value in changes.items():
+        setattr(run, name, value)
+    session.flush()
+    return run
 
 
 def metrics(session: Session, run_id: str) -> Sequence[RoundMetric]:

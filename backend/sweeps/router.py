@@ -1,4 +1,4 @@
-"""HTTP for sweeps: submit a grid, list, read, and the per-(algorithm, ε) summary as JSON or CSV."""
+"""HTTP for sweeps: submit a grid, list, read, annotate, delete, and the per-(algorithm, ε) summary."""
 
 from __future__ import annotations
 
@@ -11,9 +11,18 @@ from starlette.concurrency import run_in_threadpool
 from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
 from backend.dispatch import send
 from backend.runs import pages
-from backend.sweeps import service
+from backend.runs.listing import Archived
+from backend.sweeps import edits, service
 from backend.sweeps.export import summary_csv
-from backend.sweeps.schemas import SweepCreate, SweepCreated, SweepDetail, SweepPage, SweepSummary
+from backend.sweeps.schemas import (
+    SweepCreate,
+    SweepCreated,
+    SweepDetail,
+    SweepPage,
+    SweepPatch,
+    SweepRead,
+    SweepSummary,
+)
 from dpfl.sweep import PointError
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
@@ -46,11 +55,20 @@ def create_sweep(request: Request, session: SessionDep, settings: SettingsDep, b
 @router.get("", response_model=SweepPage)
 def list_sweeps(
     session: SessionDep,
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=200, description="text search, case-insensitive, in name and tags, or the id's start"
+        ),
+    ] = None,
+    archived: Annotated[
+        Archived, Query(description="false (default): hide archived sweeps; true: only archived; all")
+    ] = Archived.false,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Any:
     """List sweeps, newest first, with how many of their runs are in each status."""
-    items, total = service.list_sweeps(session, limit=limit, offset=offset)
+    items, total = service.list_sweeps(session, q=q, archived=archived, limit=limit, offset=offset)
     next_offset = offset + limit if offset + limit < total else None
     return {"items": items, "total": total, "offset": offset, "limit": limit, "next_offset": next_offset}
 
@@ -59,6 +77,35 @@ def list_sweeps(
 def get_sweep(sweep_id: str, session: SessionDep) -> Any:
     """The sweep, its grid, its runs, their status counts and mean progress."""
     return service.detail(session, sweep_id)
+
+
+@router.patch(
+    "/{sweep_id}",
+    response_model=SweepRead,
+    responses={404: ERRORS[404], 422: {"description": "a field is invalid; `detail[].loc` names it"}},
+    dependencies=[WriteGuard],
+)
+def patch_sweep(sweep_id: str, body: SweepPatch, session: SessionDep) -> Any:
+    """Set any of the sweep's `name`, `tags`, `notes` and `archived`; fields not sent stay as they are."""
+    edits.patch_sweep(session, sweep_id, changes=body.changes())
+    session.commit()
+    return service.describe(session, [service.get_sweep(session, sweep_id)])[0]
+
+
+@router.delete(
+    "/{sweep_id}",
+    status_code=204,
+    dependencies=[WriteGuard],
+    responses={
+        404: ERRORS[404],
+        409: {"description": "a run of the sweep is queued or running, or spent ε of a privacy budget"},
+    },
+)
+def delete_sweep(sweep_id: str, session: SessionDep) -> Response:
+    """Delete the sweep and its runs, all finished, with their metrics and ledgers."""
+    edits.delete_sweep(session, sweep_id)
+    session.commit()
+    return Response(status_code=204)
 
 
 @router.get("/{sweep_id}/summary", response_model=SweepSummary, responses=ERRORS)

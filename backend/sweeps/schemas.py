@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.runs.schemas import RunRead
+from backend.runs.schemas import Annotations, RunRead
 
 __all__ = [
     "ParetoPoint",
@@ -17,6 +17,7 @@ __all__ = [
     "SweepCreated",
     "SweepDetail",
     "SweepPage",
+    "SweepPatch",
     "SweepRead",
     "SweepSummary",
 ]
@@ -57,6 +58,10 @@ class SweepCreate(BaseModel):
     )
 
 
+class SweepPatch(Annotations):
+    """PATCH /api/sweeps/{id}: any of `name`, `tags`, `notes`, `archived` (its runs are left as they are)."""
+
+
 class SweepRead(BaseModel):
     """A sweep, how many of its runs are in each status, and their mean progress in [0, 1]."""
 
@@ -64,6 +69,9 @@ class SweepRead(BaseModel):
 
     id: str
     name: str
+    tags: list[str] = []
+    notes: str = ""
+    archived: bool = False
     created_at: dt.datetime
     num_runs: int
     base: dict[str, Any]

@@ -13,13 +13,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session, undefer
 
 from backend.budgets.service import budget_name, usage
 from backend.errors import BudgetExceeded, NotFound
 from backend.models import Budget, Run, RunStatus, Sweep
 from backend.runs import service as runs
+from backend.runs.listing import Archived, archived_filter, text_clause
 from backend.settings import Settings
 from backend.sweeps.summary import Outcome, pareto_front, reference, summary_rows
 from dpfl.algorithms import algorithm_class
@@ -81,11 +82,28 @@ def get_sweep(session: Session, sweep_id: str) -> Sweep:
     return sweep
 
 
-def list_sweeps(session: Session, *, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """Returns one page of sweeps, newest first, with their runs' status counts; and the total."""
-    total = session.scalar(select(func.count()).select_from(Sweep)) or 0
+def list_sweeps(
+    session: Session,
+    *,
+    q: str | None = None,
+    archived: Archived = Archived.false,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[list[dict[str, Any]], int]:
+    """Returns one page of sweeps, newest first, with their runs' status counts; and the total.
+
+    `q` searches name and tags (as the runs list does) and the start of the id.
+    """
+    where = archived_filter(Sweep.archived, archived)
+    if q and q.strip():
+        where.append(or_(text_clause(q, Sweep.name, tags=Sweep.tags), Sweep.id.startswith(q.strip().lower())))
+    total = session.scalar(select(func.count()).select_from(Sweep).where(*where)) or 0
     rows = session.scalars(
-        select(Sweep).order_by(Sweep.created_at.desc(), Sweep.id.desc()).limit(limit).offset(offset)
+        select(Sweep)
+        .where(*where)
+        .order_by(Sweep.created_at.desc(), Sweep.id.desc())
+        .limit(limit)
+        .offset(offset)
     ).all()
     return describe(session, rows), total
 
@@ -118,7 +136,12 @@ def created(sweep: Sweep, created_runs: Sequence[Run]) -> dict[str, Any]:
 def detail(session: Session, sweep_id: str) -> dict[str, Any]:
     """Returns the sweep with its runs (oldest first), their status counts and mean progress."""
     sweep = get_sweep(session, sweep_id)
-    rows = session.scalars(select(Run).where(Run.sweep_id == sweep_id).order_by(Run.created_at, Run.id)).all()
+    rows = session.scalars(
+        select(Run)
+        .where(Run.sweep_id == sweep_id)
+        .options(undefer(Run.seed), undefer(Run.params))  # in the one query, not one per run
+        .order_by(Run.created_at, Run.id)
+    ).all()
     counts = _no_counts()
     for run in rows:
         counts[run.status] += 1
@@ -173,6 +196,9 @@ def _view(sweep: Sweep, counts: dict[str, int], progress: float) -> dict[str, An
     return {
         "id": sweep.id,
         "name": sweep.name,
+        "tags": sweep.tags,
+        "notes": sweep.notes,
+        "archived": sweep.archived,
         "created_at": sweep.created_at,
         "num_runs": sweep.num_runs,
         "base": sweep.base,

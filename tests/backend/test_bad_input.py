@@ -135,7 +135,7 @@ def test_deeply_nested_json_is_a_422(quiet, depth):
 def test_options_is_a_405_with_the_paths_methods(quiet):
     for path, allow in [
         ("/api/runs", "GET, HEAD, POST"),
-        ("/api/runs/abc", "DELETE, GET, HEAD"),
+        ("/api/runs/abc", "DELETE, GET, HEAD, PATCH"),
         ("/api/budgets/digits", "DELETE, GET, HEAD, PUT"),
         ("/", "GET, HEAD"),
     ]:
@@ -155,7 +155,13 @@ def test_a_budget_needs_a_dataset_and_can_be_deleted(quiet, settings):
     res = quiet.put("/api/budgets/nope", json={"total_epsilon": 1.0})
     assert res.status_code == 404 and res.json()["error"] == "NotFound"
     detail = res.json()["detail"]
-    assert detail.startswith("no dataset 'nope' to budget; known datasets: ") and "digits" in detail
+    assert (
+        detail.startswith(
+            "dataset 'nope' is neither a registered dataset nor an upload, so it cannot have a "
+            "budget; allowed: adult, "
+        )
+        and "digits" in detail
+    )
     assert quiet.get("/api/budgets").json() == []
     csv = b"x1,y\n" + b"".join(f"{i},{i % 2}\n".encode() for i in range(100))
     assert (
@@ -180,7 +186,7 @@ def test_a_budget_needs_a_dataset_and_can_be_deleted(quiet, settings):
     assert quiet.get("/api/budgets/digits").status_code == 404
     assert quiet.get(f"/api/runs/{run_id}").json()["status"] == "cancelled"
     assert quiet.delete("/api/budgets/digits").json() == {
-        "detail": "dataset 'digits' has no privacy budget",
+        "detail": "dataset 'digits' has no privacy budget; datasets with one: mine",
         "error": "NotFound",
     }
 

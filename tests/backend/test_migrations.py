@@ -166,3 +166,35 @@ def test_0003_moves_stored_noiseless_outputs_out_of_the_public_columns(empty_url
         assert load(conn.exec_driver_sql("SELECT events FROM ledger_events").scalar()) == [vote]
         assert conn.exec_driver_sql("SELECT train_loss FROM round_metrics").scalar() == 0.7
     engine.dispose()
+
+
+def test_0006_gives_existing_runs_and_sweeps_empty_annotations(empty_url):
+    """Rows stored before revision 0006 come out unnamed, untagged, without notes and not
+    archived; the downgrade drops the columns and keeps the rows."""
+    migrate.upgrade(empty_url, "0005")
+    engine = create_engine(empty_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO sweeps (id, created_at, name, base, grid, num_runs) "
+            "VALUES ('s1', CURRENT_TIMESTAMP, 'grid', '{}', '{}', 1)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO runs (id, created_at, updated_at, status, algorithm, dataset, sweep_id, spec, "
+            "rounds, current_round, progress, notion, attempts, cancel_requested) VALUES ('r1', "
+            "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 'queued', 'fedavg', 'digits', 's1', '{\"seed\": 3}', "
+            "1, 0, 0.0, 'none', 0, false)"
+        )
+    migrate.upgrade(empty_url, "0006")
+    load = lambda v: json.loads(v) if isinstance(v, str) else v  # noqa: E731 (SQLite returns text)
+    with engine.connect() as conn:
+        name, tags, notes, archived = conn.exec_driver_sql(
+            "SELECT name, tags, notes, archived FROM runs"
+        ).one()
+        assert (name, load(tags), notes, bool(archived)) == ("", [], "", False)
+        tags, notes, archived = conn.exec_driver_sql("SELECT tags, notes, archived FROM sweeps").one()
+        assert (load(tags), notes, bool(archived)) == ([], "", False)
+    migrate.downgrade(empty_url, "0005")
+    assert "tags" not in schema(empty_url)["runs"] and "archived" not in schema(empty_url)["sweeps"]
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT id, sweep_id FROM runs").one() == ("r1", "s1")
+    engine.dispose()

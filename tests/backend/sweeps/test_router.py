@@ -26,19 +26,23 @@ BASE = {
 GRID = {"algorithm": ["isrl_mbsgd", "fedavg"], "privacy.epsilon": [0.5, 1, 2], "seed": [0, 1]}
 RUN_COLUMNS = [
     "id",
+    "name",
+    "tags",
     "status",
     "algorithm",
     "dataset",
     "sweep_id",
+    "notion",
     "target_epsilon",
     "epsilon",
     "delta",
+    "accountant",
     "noise_multiplier",
     "final_accuracy",
-    "final_loss",
     "rounds",
-    "created_at",
+    "seed",
     "duration_s",
+    "created_at",
 ]
 NO_RUNS = {"queued": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
 

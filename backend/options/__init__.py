@@ -1,0 +1,1 @@
+"""The names a run form offers (models, partition and user kinds, accountants, notions), by registry."""

@@ -1,0 +1,234 @@
+"""The runs list and its CSV export against a real database (Postgres and SQLite): text search,
+tag, sweep and archived filters, the sort keys, the fields each item carries, and names, tags
+and notes set over PATCH (which the page cache must show at once)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+
+import pytest
+
+from backend.db import Database
+from backend.models import Run, Sweep
+
+pytestmark = pytest.mark.service
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+CSV_COLUMNS = [
+    "id",
+    "name",
+    "tags",
+    "status",
+    "algorithm",
+    "dataset",
+    "sweep_id",
+    "notion",
+    "target_epsilon",
+    "epsilon",
+    "delta",
+    "accountant",
+    "noise_multiplier",
+    "final_accuracy",
+    "rounds",
+    "seed",
+    "duration_s",
+    "created_at",
+]
+
+
+def add_runs(settings) -> None:
+    """Stores four finished runs (a0…a3, oldest first) and a sweep `sw` holding a1 and a2."""
+    database = Database(settings.database_url)
+    rows = [
+        # id, algorithm, dataset, notion, rounds, seconds, name, tags, archived, sweep
+        ("a0", "fedavg", "digits", "none", 5, 30.0, "Baseline", ["ref"], False, None),
+        ("a1", "isrl_mbsgd", "digits", "record", 20, 10.0, "", ["paper", "Δ-test"], False, "sw"),
+        ("a2", "uldp_avg", "heart", "user", 10, None, "heart users", [], False, "sw"),
+        ("b3", "dp_fedavg", "adult", "agent", 3, 20.0, "old", ["ref"], True, None),
+    ]
+    with database.session() as session:
+        session.add(Sweep(id="sw", name="grid", base={}, grid={}, num_runs=2))
+        session.flush()
+        for i, (rid, algorithm, dataset, notion, rounds, seconds, name, tags, archived, sweep) in enumerate(
+            rows
+        ):
+            start = T0 + dt.timedelta(minutes=i)
+            session.add(
+                Run(
+                    id=rid,
+                    created_at=start,
+                    status="succeeded" if seconds else "running",
+                    algorithm=algorithm,
+                    dataset=dataset,
+                    notion=notion,
+                    rounds=rounds,
+                    spec={"seed": 10 + i, "params": {"lr": 0.1 * (i + 1)}},
+                    started_at=start,
+                    finished_at=start + dt.timedelta(seconds=seconds) if seconds else None,
+                    name=name,
+                    tags=tags,
+                    archived=archived,
+                    sweep_id=sweep,
+                    epsilon=None if notion == "none" else 1.0 + i,
+                    delta=None if notion == "none" else 1e-5,
+                    accountant=None if notion == "none" else "rdp",
+                )
+            )
+    database.engine.dispose()
+
+
+def ids(client, **params) -> list[str]:
+    res = client.get("/api/runs", params=params)
+    assert res.status_code == 200, res.text
+    return [r["id"] for r in res.json()["items"]]
+
+
+def test_items_carry_the_columns_a_table_can_choose(client, settings):
+    add_runs(settings)
+    item = client.get("/api/runs", params={"q": "a1"}).json()["items"][0]
+    assert {k: item[k] for k in ("id", "name", "tags", "seed", "params", "rounds", "duration_s")} == {
+        "id": "a1",
+        "name": "",
+        "tags": ["paper", "Δ-test"],
+        "seed": 11,
+        "params": {"lr": 0.2},
+        "rounds": 20,
+        "duration_s": 10.0,
+    }
+    assert (item["sweep_id"], item["accountant"], item["delta"], item["notes"], item["archived"]) == (
+        "sw",
+        "rdp",
+        1e-5,
+        "",
+        False,
+    )
+    detail = client.get("/api/runs/a1").json()
+    assert (detail["seed"], detail["params"], detail["tags"]) == (11, {"lr": 0.2}, ["paper", "Δ-test"])
+
+
+def test_archived_runs_are_hidden_unless_asked_for(client, settings):
+    add_runs(settings)
+    assert ids(client) == ["a2", "a1", "a0"]
+    assert client.get("/api/runs").json()["total"] == 3
+    assert ids(client, archived="true") == ["b3"]
+    assert ids(client, archived="all") == ["b3", "a2", "a1", "a0"]
+    res = client.get("/api/runs", params={"archived": "maybe"})
+    assert res.status_code == 422
+    assert res.json()["detail"] == [
+        {"loc": ["query", "archived"], "msg": "Input should be 'false', 'true' or 'all'", "type": "enum"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("q", "found"),
+    [
+        ("BASE", ["a0"]),  # name, any case
+        ("heart", ["a2"]),  # dataset and name
+        ("ISRL", ["a1"]),  # algorithm
+        ("pap", ["a1"]),  # part of a tag
+        ("Δ-TEST", ["a1"]),  # a tag beyond ASCII (case-insensitive in ASCII letters only)
+        ("δ-test", []),
+        ("a", ["a2", "a1", "a0"]),  # the id prefix, names, algorithms
+        ("fedavg", ["a0"]),  # dp_fedavg is archived
+        ("%", []),  # LIKE wildcards are literal
+        ("_", ["a2", "a1"]),  # isrl_mbsgd, uldp_avg
+        ("nothing", []),
+    ],
+)
+def test_q_searches_name_tags_algorithm_dataset_and_id_prefix(client, settings, q, found):
+    add_runs(settings)
+    assert ids(client, q=q) == found
+
+
+def test_tag_sweep_and_q_filters_combine(client, settings):
+    add_runs(settings)
+    assert ids(client, tag="ref") == ["a0"]
+    assert ids(client, tag="ref", archived="all") == ["b3", "a0"]
+    assert ids(client, tag="re") == []  # a tag matches whole
+    assert ids(client, tag=["paper", "Δ-test"]) == ["a1"]
+    assert ids(client, tag=["paper", "ref"]) == []
+    assert ids(client, sweep="sw") == ["a2", "a1"]
+    assert ids(client, sweep="sw", q="heart") == ["a2"]
+
+
+@pytest.mark.parametrize(
+    ("sort", "order"),
+    [
+        ("duration_s", ["a1", "a0", "a2"]),  # a2 is running since 2026: longest of all
+        ("-rounds", ["a1", "a2", "a0"]),
+        ("dataset", ["a1", "a0", "a2"]),  # digits, digits (newest id first), heart
+        ("name", ["a1", "a0", "a2"]),  # "", "Baseline", "heart users"
+        ("notion", ["a0", "a1", "a2"]),
+        ("-epsilon", ["a2", "a1", "a0"]),  # fedavg has no ε: last
+        ("epsilon", ["a1", "a2", "a0"]),  # still last
+    ],
+)
+def test_sort_keys(client, settings, sort, order):
+    add_runs(settings)
+    assert ids(client, sort=sort) == order
+
+
+def test_an_unknown_sort_is_a_422_listing_the_keys(client):
+    res = client.get("/api/runs", params={"sort": "-colour"})
+    assert res.status_code == 422
+    assert res.json()["detail"] == [
+        {
+            "loc": ["query", "sort"],
+            "msg": "must be one of accountant, algorithm, created_at, dataset, delta, duration_s, epsilon, "
+            "final_accuracy, name, notion, rounds, status, target_epsilon (prefix - for descending); "
+            "got '-colour'.",
+            "type": "value_error",
+        }
+    ]
+
+
+def test_csv_exports_every_match_with_its_columns(client, settings):
+    add_runs(settings)
+    res = client.get("/api/runs.csv", params={"archived": "all", "sort": "created_at"})
+    assert res.status_code == 200 and res.headers["x-total-count"] == "4"
+    assert res.headers["content-type"] == "text/csv; charset=utf-8"
+    table = list(csv.DictReader(io.StringIO(res.text)))
+    assert list(table[0]) == CSV_COLUMNS
+    assert [r["id"] for r in table] == ["a0", "a1", "a2", "b3"]
+    assert table[1] | {"created_at": ""} == {
+        "id": "a1",
+        "name": "",
+        "tags": "paper,Δ-test",
+        "status": "succeeded",
+        "algorithm": "isrl_mbsgd",
+        "dataset": "digits",
+        "sweep_id": "sw",
+        "notion": "record",
+        "target_epsilon": "",
+        "epsilon": "2.0",
+        "delta": "1e-05",
+        "accountant": "rdp",
+        "noise_multiplier": "",
+        "final_accuracy": "",
+        "rounds": "20",
+        "seed": "11",
+        "duration_s": "10.0",
+        "created_at": "",
+    }
+    assert table[0]["created_at"] == "2026-01-01T00:00:00+00:00"
+    tagged = list(csv.DictReader(io.StringIO(client.get("/api/runs.csv", params={"tag": "ref"}).text)))
+    assert [r["id"] for r in tagged] == ["a0"]
+    bad = client.get("/api/runs.csv", params={"sort": "colour"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "sort"]
+
+
+def test_csv_is_not_cut_at_a_page(client, settings):
+    database = Database(settings.database_url)
+    with database.session() as session:
+        session.add_all(
+            Run(id=f"r{i:04d}", algorithm="fedavg", dataset="digits", rounds=1, spec={"seed": i})
+            for i in range(1203)
+        )
+    database.engine.dispose()
+    res = client.get("/api/runs.csv", params={"sort": "-rounds"})
+    rows = list(csv.reader(io.StringIO(res.text)))
+    assert res.headers["x-total-count"] == "1203" and len(rows) == 1 + 1203
+    assert rows[1][0] == "r1202" and rows[-1][0] == "r0000"
+    assert sorted(int(r[CSV_COLUMNS.index("seed")]) for r in rows[1:]) == list(range(1203))
