@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from backend import budgets
 from backend.datasets.service import check_dataset_files
 from backend.errors import Conflict, NotFound, ParameterError
-from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.models import BudgetCharge, LedgerEventRow, RoundMetric, Run, RunStatus
 from backend.privacy import bounded
 from backend.settings import Settings
 from dpfl import runner
@@ -264,10 +264,17 @@ def cancel_run(session: Session, run_id: str) -> Run:
 
 
 def delete_run(session: Session, run_id: str) -> None:
-    """Deletes a finished run with its metrics and ledger; refuses a live one (409)."""
+    """Deletes a finished run with its metrics and ledger; refuses a live one, or one that spent
+    privacy budget (409): its charge would go with it, and privacy loss is permanent."""
     run = get_run(session, run_id)
     if not RunStatus(run.status).finished:
         raise Conflict(f"run {run_id!r} is {run.status}; cancel it and wait for it to finish before deleting")
+    charge = session.get(BudgetCharge, run_id)
+    if charge is not None and (charge.spent or 0) > 0:
+        raise Conflict(
+            f"run {run_id!r} spent ε {charge.spent:.4g} of dataset {charge.dataset!r}'s privacy budget; "
+            "deleting it would forget that spending, so archive it instead (PATCH archived: true)"
+        )
     session.delete(run)
     session.flush()
 

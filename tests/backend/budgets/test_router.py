@@ -69,3 +69,35 @@ def test_deleting_a_spent_budget_is_refused_and_an_absent_one_lists_the_budgets(
     assert missing.status_code == 404
     assert missing.json()["detail"] == "dataset 'heart' has no privacy budget; datasets with one: digits"
     assert client.get("/api/budgets/digits").json()["spent"] == 0.75
+
+
+def test_a_run_that_spent_budget_cannot_be_deleted_and_its_spending_stays(client, settings):
+    assert client.put("/api/budgets/digits", json={"total_epsilon": 3.0}).status_code == 200
+    database = Database(settings.database_url)
+    with database.session() as session:
+        for run_id, spent in (("spent", 0.75), ("free", 0.0)):
+            session.add(
+                Run(
+                    id=run_id, status="succeeded", algorithm="isrl_mbsgd", dataset="digits", rounds=1, spec={}
+                )
+            )
+            session.flush()
+            session.add(
+                BudgetCharge(
+                    run_id=run_id,
+                    dataset="digits",
+                    reserved=1.0,
+                    spent=spent,
+                    settled_at=dt.datetime.now(dt.UTC),
+                )
+            )
+    database.engine.dispose()
+    res = client.delete("/api/runs/spent")
+    assert res.status_code == 409
+    assert res.json() == {
+        "detail": "run 'spent' spent ε 0.75 of dataset 'digits''s privacy budget; deleting it would forget "
+        "that spending, so archive it instead (PATCH archived: true)",
+        "error": "Conflict",
+    }
+    assert client.get("/api/budgets/digits").json()["spent"] == 0.75
+    assert client.delete("/api/runs/free").status_code == 204
