@@ -10,12 +10,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpfl.plots.colours import TEST_COLOUR, TRAIN_COLOUR, algorithm_colour
-from dpfl.plots.layout import _epsilon_axis, _floats, _hover, _layout, _no_data
+from dpfl.plots.layout import _DASHES, _epsilon_axis, _floats, _hover, _layout, _no_data
 
 __all__ = ["accuracy_vs_spent", "learning_curves"]
 
-# Runs of one algorithm share its colour, so the dash tells them apart.
-_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def accuracy_vs_spent(runs: Sequence[Mapping[str, Any]], *, log_x: bool = False) -> go.Figure:
