@@ -50,8 +50,9 @@ def tradeoff(
             different panels), ``delta`` (named on the ε axis), ``series`` (the legend name
             when one algorithm has several lines, e.g. "uldp_avg · sweep b"; default the
             algorithm), ``run_ids`` (the runs behind the point, in its customdata) and
-            ``baseline`` (the majority-class accuracy of its dataset: a point at most half a
-            point above it is drawn as an × and its hover says "no better than guessing").
+            ``baseline`` (``{"accuracy", "records"}``, the majority-class rate of its evaluation
+            set: a point within ``guessing_margin`` of it is drawn as an × and its hover says
+            "no better than guessing").
         reference: the non-private result(s), ``{"algorithm", "mean", "std", "n"}`` or a list of
             them, each drawn as a dashed horizontal line across every panel.
         pareto: the frontier points ``{"algorithm", "epsilon", "mean"}`` (optional ``notion``,
@@ -190,7 +191,7 @@ def _cell_text(cell: Point) -> str:
     text = f"<b>{_series(cell)}</b><br>{privacy}<br>accuracy {cell['mean']:.3f}{spread}{seeds}"
     baseline = cell.get("baseline")
     if eps is not None and no_better_than_guessing(cell["mean"], baseline):
-        text += f"<br>no better than guessing: majority class {baseline:.3f} (not private)"
+        text += f"<br>no better than guessing: majority class {baseline['accuracy']:.3f} (not private)"
     return text
 
 
