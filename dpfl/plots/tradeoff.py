@@ -202,7 +202,7 @@ def _add_reference(fig: go.Figure, ref: Point, panels: int) -> None:
     and does not widen it. The label is written on the first panel only.
     """
     colour = algorithm_colour(ref["algorithm"])
-    name = f"non-private {ref['algorithm']}"
+    name = f"non-private {_series(ref)}"
     std = ref.get("std")
     for col in range(1, panels + 1):
         if std is not None:
