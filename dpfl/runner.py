@@ -162,6 +162,8 @@ class RunResult:
     users: dict[str, Any] | None = None  # diagnostic (records per user, ...); None when withheld
     protected: bool = False  # diagnostics withheld, noise from OS entropy
     final_params: torch.Tensor | None = None  # the server's model after the last round, flat [P]
+    # diagnostic: records per class of the evaluation set, for the majority-class baseline; None when withheld
+    test_label_histogram: list[int] | None = None
 
     @property
     def final(self) -> RoundRecord | None:
@@ -214,6 +216,7 @@ class RunResult:
             "withheld": False,
             "label_histogram": None if self.label_histogram is None else self.label_histogram.tolist(),
             "users": self.users,
+            "test_label_histogram": self.test_label_histogram,
         }
 
 
@@ -550,6 +553,9 @@ def run(
         users_summary,
         protected=withhold,
         final_params=algorithm.global_params.detach().clone(),
+        test_label_histogram=None
+        if withhold
+        else torch.bincount(data.y_test, minlength=data.num_classes).tolist(),
     )
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field
 from pydantic_core import PydanticCustomError
+
+from dpfl.plots.baseline import no_better_than_guessing, run_baseline
 
 __all__ = [
     "MAX_TAGS",
@@ -124,6 +126,22 @@ class RunDetail(RunRead):
     caveats: list[dict[str, Any]] | None = None
     # not private: label histogram and records per user, labelled; None until it ends
     diagnostics: dict[str, Any] | None = None
+
+    # --- the majority-class baseline (issue 18), from the diagnostics: not private, None when withheld
+    @computed_field
+    @property
+    def baseline_accuracy(self) -> float | None:
+        """Accuracy of always predicting the evaluation set's commonest label (not private)."""
+        baseline = run_baseline(self.diagnostics)
+        return None if baseline is None else baseline["accuracy"]
+
+    @computed_field
+    @property
+    def no_better_than_guessing(self) -> bool | None:
+        """A private run whose final accuracy is within the guessing margin of `baseline_accuracy`."""
+        if self.notion == "none":
+            return None
+        return no_better_than_guessing(self.final_accuracy, run_baseline(self.diagnostics))
 
 
 class RunPage(BaseModel):

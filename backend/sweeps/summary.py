@@ -10,6 +10,9 @@ Pure functions over plain records, so the statistics are tested with numbers and
   both better, and a row is on the frontier unless another row has ε ≤ and accuracy ≥ with
   at least one strict. A row's ε is its target, or the mean ε spent when it has no target.
 - The non-private rows (notion "none") are the reference line drawn across the plot.
+- The compare figure (several sweeps, hand-picked runs) groups the same way within a *series*
+  (the sweep or dataset an outcome is kept apart by, ``Outcome.series``) and keeps each cell's
+  run ids for the drill-down (`compare_cells`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Outcome", "pareto_front", "reference", "summary_rows"]
+__all__ = ["Outcome", "compare_cells", "front", "pareto_front", "reference", "summary_rows"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,9 @@ class Outcome:
         noise_multiplier: the σ it was given instead of an ε target, else None.
         accuracy: final test accuracy in [0, 1], None if it was never evaluated.
         epsilon: the ε its ledger adds up to, None for a non-private run.
+        run_id: the run, for the drill-down of a compare figure.
+        series: what keeps it apart from the same algorithm's other outcomes in a compare
+            figure (a sweep, a dataset); "" within one sweep.
     """
 
     algorithm: str
@@ -42,6 +48,8 @@ class Outcome:
     noise_multiplier: float | None
     accuracy: float | None
     epsilon: float | None
+    run_id: str | None = None
+    series: str = ""
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -57,33 +65,67 @@ def _row_key(row: dict[str, Any]) -> tuple:
     return (row["algorithm"], eps is not None, eps or 0.0, sigma is not None, sigma or 0.0)
 
 
+def _groups(outcomes: Iterable[Outcome]) -> dict[tuple, list[Outcome]]:
+    groups: dict[tuple, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        groups[(o.algorithm, o.notion, o.target_epsilon, o.noise_multiplier, o.series)].append(o)
+    return groups
+
+
+def _row(members: Sequence[Outcome]) -> dict[str, Any]:
+    first = members[0]
+    accuracies = [o.accuracy for o in members if o.accuracy is not None]
+    spent = [o.epsilon for o in members if o.epsilon is not None]
+    return {
+        "algorithm": first.algorithm,
+        "notion": first.notion,
+        "target_epsilon": first.target_epsilon,
+        "noise_multiplier": first.noise_multiplier,
+        "n": len(members),
+        "accuracy_mean": _mean(accuracies),
+        "accuracy_std": _std(accuracies),
+        "epsilon_mean": _mean(spent),
+        "epsilon_max": max(spent) if spent else None,
+    }
+
+
 def summary_rows(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
     """Returns one row per (algorithm, target ε, noise multiplier), sorted by algorithm then ε.
 
     Each row: algorithm, notion, target_epsilon, noise_multiplier, n (runs), accuracy_mean,
     accuracy_std (None when n = 1), epsilon_mean and epsilon_max (None for non-private rows).
     """
-    groups: dict[tuple, list[Outcome]] = defaultdict(list)
-    for o in outcomes:
-        groups[(o.algorithm, o.notion, o.target_epsilon, o.noise_multiplier)].append(o)
-    rows = []
-    for (algorithm, notion, target, sigma), members in groups.items():
-        accuracies = [o.accuracy for o in members if o.accuracy is not None]
-        spent = [o.epsilon for o in members if o.epsilon is not None]
-        rows.append(
-            {
-                "algorithm": algorithm,
-                "notion": notion,
-                "target_epsilon": target,
-                "noise_multiplier": sigma,
-                "n": len(members),
-                "accuracy_mean": _mean(accuracies),
-                "accuracy_std": _std(accuracies),
-                "epsilon_mean": _mean(spent),
-                "epsilon_max": max(spent) if spent else None,
-            }
+    return sorted((_row(members) for members in _groups(outcomes).values()), key=_row_key)
+
+
+def compare_cells(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
+    """Returns `summary_rows` per series, each row with its ``series`` and ``run_ids`` (sorted).
+
+    Sorted by series, then as `summary_rows`.
+    """
+    cells = [
+        _row(members)
+        | {"series": members[0].series, "run_ids": sorted(o.run_id for o in members if o.run_id)}
+        for members in _groups(outcomes).values()
+    ]
+    return sorted(cells, key=lambda c: (c["series"], *_row_key(c)))
+
+
+def front(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Returns the `points` (dicts with ``epsilon`` and ``accuracy``) no other point dominates.
+
+    A point is dominated when another has ε ≤ and accuracy ≥, with at least one strict.
+    """
+
+    def dominated(p: dict[str, Any]) -> bool:
+        return any(
+            q["epsilon"] <= p["epsilon"]
+            and q["accuracy"] >= p["accuracy"]
+            and (q["epsilon"] < p["epsilon"] or q["accuracy"] > p["accuracy"])
+            for q in points
         )
-    return sorted(rows, key=_row_key)
+
+    return [p for p in points if not dominated(p)]
 
 
 def pareto_front(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -96,17 +138,7 @@ def pareto_front(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         eps = row["target_epsilon"] if row["target_epsilon"] is not None else row["epsilon_mean"]
         if row["notion"] != "none" and eps is not None and row["accuracy_mean"] is not None:
             points.append({"algorithm": row["algorithm"], "epsilon": eps, "accuracy": row["accuracy_mean"]})
-
-    def dominated(p: dict[str, Any]) -> bool:
-        return any(
-            q["epsilon"] <= p["epsilon"]
-            and q["accuracy"] >= p["accuracy"]
-            and (q["epsilon"] < p["epsilon"] or q["accuracy"] > p["accuracy"])
-            for q in points
-        )
-
-    front = [p for p in points if not dominated(p)]
-    return sorted(front, key=lambda p: (p["epsilon"], -p["accuracy"], p["algorithm"]))
+    return sorted(front(points), key=lambda p: (p["epsilon"], -p["accuracy"], p["algorithm"]))
 
 
 def reference(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,23 +6,46 @@ Each figure function takes plain data (lists of dicts, numbers) and returns a
 disagree. Nothing here fetches, reads a database or knows a URL.
 
 Modules: ``colours`` (one colour per algorithm), ``layout`` (what every figure shares),
-``tradeoff`` (accuracy against ε across a sweep), ``runs`` (per-run curves), ``parties``
-(ε per party, labels per silo, users across silos).
+``tradeoff`` (accuracy against ε across sweeps and runs), ``notions`` (one panel per privacy
+notion, the notion on every ε axis, the subtitle), ``baseline`` (the majority-class rate and
+"no better than guessing"), ``runs`` (per-run curves), ``parties`` (ε per party, labels per
+silo, users across silos), ``hyperparams`` (a sweep's parallel coordinates and hyperparameter
+importance).
 """
 
+from dpfl.plots.baseline import (
+    GUESSING_MARGIN,
+    guessing_margin,
+    majority_accuracy,
+    no_better_than_guessing,
+    run_baseline,
+)
 from dpfl.plots.colours import NEUTRAL_COLOUR, algorithm_colour
+from dpfl.plots.hyperparams import flatten, importance, importance_bars, parallel_coordinates
 from dpfl.plots.layout import to_json
+from dpfl.plots.notions import compare_subtitle
 from dpfl.plots.parties import epsilon_per_party, label_histogram, user_distribution
-from dpfl.plots.runs import accuracy_vs_spent, learning_curves
+from dpfl.plots.runs import accuracy_per_round, accuracy_vs_spent, learning_curves
 from dpfl.plots.tradeoff import tradeoff
 
 __all__ = [
+    "GUESSING_MARGIN",
     "NEUTRAL_COLOUR",
+    "accuracy_per_round",
     "accuracy_vs_spent",
     "algorithm_colour",
+    "compare_subtitle",
     "epsilon_per_party",
+    "flatten",
+    "guessing_margin",
+    "importance",
+    "importance_bars",
     "label_histogram",
     "learning_curves",
+    "majority_accuracy",
+    "no_better_than_guessing",
+    "parallel_coordinates",
+    "run_baseline",
     "to_json",
     "tradeoff",
     "user_distribution",

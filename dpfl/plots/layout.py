@@ -15,9 +15,10 @@ __all__ = ["to_json"]
 
 _FONT = {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "size": 13}
 _MARGIN = {"l": 64, "r": 24, "t": 56, "b": 56}
+_MARGIN_WITH_SUBTITLE = {**_MARGIN, "t": 84}
 
 
-def _layout(*, kind: str, title: str, **overrides: Any) -> dict[str, Any]:
+def _layout(*, kind: str, title: str, subtitle: str | None = None, **overrides: Any) -> dict[str, Any]:
     """Returns the layout every figure starts from, with `overrides` (axes, barmode, …) on top.
 
     Args:
@@ -26,19 +27,27 @@ def _layout(*, kind: str, title: str, **overrides: Any) -> dict[str, Any]:
             zoom and hidden legend entries while live updates redraw the figure. The browser sets
             its own (e.g. the run id) when the figure's subject changes.
         title: the figure's title.
+        subtitle: a second, smaller title line (what the runs were: dataset, δ, rounds, …). It is
+            part of the title, so an exported PNG carries it.
         **overrides: any layout property; replaces the default of the same name.
     """
+    heading: dict[str, Any] = {"text": title, "x": 0.01, "xanchor": "left"}
+    if subtitle:
+        heading["subtitle"] = {"text": subtitle}
     return {
         "template": "plotly_white",
         "font": _FONT,
-        "margin": _MARGIN,
-        "title": {"text": title, "x": 0.01, "xanchor": "left"},
+        "margin": _MARGIN_WITH_SUBTITLE if subtitle else _MARGIN,
+        "title": heading,
         "hovermode": "closest",
         "meta": {"figure": kind},
         "uirevision": kind,
         **overrides,
     }
 
+
+# Lines of one algorithm share its colour, so the dash tells them apart (runs, seeds, sweeps).
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 _MAX_VALUE_TICKS = 8
 

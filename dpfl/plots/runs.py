@@ -10,41 +10,56 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpfl.plots.colours import TEST_COLOUR, TRAIN_COLOUR, algorithm_colour
-from dpfl.plots.layout import _epsilon_axis, _floats, _hover, _layout, _no_data
+from dpfl.plots.layout import _DASHES, _epsilon_axis, _floats, _hover, _layout, _no_data
+from dpfl.plots.notions import epsilon_title, faceted_figure, notions_in
 
-__all__ = ["accuracy_vs_spent", "learning_curves"]
-
-# Runs of one algorithm share its colour, so the dash tells them apart.
-_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+__all__ = ["accuracy_per_round", "accuracy_vs_spent", "learning_curves"]
 
 
-def accuracy_vs_spent(runs: Sequence[Mapping[str, Any]], *, log_x: bool = False) -> go.Figure:
-    """Returns test accuracy against the ε spent so far, one line per run, one point per round.
+def accuracy_vs_spent(
+    runs: Sequence[Mapping[str, Any]], *, log_x: bool = False, subtitle: str | None = None
+) -> go.Figure:
+    """Returns test accuracy against the ε spent so far, one line per run, one panel per notion.
 
     Args:
         runs: ``{"id": str, "algorithm": str, "label": str, "rounds": [{"round": int,
-            "accuracy": float, "epsilon": float | None}]}``, drawn in the order given. Rounds
-            without an ε (a non-private run) have no place on this axis and are left out.
+            "accuracy": float, "epsilon": float | None}]}``, drawn in the order given; optional
+            ``notion`` and ``delta`` (runs of different notions go to different panels, each ε
+            axis titled with its notion). Rounds without an ε (a non-private run) have no place
+            on this axis and are left out.
         log_x: draw ε on a log axis.
+        subtitle: the title's second line (datasets, δ, rounds, accountants).
 
-    Each trace has ``meta = {"role": "run", "run_id", "algorithm"}`` and each point
+    Each trace has ``meta = {"role": "run", "run_id", "algorithm", "notion"}`` and each point
     ``customdata = [run_id, round]``.
     """
-    fig = go.Figure(
-        layout=_layout(
-            kind="accuracy_vs_spent",
-            title="Test accuracy against ε spent",
-            xaxis=_epsilon_axis(
-                "ε spent so far", (r.get("epsilon") for run in runs for r in run["rounds"]), log=log_x
-            ),
-            yaxis={"title": {"text": "test accuracy"}, "range": [0, 1]},
-        )
+    private = [run for run in runs if any(r.get("epsilon") is not None for r in run["rounds"])]
+    panels = notions_in(run.get("notion") for run in private) or [None]
+    fig = faceted_figure(
+        kind="accuracy_vs_spent",
+        title="Test accuracy against ε spent",
+        subtitle=subtitle,
+        notions=panels,
+        yaxis={"title": {"text": "test accuracy"}, "range": [0, 1]},
     )
+    for col, notion in enumerate(panels, start=1):
+        mine = [run for run in private if run.get("notion") == notion]
+        title = (
+            "ε spent so far"
+            if notion is None
+            else epsilon_title(notion, (r.get("delta") for r in mine), log=False)
+        )
+        fig.update_xaxes(
+            _epsilon_axis(title, (r.get("epsilon") for run in mine for r in run["rounds"]), log=log_x),
+            row=1,
+            col=col,
+        )
     dashes: dict[str, itertools.cycle[str]] = {}
     for run in runs:
         algorithm = run["algorithm"]
         dash = next(dashes.setdefault(algorithm, itertools.cycle(_DASHES)))
         rounds = sorted((r for r in run["rounds"] if r.get("epsilon") is not None), key=lambda r: r["round"])
+        notion = run.get("notion")
         fig.add_trace(
             go.Scatter(
                 x=_floats(r["epsilon"] for r in rounds),
@@ -60,7 +75,56 @@ def accuracy_vs_spent(runs: Sequence[Mapping[str, Any]], *, log_x: bool = False)
                     "ε spent %{x:.3g}",
                     "accuracy %{y:.3f}",
                 ),
-                meta={"role": "run", "run_id": run["id"], "algorithm": algorithm},
+                meta={"role": "run", "run_id": run["id"], "algorithm": algorithm, "notion": notion},
+            ),
+            row=1,
+            col=panels.index(notion) + 1 if notion in panels else 1,
+        )
+    if not runs:
+        _no_data(fig, "no runs selected")
+    return fig
+
+
+def accuracy_per_round(runs: Sequence[Mapping[str, Any]], *, subtitle: str | None = None) -> go.Figure:
+    """Returns the test accuracy of several runs per round, one line per run: the drill-down of a point.
+
+    Args:
+        runs: ``{"id": str, "algorithm": str, "seed": int, "label": str, "rounds": [{"round":
+            int, "accuracy": float}]}``, drawn in the order given. The colour is the algorithm's,
+            the dash the seed's (the same seed has the same dash in every algorithm).
+        subtitle: the title's second line (datasets, δ, rounds, accountants).
+
+    Each trace has ``meta = {"role": "run", "run_id", "algorithm", "seed"}`` and each point
+    ``customdata = [run_id, round]``.
+    """
+    fig = go.Figure(
+        layout=_layout(
+            kind="accuracy_per_round",
+            title="Test accuracy per round",
+            subtitle=subtitle,
+            xaxis={"title": {"text": "round"}},
+            yaxis={"title": {"text": "test accuracy"}, "range": [0, 1]},
+        )
+    )
+    seeds = sorted({int(run["seed"]) for run in runs})
+    for run in runs:
+        algorithm, seed = run["algorithm"], int(run["seed"])
+        rounds = sorted(run["rounds"], key=lambda r: r["round"])
+        fig.add_trace(
+            go.Scatter(
+                x=[int(r["round"]) for r in rounds],
+                y=_floats(r["accuracy"] for r in rounds),
+                mode="lines+markers",
+                line={
+                    "color": algorithm_colour(algorithm),
+                    "dash": _DASHES[seeds.index(seed) % len(_DASHES)],
+                    "width": 2,
+                },
+                marker={"size": 4},
+                name=run["label"],
+                customdata=[[run["id"], int(r["round"])] for r in rounds],
+                hovertemplate=_hover(f"<b>{run['label']}</b>", "round %{x}", "accuracy %{y:.3f}"),
+                meta={"role": "run", "run_id": run["id"], "algorithm": algorithm, "seed": seed},
             )
         )
     if not runs:

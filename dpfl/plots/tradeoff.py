@@ -1,25 +1,31 @@
-"""The compare page's figure: final test accuracy against ε, one curve per algorithm.
+"""The compare page's figure: final test accuracy against ε, one curve per algorithm (and series).
 
-Every trace carries ``meta = {"role": …, "algorithm": …}`` with role ``mean``, ``band`` or
-``pareto``; points carry ``customdata = [algorithm, epsilon]``, so the browser maps a click
-back to the sweep cell it came from without parsing hover text.
+Every trace carries ``meta = {"role": …, "algorithm": …}`` with role ``mean``, ``band``,
+``pareto`` (and ``series``, ``notion`` on mean and band); points carry ``customdata =
+[algorithm, epsilon, run_ids]``, so the browser maps a click back to the runs behind it (the
+seeds) without parsing hover text. Runs of different privacy notions are drawn in one panel per
+notion (``dpfl.plots.notions``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
 
-from dpfl.plots.colours import _translucent, algorithm_colour
-from dpfl.plots.layout import _epsilon_axis, _floats, _layout, _no_data
+from dpfl.plots.baseline import no_better_than_guessing
+from dpfl.plots.colours import FAINT_GREY, _translucent, algorithm_colour
+from dpfl.plots.layout import _DASHES, _epsilon_axis, _floats, _no_data
+from dpfl.plots.notions import epsilon_title, faceted_figure, notions_in
 
 __all__ = ["tradeoff"]
 
 _BAND_ALPHA = 0.18
 _FRONTIER_COLOUR = "#000000"
+_GUESSING_SYMBOL = "x"
 
 Point = Mapping[str, Any]
 
@@ -29,20 +35,33 @@ def tradeoff(
     *,
     reference: Point | Sequence[Point] | None = None,
     pareto: Sequence[Point] | None = None,
+    baselines: Sequence[Point] | None = None,
     log_x: bool = True,
     title: str = "Final test accuracy against ε",
+    subtitle: str | None = None,
 ) -> go.Figure:
-    """Returns final accuracy against ε: a line and a ±1 std band per algorithm.
+    """Returns final accuracy against ε: a line and a ±1 std band per series, one panel per notion.
 
     Args:
-        points: one per (algorithm, ε) cell of a sweep, aggregated over seeds:
+        points: one per (series, ε) cell, aggregated over seeds:
             ``{"algorithm": str, "epsilon": float, "mean": float, "std": float | None, "n": int}``.
             ``std`` is None when fewer than two seeds finished; the band then has no width there.
+            Optional keys: ``notion`` (record, user, …; points of different notions go to
+            different panels), ``delta`` (named on the ε axis), ``series`` (the legend name
+            when one algorithm has several lines, e.g. "uldp_avg · sweep b"; default the
+            algorithm), ``run_ids`` (the runs behind the point, in its customdata) and
+            ``baseline`` (``{"accuracy", "records"}``, the majority-class rate of its evaluation
+            set: a point within ``guessing_margin`` of it is drawn as an × and its hover says
+            "no better than guessing").
         reference: the non-private result(s), ``{"algorithm", "mean", "std", "n"}`` or a list of
-            them, each drawn as a dashed horizontal line across the whole ε axis.
-        pareto: the frontier points ``{"algorithm", "epsilon", "mean"}``, in any order.
+            them, each drawn as a dashed horizontal line across every panel.
+        pareto: the frontier points ``{"algorithm", "epsilon", "mean"}`` (optional ``notion``,
+            ``run_ids``), in any order; one frontier per panel.
+        baselines: majority-class lines ``{"accuracy": float, "label": str | None}``, dotted
+            across every panel and labelled "not private" (the rate reads the evaluation labels).
         log_x: draw ε on a log axis (sweeps usually span ε = 0.1 … 10).
         title: the figure's title.
+        subtitle: the title's second line (datasets, δ, rounds, accountants).
 
     Raises:
         ValueError: if `log_x` and a point has ε ≤ 0 or not finite, which a log axis cannot show.
@@ -50,27 +69,47 @@ def tradeoff(
     references = [reference] if isinstance(reference, Mapping) else list(reference or ())
     if log_x:
         _check_log_epsilons([*points, *(pareto or ())])
-    fig = go.Figure(
-        layout=_layout(
-            kind="tradeoff",
-            title=title,
-            xaxis=_epsilon_axis("ε (log scale)" if log_x else "ε", (p["epsilon"] for p in points), log=log_x),
-            yaxis={"title": {"text": "test accuracy"}, "range": [0, 1]},
-        )
+    panels = notions_in(p.get("notion") for p in points) or [None]
+    fig = faceted_figure(
+        kind="tradeoff",
+        title=title,
+        subtitle=subtitle,
+        notions=panels,
+        yaxis={"title": {"text": "test accuracy"}, "range": [0, 1]},
     )
-    for algorithm in sorted({p["algorithm"] for p in points}):
-        cells = sorted((p for p in points if p["algorithm"] == algorithm), key=lambda p: p["epsilon"])
-        band = _band(algorithm, cells)
-        if band is not None:
-            fig.add_trace(band)  # before its line, so the line is drawn on top
-        fig.add_trace(_mean_line(algorithm, cells))
+    dashes: dict[str, itertools.cycle[str]] = {}
+    for col, notion in enumerate(panels, start=1):
+        mine = [p for p in points if p.get("notion") == notion]
+        fig.update_xaxes(
+            _epsilon_axis(
+                epsilon_title(notion, (p.get("delta") for p in mine), log=log_x),
+                (p["epsilon"] for p in mine),
+                log=log_x,
+            ),
+            row=1,
+            col=col,
+        )
+        for series in sorted({_series(p) for p in mine}):
+            cells = sorted((p for p in mine if _series(p) == series), key=lambda p: p["epsilon"])
+            dash = next(dashes.setdefault(cells[0]["algorithm"], itertools.cycle(_DASHES)))
+            band = _band(series, notion, cells)
+            if band is not None:
+                fig.add_trace(band, row=1, col=col)  # before its line, so the line is drawn on top
+            fig.add_trace(_mean_line(series, notion, cells, dash), row=1, col=col)
+        frontier = [c for c in pareto or () if c.get("notion") == notion]
+        if frontier:
+            fig.add_trace(_frontier(frontier, first=col == 1), row=1, col=col)
     for ref in references:
-        _add_reference(fig, ref)
-    if pareto:
-        fig.add_trace(_frontier(pareto))
+        _add_reference(fig, ref, len(panels))
+    for line in baselines or ():
+        _add_baseline(fig, line, len(panels))
     if not points:
         _no_data(fig, "no finished runs yet")
     return fig
+
+
+def _series(point: Point) -> str:
+    return point.get("series") or point["algorithm"]
 
 
 def _check_log_epsilons(points: Sequence[Point]) -> None:
@@ -84,14 +123,15 @@ def _check_log_epsilons(points: Sequence[Point]) -> None:
             )
 
 
-def _band(algorithm: str, cells: Sequence[Point]) -> go.Scatter | None:
-    """Returns the filled mean ± std area of one algorithm, or None if no cell has a std.
+def _band(series: str, notion: str | None, cells: Sequence[Point]) -> go.Scatter | None:
+    """Returns the filled mean ± std area of one series, or None if no cell has a std.
 
     One closed polygon (upper edge left to right, lower edge back) rather than two traces joined
     by ``fill="tonexty"``, which would depend on the order of every other trace in the figure.
     """
     if all(c.get("std") is None for c in cells):
         return None
+    algorithm = cells[0]["algorithm"]
     eps = _floats(c["epsilon"] for c in cells)
     upper = [c["mean"] + (c.get("std") or 0.0) for c in cells]
     lower = [c["mean"] - (c.get("std") or 0.0) for c in cells]
@@ -102,76 +142,131 @@ def _band(algorithm: str, cells: Sequence[Point]) -> go.Scatter | None:
         fill="toself",
         fillcolor=_translucent(algorithm_colour(algorithm), _BAND_ALPHA),
         line={"width": 0},
-        name=f"{algorithm} ± 1 std",
-        legendgroup=algorithm,
+        name=f"{series} ± 1 std",
+        legendgroup=series,
         showlegend=False,
         hoverinfo="skip",
-        meta={"role": "band", "algorithm": algorithm},
+        meta={"role": "band", "algorithm": algorithm, "series": series, "notion": notion},
     )
 
 
-def _mean_line(algorithm: str, cells: Sequence[Point]) -> go.Scatter:
-    """Returns one algorithm's mean accuracy against ε, one marker per sweep cell."""
+def _mean_line(series: str, notion: str | None, cells: Sequence[Point], dash: str) -> go.Scatter:
+    """Returns one series' mean accuracy against ε, one marker per cell (× if no better than guessing).
+
+    Lines and markers both, so a series of a single cell still shows as a marker.
+    """
+    algorithm = cells[0]["algorithm"]
+    guessing = [bool(no_better_than_guessing(c["mean"], c.get("baseline"))) for c in cells]
     return go.Scatter(
         x=_floats(c["epsilon"] for c in cells),
         y=_floats(c["mean"] for c in cells),
         mode="lines+markers",
-        line={"color": algorithm_colour(algorithm), "width": 2},
-        marker={"size": 7},
-        name=algorithm,
-        legendgroup=algorithm,
-        customdata=[[algorithm, float(c["epsilon"])] for c in cells],
+        line={"color": algorithm_colour(algorithm), "width": 2, "dash": dash},
+        marker={
+            "size": [10 if g else 7 for g in guessing],
+            "symbol": [_GUESSING_SYMBOL if g else "circle" for g in guessing],
+        },
+        name=series,
+        legendgroup=series,
+        customdata=[_customdata(c) for c in cells],
         hovertext=[_cell_text(c) for c in cells],
         hovertemplate="%{hovertext}<extra></extra>",
-        meta={"role": "mean", "algorithm": algorithm},
+        meta={"role": "mean", "algorithm": algorithm, "series": series, "notion": notion},
     )
 
 
+def _customdata(cell: Point) -> list[Any]:
+    """Returns what a click on `cell` needs: ``[algorithm, epsilon, run_ids]``."""
+    return [cell["algorithm"], float(cell["epsilon"]), list(cell.get("run_ids") or ())]
+
+
 def _cell_text(cell: Point) -> str:
-    """Returns the hover text of one result: algorithm, ε (or "non-private"), mean ± std, seeds."""
+    """Returns the hover text of one result: series, ε (or "non-private"), mean ± std, seeds, guessing."""
     eps = cell.get("epsilon")
     privacy = "non-private" if eps is None else f"ε = {eps:.3g}"
     std = cell.get("std")
     spread = "" if std is None else f" ± {std:.3f}"
     n = cell.get("n")
     seeds = "" if n is None else f"<br>{n} seed{'s' if n != 1 else ''}"
-    return f"<b>{cell['algorithm']}</b><br>{privacy}<br>accuracy {cell['mean']:.3f}{spread}{seeds}"
+    text = f"<b>{_series(cell)}</b><br>{privacy}<br>accuracy {cell['mean']:.3f}{spread}{seeds}"
+    baseline = cell.get("baseline")
+    if eps is not None and no_better_than_guessing(cell["mean"], baseline):
+        text += f"<br>no better than guessing: majority class {baseline['accuracy']:.3f} (not private)"
+    return text
 
 
-def _add_reference(fig: go.Figure, ref: Point) -> None:
-    """Adds a non-private result as a dashed line (and its ± std band) spanning the ε axis.
+def _add_reference(fig: go.Figure, ref: Point, panels: int) -> None:
+    """Adds a non-private result as a dashed line (and its ± std band) across every panel.
 
     A layout shape in axis-domain coordinates, not a trace: it spans the plot whatever the ε range
-    and does not widen it.
+    and does not widen it. The label is written on the first panel only.
     """
     colour = algorithm_colour(ref["algorithm"])
-    name = f"non-private {ref['algorithm']}"
+    name = f"non-private {_series(ref)}"
     std = ref.get("std")
-    if std is not None:
-        fig.add_hrect(
-            y0=ref["mean"] - std,
-            y1=ref["mean"] + std,
-            fillcolor=colour,
-            opacity=0.1,
-            line_width=0,
-            layer="below",
-            legendgroup=name,
+    for col in range(1, panels + 1):
+        if std is not None:
+            fig.add_hrect(
+                y0=ref["mean"] - std,
+                y1=ref["mean"] + std,
+                fillcolor=colour,
+                opacity=0.1,
+                line_width=0,
+                layer="below",
+                legendgroup=name,
+                row=1,
+                col=col,
+            )
+        label = (
+            {
+                "annotation_text": f"{name}: {ref['mean']:.3g}",
+                "annotation_position": "top left",
+                "annotation_font_color": colour,
+                "annotation_hovertext": _cell_text({**ref, "epsilon": None}),
+            }
+            if col == 1
+            else {}
         )
-    fig.add_hline(
-        y=float(ref["mean"]),
-        line={"color": colour, "dash": "dash", "width": 2},
-        name=name,
-        legendgroup=name,
-        showlegend=True,
-        annotation_text=f"{name}: {ref['mean']:.3g}",
-        annotation_position="top left",
-        annotation_font_color=colour,
-        annotation_hovertext=_cell_text({**ref, "epsilon": None}),
-    )
+        fig.add_hline(
+            y=float(ref["mean"]),
+            line={"color": colour, "dash": "dash", "width": 2},
+            name=name,
+            legendgroup=name,
+            showlegend=col == 1,
+            row=1,
+            col=col,
+            **label,
+        )
 
 
-def _frontier(pareto: Sequence[Point]) -> go.Scatter:
-    """Returns the Pareto frontier as a staircase with a ring on each frontier point.
+def _add_baseline(fig: go.Figure, line: Point, panels: int) -> None:
+    """Adds a majority-class accuracy as a dotted grey line across every panel, labelled not private."""
+    where = f", {line['label']}" if line.get("label") else ""
+    name = f"majority class{where} (not private)"
+    for col in range(1, panels + 1):
+        label = (
+            {
+                "annotation_text": f"majority class{where}: {line['accuracy']:.3g} (not private)",
+                "annotation_position": "bottom right",
+                "annotation_font_color": FAINT_GREY,
+            }
+            if col == 1
+            else {}
+        )
+        fig.add_hline(
+            y=float(line["accuracy"]),
+            line={"color": FAINT_GREY, "dash": "dot", "width": 1.5},
+            name=name,
+            legendgroup=name,
+            showlegend=col == 1,
+            row=1,
+            col=col,
+            **label,
+        )
+
+
+def _frontier(pareto: Sequence[Point], *, first: bool) -> go.Scatter:
+    """Returns one panel's Pareto frontier as a staircase with a ring on each frontier point.
 
     The step is horizontal first (``hv``): between two frontier points the best accuracy known for
     a budget is the one of the cheaper point, until the next point is affordable.
@@ -184,8 +279,10 @@ def _frontier(pareto: Sequence[Point]) -> go.Scatter:
         line={"color": _FRONTIER_COLOUR, "width": 3, "shape": "hv"},
         marker={"symbol": "circle-open", "size": 15, "color": _FRONTIER_COLOUR, "line": {"width": 2}},
         name="Pareto frontier",
-        customdata=[[c["algorithm"], float(c["epsilon"])] for c in cells],
+        legendgroup="pareto",
+        showlegend=first,
+        customdata=[_customdata(c) for c in cells],
         hovertext=[f"Pareto frontier<br>{_cell_text(c)}" for c in cells],
         hovertemplate="%{hovertext}<extra></extra>",
-        meta={"role": "pareto"},
+        meta={"role": "pareto", "notion": cells[0].get("notion")},
     )

@@ -111,11 +111,14 @@ def test_tradeoff_has_one_line_per_algorithm_through_its_means_in_epsilon_order(
     assert lines[0]["line"]["color"] == algorithm_colour("isrl_mbsgd")
 
 
-def test_tradeoff_points_carry_algorithm_and_epsilon_for_clicks(sweep_figure):
+def test_tradeoff_points_carry_algorithm_epsilon_and_run_ids_for_clicks(sweep_figure):
     line = _traces(sweep_figure, "mean")[1]
-    assert line["customdata"] == [["uldp_avg", 0.5], ["uldp_avg", 2.0], ["uldp_avg", 8.0]]
+    assert line["customdata"] == [["uldp_avg", 0.5, []], ["uldp_avg", 2.0, []], ["uldp_avg", 8.0, []]]
     assert line["hovertext"][0] == "<b>uldp_avg</b><br>ε = 0.5<br>accuracy 0.550 ± 0.050<br>3 seeds"
-    assert sweep_figure["layout"]["meta"] == {"figure": "tradeoff"}
+    assert sweep_figure["layout"]["meta"] == {"figure": "tradeoff", "notions": [], "warning": None}
+    picked = [{**SWEEP[0], "run_ids": ["r1", "r2", "r3"]}]
+    (mean,) = _traces(to_json(tradeoff(picked)), "mean")
+    assert mean["customdata"] == [["isrl_mbsgd", 8.0, ["r1", "r2", "r3"]]]
 
 
 def test_tradeoff_band_edges_are_mean_plus_and_minus_std(sweep_figure):
@@ -158,7 +161,7 @@ def test_tradeoff_pareto_trace_passes_through_exactly_the_given_points_in_epsilo
     assert frontier["name"] == "Pareto frontier"
     assert frontier["x"] == [0.5, 2.0, 8.0]
     assert frontier["y"] == [0.60, 0.76, 0.84]
-    assert frontier["customdata"] == [["isrl_mbsgd", 0.5], ["uldp_avg", 2.0], ["uldp_avg", 8.0]]
+    assert frontier["customdata"] == [["isrl_mbsgd", 0.5, []], ["uldp_avg", 2.0, []], ["uldp_avg", 8.0, []]]
     assert frontier["line"]["shape"] == "hv"
     assert frontier["marker"]["symbol"] == "circle-open"
 

@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from backend.sweeps.export import SUMMARY_COLUMNS, summary_csv
-from backend.sweeps.summary import Outcome, pareto_front, reference, summary_rows
+from backend.sweeps.summary import Outcome, compare_cells, front, pareto_front, reference, summary_rows
 
 
 def private(algorithm: str, eps: float, accuracy: float | None, spent: float | None = None) -> Outcome:
@@ -130,3 +130,28 @@ def test_summary_csv_has_a_header_and_one_line_per_row():
         ["a", "record", "1.0", "", "1", "0.5", "", "0.97", "0.97"],
         ["fedavg", "none", "", "", "1", "0.9", "", "", ""],
     ]
+
+
+def test_compare_cells_keep_series_apart_and_list_their_runs():
+    outcomes = [
+        Outcome("a", "record", 1.0, None, 0.6, 1.0, run_id="r2", series="a · sweep x"),
+        Outcome("a", "record", 1.0, None, 0.8, 1.0, run_id="r1", series="a · sweep x"),
+        Outcome("a", "record", 1.0, None, 0.5, 1.0, run_id="r3", series="a · sweep y"),
+    ]
+    cells = compare_cells(outcomes)
+    assert [(c["series"], c["n"], c["run_ids"]) for c in cells] == [
+        ("a · sweep x", 2, ["r1", "r2"]),
+        ("a · sweep y", 1, ["r3"]),
+    ]
+    assert cells[0]["accuracy_mean"] == pytest.approx(0.7, abs=1e-15)
+    # within one sweep the series is "" and the rows are as before
+    assert [r["n"] for r in summary_rows(outcomes)] == [2, 1]
+
+
+def test_front_returns_the_non_dominated_points_themselves():
+    points = [
+        {"epsilon": 1.0, "accuracy": 0.7, "run_ids": ["a"]},
+        {"epsilon": 2.0, "accuracy": 0.6, "run_ids": ["b"]},
+        {"epsilon": 2.0, "accuracy": 0.9, "run_ids": ["c"]},
+    ]
+    assert front(points) == [points[0], points[2]]

@@ -1,0 +1,314 @@
+"""The compare page's figures over any sweeps and hand-picked runs: trade-off, ε spent, drill-down curves.
+
+Each reads only the columns it draws (whole specs made the sweep summary slow, issue 17). The
+majority-class baseline comes from the run's diagnostics (``test_label_histogram``, not private)
+and is never shown for a protected run, whose diagnostics are withheld.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.errors import NotFound, ParameterError
+from backend.models import RoundMetric, Run, RunStatus, Sweep
+from backend.sweeps.summary import Outcome, compare_cells, front
+from dpfl import plots
+
+__all__ = ["curves_figure", "ids", "spent_figure", "tradeoff_figure"]
+
+_MAX_RUNS = 500  # hand-picked ids in one request: a URL's worth
+
+
+def ids(raw: str | None, *, name: str) -> list[str]:
+    """Returns the comma-separated ids of query parameter `name`, without blanks or repeats."""
+    found = list(dict.fromkeys(i.strip() for i in (raw or "").split(",") if i.strip()))
+    if len(found) > _MAX_RUNS:
+        raise ParameterError("query", name, f"at most {_MAX_RUNS} ids; got {len(found)}")
+    return found
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """One run as the compare figures need it."""
+
+    id: str
+    algorithm: str
+    notion: str
+    dataset: str
+    sweep_id: str | None
+    target_epsilon: float | None
+    noise_multiplier: float | None
+    accuracy: float | None
+    epsilon: float | None
+    delta: float | None
+    rounds: int
+    accountant: str | None
+    seed: int | None
+    status: str
+    baseline: dict[str, float] | None
+
+    def setting(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "delta": self.delta,
+            "rounds": self.rounds,
+            "accountant": self.accountant,
+        }
+
+
+def _load(session: Session, where: Any) -> list[_Compared]:
+    rows = session.execute(
+        select(
+            Run.id,
+            Run.algorithm,
+            Run.notion,
+            Run.dataset,
+            Run.sweep_id,
+            Run.target_epsilon,
+            Run.spec[("privacy", "noise_multiplier")].as_float(),
+            Run.final_accuracy,
+            Run.epsilon,
+            Run.delta,
+            Run.rounds,
+            Run.accountant,
+            Run.spec["seed"].as_integer(),
+            Run.status,
+            Run.protected,
+            Run.diagnostics["test_label_histogram"],
+        )
+        .where(where)
+        .order_by(Run.created_at, Run.id)
+    ).all()
+    return [
+        _Compared(
+            *row[:14],
+            # a protected run's diagnostics are withheld; its dataset's labels are not shown either
+            baseline=None if row[14] else plots.majority_accuracy(row[15]),
+        )
+        for row in rows
+    ]
+
+
+def _runs(session: Session, sweep_ids: Sequence[str], run_ids: Sequence[str]) -> tuple[list[_Compared], dict]:
+    """Returns the runs of the sweeps and the picked runs (each once), and the sweeps by id.
+
+    Raises:
+        NotFound: a sweep or run id does not exist (404 naming it).
+    """
+    sweeps = {}
+    for sweep_id in sweep_ids:
+        sweep = session.get(Sweep, sweep_id)
+        if sweep is None:
+            raise NotFound(f"sweep {sweep_id!r} does not exist")
+        sweeps[sweep_id] = sweep
+    found = _load(session, Run.sweep_id.in_(sweep_ids)) if sweep_ids else []
+    picked = _load(session, Run.id.in_(run_ids)) if run_ids else []
+    missing = sorted(set(run_ids) - {r.id for r in picked})
+    if missing:
+        raise NotFound(f"run {missing[0]!r} does not exist")
+    seen = {r.id for r in found}
+    return found + [r for r in picked if r.id not in seen], sweeps
+
+
+def _series(runs: Sequence[_Compared], sweeps: dict[str, Sweep]) -> dict[str, str]:
+    """Returns run id ↦ its legend name: the algorithm, then the dataset and source when needed.
+
+    The dataset is named when the runs span several; the source (a sweep, or "picked runs") when
+    one algorithm on one dataset comes from several of them, so their points are not averaged
+    together.
+    """
+
+    def source(run: _Compared) -> str:
+        if run.sweep_id in sweeps:
+            sweep = sweeps[run.sweep_id]
+            return f"sweep {sweep.name or sweep.id}"
+        return "picked runs"
+
+    datasets = {r.dataset for r in runs}
+    sources: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for r in runs:
+        sources[(r.algorithm, r.dataset)].add(source(r))
+    names = {}
+    for r in runs:
+        parts = [r.algorithm]
+        if len(datasets) > 1:
+            parts.append(r.dataset)
+        if len(sources[(r.algorithm, r.dataset)]) > 1:
+            parts.append(source(r))
+        names[r.id] = " · ".join(parts)
+    return names
+
+
+def _cell_baseline(members: Iterable[_Compared]) -> dict[str, float] | None:
+    """Returns the highest baseline of a cell's runs (the cautious one), None if any run has none."""
+    baselines = [r.baseline for r in members]
+    if not baselines or any(b is None for b in baselines):
+        return None
+    return max(baselines, key=lambda b: b["accuracy"])  # type: ignore[arg-type, return-value]
+
+
+def tradeoff_figure(
+    session: Session, *, sweep_ids: Sequence[str], run_ids: Sequence[str], log_x: bool
+) -> dict[str, Any]:
+    """Returns final accuracy against ε for the sweeps' and picked runs' succeeded runs.
+
+    Raises:
+        ParameterError: neither sweeps nor runs were given (422).
+        NotFound: a sweep or run does not exist (404).
+    """
+    if not sweep_ids and not run_ids:
+        raise ParameterError("query", "sweeps", "give `sweeps` (or `sweep`) or `runs`: comma-separated ids")
+    every, sweeps = _runs(session, sweep_ids, run_ids)
+    runs = [r for r in every if r.status == RunStatus.succeeded and r.accuracy is not None]
+    by_id = {r.id: r for r in runs}
+    series = _series(runs, sweeps)
+    cells = compare_cells(
+        Outcome(
+            r.algorithm,
+            r.notion,
+            r.target_epsilon,
+            r.noise_multiplier,
+            r.accuracy,
+            r.epsilon,
+            run_id=r.id,
+            series=series[r.id],
+        )
+        for r in runs
+    )
+    points, reference = [], []
+    for cell in cells:
+        members = [by_id[i] for i in cell["run_ids"]]
+        common = {
+            "algorithm": cell["algorithm"],
+            "series": cell["series"],
+            "mean": cell["accuracy_mean"],
+            "std": cell["accuracy_std"],
+            "n": cell["n"],
+            "run_ids": cell["run_ids"],
+        }
+        if cell["notion"] == "none":
+            reference.append(common)
+            continue
+        points.append(
+            common
+            | {
+                "notion": cell["notion"],
+                "epsilon": cell["target_epsilon"]
+                if cell["target_epsilon"] is not None
+                else cell["epsilon_mean"],
+                "delta": max((r.delta for r in members if r.delta is not None), default=None),
+                "baseline": _cell_baseline(members),
+            }
+        )
+    fig = plots.tradeoff(
+        points,
+        reference=reference or None,
+        pareto=_frontier(points, runs) or None,
+        baselines=_baselines(runs) or None,
+        log_x=log_x,
+        subtitle=plots.compare_subtitle(r.setting() for r in runs) or None,
+    )
+    out = plots.to_json(fig)
+    # runs asked for that are not drawn (not succeeded yet, or never evaluated), for the browser to list
+    out["layout"]["meta"]["left_out"] = [r.id for r in every if r.id not in by_id]
+    return out
+
+
+def _frontier(points: Sequence[dict[str, Any]], runs: Sequence[_Compared]) -> list[dict[str, Any]]:
+    """Returns the Pareto frontier of each notion's points, when that notion's runs share a dataset.
+
+    A frontier across datasets would rank results of different tasks against each other.
+    """
+    out = []
+    for notion in {p["notion"] for p in points}:
+        if len({r.dataset for r in runs if r.notion == notion}) != 1:
+            continue
+        mine = [p | {"accuracy": p["mean"]} for p in points if p["notion"] == notion]
+        out.extend(front(mine))
+    return out
+
+
+def _baselines(runs: Sequence[_Compared]) -> list[dict[str, Any]]:
+    """Returns one majority-class line per dataset whose runs all have one (none if any is protected)."""
+    datasets = sorted({r.dataset for r in runs})
+    lines = []
+    for dataset in datasets:
+        baseline = _cell_baseline(r for r in runs if r.dataset == dataset)
+        if baseline is not None:
+            lines.append({"accuracy": baseline["accuracy"], "label": dataset if len(datasets) > 1 else None})
+    return lines
+
+
+def spent_figure(session: Session, run_ids: Sequence[str]) -> dict[str, Any]:
+    """Returns accuracy against ε spent so far, per round, one line per run, one panel per notion.
+
+    Raises:
+        NotFound: a run does not exist (404).
+    """
+    runs, _ = _runs(session, (), run_ids)
+    by_id = {r.id: r for r in runs}
+    rounds = _rounds(session, run_ids)
+    series = []
+    for run_id in run_ids:
+        run = by_id[run_id]
+        series.append(
+            {
+                "id": run.id,
+                "algorithm": run.algorithm,
+                "notion": run.notion,
+                "delta": run.delta,
+                "label": f"{run.algorithm} ε={run.target_epsilon or '–'} ({run.id[:6]})",
+                "rounds": rounds[run_id],
+            }
+        )
+    subtitle = plots.compare_subtitle(r.setting() for r in runs) or None
+    return plots.to_json(plots.accuracy_vs_spent(series, subtitle=subtitle))
+
+
+def curves_figure(session: Session, run_ids: Sequence[str]) -> dict[str, Any]:
+    """Returns the test accuracy per round of the given runs, one line per run (a point's drill-down).
+
+    Raises:
+        ParameterError: no run ids (422).
+        NotFound: a run does not exist (404).
+    """
+    if not run_ids:
+        raise ParameterError("query", "runs", "give at least one run id (comma-separated)")
+    runs, _ = _runs(session, (), run_ids)
+    by_id = {r.id: r for r in runs}
+    rounds = _rounds(session, run_ids)
+    series = []
+    for run_id in run_ids:
+        run = by_id[run_id]
+        eps = run.target_epsilon if run.target_epsilon is not None else run.epsilon
+        privacy = "non-private" if eps is None else f"ε={eps:.3g}"
+        series.append(
+            {
+                "id": run.id,
+                "algorithm": run.algorithm,
+                "seed": run.seed or 0,
+                "label": f"{run.algorithm} {privacy} seed {run.seed} ({run.id[:6]})",
+                "rounds": rounds[run_id],
+            }
+        )
+    subtitle = plots.compare_subtitle(r.setting() for r in runs) or None
+    return plots.to_json(plots.accuracy_per_round(series, subtitle=subtitle))
+
+
+def _rounds(session: Session, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Returns run id ↦ its evaluated rounds ``{round, accuracy, epsilon}``, in round order."""
+    out: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
+    rows = session.execute(
+        select(RoundMetric.run_id, RoundMetric.round, RoundMetric.accuracy, RoundMetric.epsilon)
+        .where(RoundMetric.run_id.in_(run_ids))
+        .order_by(RoundMetric.run_id, RoundMetric.round)
+    )
+    for run_id, r, accuracy, epsilon in rows:
+        out[run_id].append({"round": r, "accuracy": accuracy, "epsilon": epsilon})
+    return out

@@ -1,0 +1,74 @@
+"""A sweep's hyperparameters against its outcome: parallel coordinates and importance bars.
+
+The runs are the sweep's succeeded ones. When some are private, only those are drawn: ε spent is
+then an axis for every line, and the non-private reference runs (no ε) are listed in
+``layout.meta.left_out``. A hyperparameter is any field of the run's spec that differs between
+these runs, plus the σ the run used (calibrated from its ε target, or given).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.models import Run, RunStatus
+from backend.sweeps import service as sweeps
+from dpfl import plots
+
+__all__ = ["importance_figure", "parcoords_figure"]
+
+_LABELS = {
+    "noise_multiplier": "σ",
+    "privacy.epsilon": "ε target",
+    "privacy.noise_multiplier": "σ given",
+    "privacy.delta": "δ",
+}
+
+
+def _runs(session: Session, sweep_id: str) -> tuple[list[dict[str, Any]], list[str], str]:
+    """Returns the runs to draw ({id, params, epsilon, accuracy}), the ids left out, and the subtitle.
+
+    Raises:
+        NotFound: the sweep does not exist (404).
+    """
+    sweep = sweeps.get_sweep(session, sweep_id)
+    rows = session.execute(
+        select(Run.id, Run.spec, Run.noise_multiplier, Run.epsilon, Run.final_accuracy, Run.notion)
+        .where(Run.sweep_id == sweep.id, Run.status == RunStatus.succeeded, Run.final_accuracy.is_not(None))
+        .order_by(Run.created_at, Run.id)
+    ).all()
+    runs = [
+        {
+            "id": run_id,
+            "params": plots.flatten(spec) | {"noise_multiplier": sigma},
+            "epsilon": epsilon,
+            "accuracy": accuracy,
+            "private": notion != "none",
+        }
+        for run_id, spec, sigma, epsilon, accuracy, notion in rows
+    ]
+    drawn = [r for r in runs if r["private"]] or runs
+    left_out = [r["id"] for r in runs if r not in drawn]
+    note = f"{len(drawn)} runs of sweep {sweep.name or sweep.id}"
+    if left_out:
+        note += f" · {len(left_out)} non-private runs not drawn"
+    return drawn, left_out, note
+
+
+def parcoords_figure(session: Session, sweep_id: str) -> dict[str, Any]:
+    """Returns one line per succeeded run across the varying hyperparameters, ε spent and accuracy."""
+    runs, left_out, note = _runs(session, sweep_id)
+    out = plots.to_json(plots.parallel_coordinates(runs, labels=_LABELS, subtitle=note))
+    out["layout"]["meta"]["left_out"] = left_out
+    return out
+
+
+def importance_figure(session: Session, sweep_id: str) -> dict[str, Any]:
+    """Returns each varying hyperparameter's between-group share of the variance of final accuracy."""
+    runs, left_out, note = _runs(session, sweep_id)
+    shares = plots.importance(runs)
+    out = plots.to_json(plots.importance_bars(shares, labels=_LABELS, subtitle=note))
+    out["layout"]["meta"] |= {"importance": shares, "left_out": left_out}
+    return out

@@ -1,0 +1,348 @@
+"""Compare figures: panels per privacy notion, subtitles, the majority-class baseline, drill-down
+curves, and a sweep's parallel coordinates and hyperparameter importance."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from dpfl.plots import (
+    GUESSING_MARGIN,
+    accuracy_per_round,
+    accuracy_vs_spent,
+    algorithm_colour,
+    compare_subtitle,
+    flatten,
+    guessing_margin,
+    importance,
+    importance_bars,
+    majority_accuracy,
+    no_better_than_guessing,
+    parallel_coordinates,
+    run_baseline,
+    to_json,
+    tradeoff,
+)
+
+RECORD = [
+    {
+        "algorithm": "isrl_mbsgd",
+        "notion": "record",
+        "delta": 1e-5,
+        "epsilon": e,
+        "mean": m,
+        "std": 0.01,
+        "n": 2,
+    }
+    for e, m in ((1.0, 0.6), (4.0, 0.8))
+]
+USER = [
+    {"algorithm": "uldp_avg", "notion": "user", "delta": 1e-5, "epsilon": e, "mean": m, "std": None, "n": 1}
+    for e, m in ((1.0, 0.5), (4.0, 0.7))
+]
+MIXED_WARNING = (
+    "These runs use 2 privacy notions (record-level DP, user-level DP). Their ε are different units, "
+    "so each notion has its own panel: do not compare ε across panels."
+)
+
+
+def _traces(fig: dict, role: str) -> list[dict]:
+    return [t for t in fig["data"] if t["meta"]["role"] == role]
+
+
+# --- the notion on every axis ---------------------------------------------------------------------
+
+
+def test_mixed_notions_get_one_panel_each_with_the_notion_on_its_axis():
+    fig = to_json(tradeoff(USER + RECORD, log_x=False))
+    layout = fig["layout"]
+    assert layout["xaxis"]["title"]["text"] == "ε (record-level DP), δ = 1e-5"
+    assert layout["xaxis2"]["title"]["text"] == "ε (user-level DP), δ = 1e-5"
+    assert "xaxis3" not in layout
+    assert layout["meta"] == {"figure": "tradeoff", "notions": ["record", "user"], "warning": MIXED_WARNING}
+    means = _traces(fig, "mean")
+    assert [(t["name"], t["xaxis"], t["yaxis"], t["meta"]["notion"]) for t in means] == [
+        ("isrl_mbsgd", "x", "y", "record"),
+        ("uldp_avg", "x2", "y2", "user"),
+    ]
+    assert layout["yaxis2"]["matches"] == "y"  # one accuracy scale across the panels
+
+
+def test_one_notion_is_one_panel_named_on_its_axis():
+    fig = to_json(tradeoff(USER))
+    assert fig["layout"]["xaxis"]["title"]["text"] == "ε (user-level DP), δ = 1e-5"
+    assert fig["layout"]["xaxis"]["type"] == "log"
+    assert fig["layout"]["meta"] == {"figure": "tradeoff", "notions": ["user"], "warning": None}
+    mixed_delta = [USER[0], {**USER[1], "delta": 1e-6}]
+    title = to_json(tradeoff(mixed_delta))["layout"]["xaxis"]["title"]["text"]
+    assert title == "ε (user-level DP), δ mixed: 1e-6, 1e-5"
+
+
+def test_a_reference_line_spans_every_panel_and_is_labelled_once():
+    ref = {"algorithm": "fedavg", "mean": 0.9, "std": None, "n": 1}
+    layout = to_json(tradeoff(USER + RECORD, reference=ref))["layout"]
+    lines = [s for s in layout["shapes"] if s["type"] == "line"]
+    assert [(s["xref"], s["y0"]) for s in lines] == [("x domain", 0.9), ("x2 domain", 0.9)]
+    assert [a["text"] for a in layout["annotations"]] == ["non-private fedavg: 0.9"]
+
+
+def test_the_pareto_frontier_is_drawn_per_panel():
+    pareto = [{**p, "run_ids": ["a"]} for p in RECORD] + [USER[1]]
+    fig = to_json(tradeoff(USER + RECORD, pareto=pareto))
+    frontiers = _traces(fig, "pareto")
+    assert [(t["xaxis"], t["x"], t["showlegend"]) for t in frontiers] == [
+        ("x", [1.0, 4.0], True),
+        ("x2", [4.0], False),
+    ]
+    assert frontiers[0]["customdata"] == [["isrl_mbsgd", 1.0, ["a"]], ["isrl_mbsgd", 4.0, ["a"]]]
+
+
+def test_spent_figure_mixing_notions_gets_a_panel_per_notion():
+    rounds = [{"round": r, "accuracy": 0.1 * r, "epsilon": 0.5 * r} for r in (1, 2)]
+    runs = [
+        {
+            "id": "a",
+            "algorithm": "isrl_mbsgd",
+            "label": "a",
+            "notion": "record",
+            "delta": 1e-5,
+            "rounds": rounds,
+        },
+        {"id": "b", "algorithm": "uldp_avg", "label": "b", "notion": "user", "delta": 1e-6, "rounds": rounds},
+        {
+            "id": "c",
+            "algorithm": "fedavg",
+            "label": "c",
+            "notion": "none",
+            "rounds": [{"round": 1, "accuracy": 0.9}],
+        },
+    ]
+    fig = to_json(accuracy_vs_spent(runs))
+    assert fig["layout"]["xaxis"]["title"]["text"] == "ε (record-level DP), δ = 1e-5"
+    assert fig["layout"]["xaxis2"]["title"]["text"] == "ε (user-level DP), δ = 1e-6"
+    assert fig["layout"]["meta"]["notions"] == ["record", "user"]
+    assert fig["layout"]["meta"]["warning"] == MIXED_WARNING
+    assert [(t["meta"]["run_id"], t["xaxis"]) for t in fig["data"][:2]] == [("a", "x"), ("b", "x2")]
+    one = to_json(accuracy_vs_spent(runs[:1]))["layout"]
+    assert one["xaxis"]["title"]["text"] == "ε (record-level DP), δ = 1e-5"
+    assert one["meta"]["warning"] is None
+
+
+# --- subtitle -------------------------------------------------------------------------------------
+
+
+def test_subtitle_names_dataset_delta_rounds_and_accountant_or_says_mixed():
+    same = [{"dataset": "digits", "delta": 1e-5, "rounds": 30, "accountant": "rdp"}] * 2
+    assert compare_subtitle(same) == "digits · δ = 1e-5 · 30 rounds · rdp"
+    mixed = [
+        {"dataset": "digits", "delta": 1e-5, "rounds": 30, "accountant": "rdp"},
+        {"dataset": "heart", "delta": 1e-6, "rounds": 20, "accountant": "pld"},
+        {"dataset": "digits", "delta": None, "rounds": 30, "accountant": None},  # non-private
+    ]
+    assert compare_subtitle(mixed) == (
+        "datasets mixed: digits, heart · δ mixed: 1e-6, 1e-5 · rounds mixed: 20, 30 · "
+        "accountants mixed: pld, rdp"
+    )
+    fig = to_json(tradeoff(RECORD, subtitle=compare_subtitle(same)))
+    assert fig["layout"]["title"]["subtitle"]["text"] == "digits · δ = 1e-5 · 30 rounds · rdp"
+    assert fig["layout"]["title"]["text"] == "Final test accuracy against ε"
+    assert "subtitle" not in to_json(tradeoff(RECORD))["layout"]["title"]
+
+
+# --- single points, series --------------------------------------------------------------------------
+
+
+def test_a_series_of_one_point_draws_a_marker():
+    (line,) = _traces(to_json(tradeoff([RECORD[0]])), "mean")
+    assert (line["mode"], line["x"], line["y"]) == ("lines+markers", [1.0], [0.6])
+    assert line["marker"]["symbol"] == ["circle"] and line["marker"]["size"] == [7]
+
+
+def test_one_algorithm_in_two_series_keeps_its_colour_and_changes_dash():
+    points = [{**p, "series": f"isrl_mbsgd · {s}"} for s in ("sweep a", "sweep b") for p in RECORD]
+    means = _traces(to_json(tradeoff(points)), "mean")
+    assert [t["name"] for t in means] == ["isrl_mbsgd · sweep a", "isrl_mbsgd · sweep b"]
+    assert {t["line"]["color"] for t in means} == {algorithm_colour("isrl_mbsgd")}
+    assert [t["line"]["dash"] for t in means] == ["solid", "dash"]
+
+
+# --- majority-class baseline -----------------------------------------------------------------------
+
+
+def test_majority_accuracy_and_the_guessing_margin():
+    assert majority_accuracy([3, 5, 2]) == {"accuracy": 0.5, "records": 10}
+    assert majority_accuracy([]) is None and majority_accuracy(None) is None
+    assert GUESSING_MARGIN == 0.005
+    # digits' evaluation set: 37 of 359 records in its commonest class; 2 standard errors = 3.2 points
+    assert guessing_margin(37 / 359, 359) == pytest.approx(2 * (37 / 359 * 322 / 359 / 359) ** 0.5, rel=1e-12)
+    assert guessing_margin(37 / 359, 359) == pytest.approx(0.03209, abs=1e-5)
+    assert guessing_margin(0.5, 1_000_000) == 0.005  # a huge evaluation set: the floor
+    digits = {"accuracy": 37 / 359, "records": 359}
+    assert no_better_than_guessing(0.109, digits) is True  # uldp_avg on digits (issue 18)
+    assert no_better_than_guessing(0.136, digits) is False
+    big = {"accuracy": 0.5, "records": 1_000_000}
+    assert no_better_than_guessing(0.505, big) is True and no_better_than_guessing(0.5051, big) is False
+    assert no_better_than_guessing(None, digits) is None and no_better_than_guessing(0.6, None) is None
+    assert run_baseline({"withheld": True}) is None  # a protected run shows no baseline
+    assert run_baseline({"withheld": False, "test_label_histogram": [1, 3]}) == {
+        "accuracy": 0.75,
+        "records": 4,
+    }
+    assert run_baseline({"withheld": False}) is None  # recorded before the diagnostic existed
+
+
+def test_points_no_better_than_guessing_are_crosses_and_say_so():
+    points = [
+        {"algorithm": "uldp_avg", "notion": "user", "epsilon": 1.0, "mean": 0.109, "std": None, "n": 1},
+        {"algorithm": "uldp_avg", "notion": "user", "epsilon": 4.0, "mean": 0.6, "std": None, "n": 1},
+    ]
+    baseline = {"accuracy": 37 / 359, "records": 359}
+    fig = to_json(
+        tradeoff(
+            [{**p, "baseline": baseline} for p in points],
+            baselines=[{"accuracy": 37 / 359, "label": None}],
+        )
+    )
+    (line,) = _traces(fig, "mean")
+    assert line["marker"]["symbol"] == ["x", "circle"]
+    assert line["marker"]["size"] == [10, 7]
+    assert line["hovertext"][0] == (
+        "<b>uldp_avg</b><br>ε = 1<br>accuracy 0.109<br>1 seed"
+        "<br>no better than guessing: majority class 0.103 (not private)"
+    )
+    assert "guessing" not in line["hovertext"][1]
+    (dotted,) = [s for s in fig["layout"]["shapes"] if s["line"]["dash"] == "dot"]
+    assert dotted["y0"] == dotted["y1"] == 37 / 359
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["majority class: 0.103 (not private)"]
+
+
+# --- drill-down curves ------------------------------------------------------------------------------
+
+
+def test_accuracy_per_round_colours_by_algorithm_and_dashes_by_seed():
+    rounds = [{"round": r, "accuracy": 0.1 * r} for r in (2, 1)]
+    runs = [
+        {"id": "a", "algorithm": "isrl_mbsgd", "seed": 0, "label": "isrl_mbsgd seed 0", "rounds": rounds},
+        {"id": "b", "algorithm": "isrl_mbsgd", "seed": 1, "label": "isrl_mbsgd seed 1", "rounds": rounds},
+        {"id": "c", "algorithm": "uldp_avg", "seed": 1, "label": "uldp_avg seed 1", "rounds": rounds},
+    ]
+    fig = to_json(accuracy_per_round(runs, subtitle="digits"))
+    assert [t["line"]["dash"] for t in fig["data"]] == ["solid", "dash", "dash"]
+    assert [t["line"]["color"] for t in fig["data"]] == [
+        algorithm_colour(a) for a in ("isrl_mbsgd",) * 2 + ("uldp_avg",)
+    ]
+    assert fig["data"][0]["x"] == [1, 2] and fig["data"][0]["y"] == pytest.approx([0.1, 0.2])
+    assert fig["data"][2]["customdata"] == [["c", 1], ["c", 2]]
+    assert fig["data"][1]["meta"] == {"role": "run", "run_id": "b", "algorithm": "isrl_mbsgd", "seed": 1}
+    assert fig["layout"]["meta"]["figure"] == "accuracy_per_round"
+    assert fig["layout"]["xaxis"]["title"]["text"] == "round"
+    assert fig["layout"]["title"]["subtitle"]["text"] == "digits"
+
+
+# --- hyperparameter importance and parallel coordinates ----------------------------------------------
+
+# A balanced 2 × 2 × 2 grid where accuracy = a[lr] + b[clip] and the seed does nothing: the deviations
+# from the mean are ±0.1 (lr) and ±0.05 (clip), so SS_lr = 8 · 0.01 = 0.08, SS_clip = 8 · 0.0025 = 0.02
+# of SS_total = 0.10: shares 0.8, 0.2 and 0.
+EFFECT_LR = {0.1: 0.5, 0.2: 0.7}
+EFFECT_CLIP = {1.0: 0.0, 2.0: 0.1}
+GRID_RUNS = [
+    {
+        "id": f"r{i}",
+        "params": {"params.lr": lr, "params.clip": clip, "seed": seed, "rounds": 30},
+        "epsilon": 2.0,
+        "accuracy": EFFECT_LR[lr] + EFFECT_CLIP[clip],
+    }
+    for i, (lr, clip, seed) in enumerate(itertools.product(EFFECT_LR, EFFECT_CLIP, (0, 1)))
+]
+
+
+def test_importance_recovers_the_known_variance_shares():
+    shares = importance(GRID_RUNS)
+    assert [(e["parameter"], e["levels"]) for e in shares] == [
+        ("params.lr", 2),
+        ("params.clip", 2),
+        ("seed", 2),
+    ]
+    assert [e["share"] for e in shares] == pytest.approx([0.8, 0.2, 0.0], abs=1e-12)
+
+
+def test_importance_leaves_out_a_parameter_with_a_value_per_run_and_handles_categories():
+    runs = [
+        {"params": {"algorithm": a, "tag": i}, "accuracy": acc}
+        for i, (a, acc) in enumerate(
+            (("isrl_mbsgd", 0.6), ("isrl_mbsgd", 0.8), ("uldp_avg", 0.2), ("uldp_avg", 0.2))
+        )
+    ]
+    # mean 0.45; group means 0.7 and 0.2: SS_between = 2·0.0625 · 2 = 0.25 of SS_total = 0.27
+    assert importance(runs) == [
+        {"parameter": "algorithm", "share": pytest.approx(0.25 / 0.27, rel=1e-12), "levels": 2},
+        {"parameter": "tag", "share": None, "levels": 4},
+    ]
+    fig = to_json(importance_bars(importance(runs), labels={"algorithm": "algorithm name"}))
+    (bars,) = fig["data"]
+    assert (bars["orientation"], bars["y"], bars["customdata"]) == (
+        "h",
+        ["algorithm name"],
+        [["algorithm", 2]],
+    )
+    assert bars["x"] == pytest.approx([0.25 / 0.27])
+    assert [a["text"] for a in fig["layout"]["annotations"]] == [
+        "left out, a distinct value in every run: tag"
+    ]
+    assert fig["layout"]["xaxis"]["range"] == [0, 1]
+
+
+def test_parallel_coordinates_has_one_axis_per_varying_parameter_then_epsilon_and_accuracy():
+    runs = [
+        {**run, "params": {**run["params"], "algorithm": "isrl_mbsgd" if i % 2 else "fedavg"}}
+        for i, run in enumerate(GRID_RUNS[:4])
+    ]
+    runs[0]["params"]["params.momentum"] = 0.9  # only one algorithm has it
+    fig = to_json(parallel_coordinates(runs, labels={"params.lr": "lr"}))
+    (trace,) = fig["data"]
+    dims = trace["dimensions"]
+    assert [d["label"] for d in dims] == [
+        "algorithm",
+        "params.clip",
+        "params.momentum",
+        "seed",
+        "ε spent",
+        "final accuracy",
+    ]  # lr does not vary in these four runs
+    assert dims[0]["values"] == [0, 1, 0, 1]
+    assert (dims[0]["tickvals"], dims[0]["ticktext"]) == ([0, 1], ["fedavg", "isrl_mbsgd"])
+    assert dims[1]["values"] == [1.0, 1.0, 2.0, 2.0] and "tickvals" not in dims[1]
+    assert dims[2]["ticktext"] == ["0.9", "–"] and dims[2]["values"] == [0, 1, 1, 1]
+    assert dims[3]["values"] == [0.0, 1.0, 0.0, 1.0]
+    assert dims[5]["values"] == pytest.approx([0.5, 0.5, 0.6, 0.6])
+    assert trace["line"]["color"] == dims[5]["values"]
+    assert fig["layout"]["meta"]["run_ids"] == ["r0", "r1", "r2", "r3"]
+
+
+def test_parallel_coordinates_without_epsilon_everywhere_has_no_epsilon_axis():
+    runs = [{**GRID_RUNS[0], "epsilon": None}, GRID_RUNS[2]]
+    labels = [d["label"] for d in to_json(parallel_coordinates(runs))["data"][0]["dimensions"]]
+    assert labels == ["params.clip", "final accuracy"]
+
+
+def test_flatten_gives_dotted_keys_and_keeps_lists_whole():
+    spec = {"algorithm": "a", "params": {"lr": 0.1}, "model": {"hidden": [64]}, "privacy": None}
+    assert flatten(spec) == {"algorithm": "a", "params.lr": 0.1, "model.hidden": [64], "privacy": None}
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: tradeoff(USER + RECORD, baselines=[{"accuracy": 0.1, "label": "digits"}]),
+        lambda: accuracy_per_round([]),
+        lambda: parallel_coordinates(GRID_RUNS),
+        lambda: parallel_coordinates([]),
+        lambda: importance_bars(importance(GRID_RUNS)),
+    ],
+)
+def test_compare_figures_round_trip_through_strict_json(build):
+    fig = to_json(build())
+    assert json.loads(json.dumps(fig, allow_nan=False)) == fig
