@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from backend.runs import service as runs_service
+
 pytestmark = pytest.mark.service
 
 BASE = {
@@ -59,3 +61,14 @@ def test_a_point_the_worker_would_refuse_is_422_and_creates_nothing(client, base
     )
     assert client.get("/api/sweeps").json()["total"] == 0
     assert client.get("/api/runs").json()["total"] == 0
+
+
+def test_the_points_of_an_epsilon_grid_share_one_preparation(client):
+    # each point is checked on its data, but what setup refuses does not depend on the ε target,
+    # so a grid of targets loads and partitions the data once (with PCA on MNIST: seconds each)
+    runs_service._prepared.cache_clear()
+    base = BASE | {"algorithm": "isrl_mbsgd"}
+    res = client.post("/api/sweeps", json={"base": base, "grid": {"privacy.epsilon": [1, 2, 3, 4]}})
+    assert (res.status_code, res.json()["num_runs"]) == (201, 4)
+    info = runs_service._prepared.cache_info()
+    assert (info.misses, info.hits) == (1, 3)
