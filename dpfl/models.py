@@ -80,8 +80,9 @@ def build_model(
 
     Raises:
         UnknownNameError: ``name`` is not registered.
-        SpecError: a shape, class count or option is not allowed; the field is
-            ``model.input_shape``, ``model.num_classes`` or ``model.options.<name>``.
+        SpecError: a shape, class count or option is not allowed; the field is the spec's
+            ``model.<option>`` (its options sit beside ``name``), ``model.name`` for inputs the
+            model cannot take, or ``model.input_shape`` / ``model.num_classes``.
     """
     if name not in _MODELS:
         raise UnknownNameError("model", name, list(_MODELS))
@@ -90,8 +91,8 @@ def build_model(
     for key in options:
         if key not in allowed:
             raise SpecError(
-                f"model.options.{key}",
-                f"is not an option of model {name!r}; allowed: {', '.join(allowed) or 'none'}",
+                f"model.{key}",
+                f"is not an option of model {name!r}; allowed: {', '.join(allowed) or 'none'}.",
             )
     shape = tuple(int(d) for d in input_shape)
     if not shape or any(d < 1 for d in shape):
@@ -135,7 +136,10 @@ def _image_input(input_shape: tuple[int, ...], model: str) -> tuple[list[nn.Modu
     if len(input_shape) == 3:
         channels, height, width = input_shape
         return [], channels, height, width
-    raise SpecError("model.input_shape", f"of model {model!r} must be (H, W) or (C, H, W); got {input_shape}")
+    raise SpecError(
+        "model.name",
+        f"must take the dataset's inputs: {model!r} needs images (H, W) or (C, H, W); got {input_shape}.",
+    )
 
 
 def _pooled(size: int, kernel: int, padding: int = 0) -> int:
@@ -156,9 +160,15 @@ def _mlp(input_shape: tuple[int, ...], num_classes: int, *, hidden: Sequence[int
     The ISRL-DP paper's MNIST model is ``mlp`` on PCA-50 features with ``hidden=[64]``
     (reference/000_isrl_dp.md §6.2), without its dropout.
     """
-    widths = [int(h) for h in hidden]
-    if any(h < 1 for h in widths):
-        raise SpecError("model.options.hidden", f"must list positive widths; got {list(hidden)}")
+    # A spec's options arrive as JSON or YAML: a string or a float here would be read digit by
+    # digit or truncated, so only whole positive numbers are taken.
+    if (
+        isinstance(hidden, str | bytes)
+        or not isinstance(hidden, Sequence)
+        or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in hidden)
+    ):
+        raise SpecError("model.hidden", f"must list positive integer widths, e.g. [64]; got {hidden!r}.")
+    widths = list(hidden)
     layers: list[nn.Module] = [nn.Flatten()]
     previous = _flat_size(input_shape)
     for width in widths:
@@ -179,7 +189,10 @@ def _cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     lead, channels, height, width = _image_input(input_shape, "cnn")
     h, w = _pooled(_pooled(height, 5), 5), _pooled(_pooled(width, 5), 5)
     if h < 1 or w < 1:
-        raise SpecError("model.input_shape", f"of model 'cnn' must be at least 16×16; got {input_shape}")
+        raise SpecError(
+            "model.name",
+            f"must take the dataset's inputs: 'cnn' needs images of at least 16×16; got {input_shape}.",
+        )
     return nn.Sequential(
         *lead,
         nn.Conv2d(channels, 10, kernel_size=5),
@@ -206,7 +219,10 @@ def _lenet(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     lead, channels, height, width = _image_input(input_shape, "lenet")
     h, w = _pooled(_pooled(height, 5, 2), 5), _pooled(_pooled(width, 5, 2), 5)
     if h < 1 or w < 1:
-        raise SpecError("model.input_shape", f"of model 'lenet' must be at least 12×12; got {input_shape}")
+        raise SpecError(
+            "model.name",
+            f"must take the dataset's inputs: 'lenet' needs images of at least 12×12; got {input_shape}.",
+        )
     return nn.Sequential(
         *lead,
         nn.Conv2d(channels, 6, kernel_size=5, padding=2),

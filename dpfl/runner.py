@@ -33,16 +33,18 @@ from dpfl.data import (
     Partition,
     UserAllocation,
     apply_features,
+    dataset_info,
     load_dataset,
     natural_users,
     partition,
+    registered_datasets,
     users,
     users_first,
 )
 from dpfl.engine import evaluate
-from dpfl.errors import AccountingError, SpecError
+from dpfl.errors import AccountingError, SpecError, UnknownNameError
 from dpfl.federation import FederatedData
-from dpfl.models import build_model
+from dpfl.models import build_model, registered_models
 from dpfl.privacy.accountants import accountant_class, headline_problem, make_accountant
 from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.accountants.group import describe_group_conversion
@@ -52,7 +54,20 @@ from dpfl.privacy.events import Event, gaussian_noise_multipliers
 from dpfl.privacy.ledger import Ledger
 from dpfl.spec import DatasetSpec, RunSpec
 
-__all__ = ["Progress", "RoundRecord", "RunResult", "caveats", "noise_source", "prepare", "project", "run"]
+__all__ = [
+    "Progress",
+    "RoundRecord",
+    "RunResult",
+    "accepted_datasets",
+    "accepted_models",
+    "caveats",
+    "check",
+    "check_privacy",
+    "noise_source",
+    "prepare",
+    "project",
+    "run",
+]
 
 _TRAIN_EVAL_RECORDS = 5_000  # training loss is measured on a fixed subsample of this size
 _EVAL_BATCH = 4_096
@@ -220,18 +235,104 @@ class RunResult:
         }
 
 
+def check(spec: RunSpec) -> type[Algorithm]:
+    """Returns the class of the spec's algorithm once the spec gives what the class declares it
+    needs; loads no data, so the API calls it on every submission before anything else.
+
+    Raises:
+        UnknownNameError: the algorithm, model or dataset is not registered.
+        SpecError: naming the field: params the algorithm does not take, a model it does not
+            train (`models`), a dataset without two classes where it needs them (`binary_labels`),
+            no `dataset.users` where it needs them (`requires_users`), or a privacy block its
+            notion does not take (`check_privacy`).
+    """
+    cls = algorithm_class(spec.algorithm)
+    params = cls.parse_params(spec.params)
+    model = spec.model.name
+    if model not in registered_models():
+        raise UnknownNameError("model", model, registered_models())
+    if model not in accepted_models(cls):
+        allowed = accepted_models(cls)
+        one_of = f"`{allowed[0]}`" if len(allowed) == 1 else "one of " + ", ".join(f"`{m}`" for m in allowed)
+        raise SpecError("model.name", f"must be {one_of} for {cls.name}; got {model!r}.")
+    _check_classes(cls, spec.dataset.name, dataset_info(spec.dataset.name).num_classes)
+    if cls.requires_users and spec.dataset.users is None:
+        raise SpecError(
+            "dataset.users",
+            f"is required for {cls.name}: say who owns each record, e.g. `users: {{kind: zipf, count: 100}}` "
+            "(kinds: uniform, balanced, zipf, natural).",
+        )
+    check_privacy(spec, cls.notion_of(params))
+    return cls
+
+
+def check_privacy(spec: RunSpec, notion: str) -> None:
+    """Refuses a privacy block that an algorithm of `notion` does not take, naming the field."""
+    privacy = spec.privacy
+    if notion == "none":
+        if privacy is not None:
+            raise SpecError("privacy", f"must be omitted: {spec.algorithm} is not private.")
+        return
+    if privacy is None:
+        raise SpecError("privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`.")
+    if privacy.mu is not None and notion != "gdp":
+        raise SpecError(
+            "privacy.mu",
+            f"is a μ-GDP target, offered by algorithms of notion `gdp`; give `epsilon` or "
+            f"`noise_multiplier` for {spec.algorithm}.",
+        )
+
+
+def accepted_models(cls: type[Algorithm]) -> list[str]:
+    """Returns the registered models the algorithm trains, sorted."""
+    return [m for m in registered_models() if cls.models is None or m in cls.models]
+
+
+def accepted_datasets(cls: type[Algorithm]) -> list[str]:
+    """Returns the registered datasets the algorithm runs on with its default params: those that
+    need no files first (bundled or generated), then the others, each by name."""
+    names = [
+        d
+        for d in registered_datasets()
+        if _classes_problem(cls, d, dataset_info(d).num_classes) is None
+        and (cls.default_datasets is None or d in cls.default_datasets)
+    ]
+    return sorted(names, key=lambda d: (dataset_info(d).needs_files, d))
+
+
+def _classes_problem(cls: type[Algorithm], name: str, num_classes: int | None) -> str | None:
+    """Returns why the dataset's classes do not suit the algorithm (None: they do, or are unknown
+    until the data is loaded, as for csv)."""
+    if not cls.binary_labels or num_classes in (None, 2):
+        return None
+    binary = [d for d in registered_datasets() if dataset_info(d).num_classes in (None, 2)]
+    return (
+        f"must be a dataset with two classes for {cls.name} (one of {', '.join(binary)}); "
+        f"{name!r} has {num_classes}."
+    )
+
+
+def _check_classes(cls: type[Algorithm], name: str, num_classes: int | None) -> None:
+    if (problem := _classes_problem(cls, name, num_classes)) is not None:
+        raise SpecError("dataset.name", problem)
+
+
 def prepare(
     spec: RunSpec, *, data_dirs: Sequence[Path] = (), cache_dir: Path | None = None, download: bool = False
 ) -> Algorithm:
-    """Returns the algorithm of `spec`, with its data loaded and partitioned and its model built."""
-    cls = algorithm_class(spec.algorithm)
-    cls.parse_params(spec.params)  # bad params fail before any data is loaded
+    """Returns the algorithm of `spec`, with its data loaded and partitioned and its model built.
+
+    Raises what `check` raises before any data is loaded; then what the data refuses (the
+    algorithm's own checks against it, e.g. a public pool larger than the test split).
+    """
+    cls = check(spec)
     ds = spec.dataset
     dataset = load_dataset(
         ds.name, search_dirs=list(data_dirs), cache_dir=cache_dir, download=download, **ds.options
     )
     if ds.features:
         dataset = apply_features(dataset, ds.features)
+    _check_classes(cls, ds.name, dataset.num_classes)  # a csv's classes are known only now
     split, owners = _silos_and_users(dataset, ds, seed=spec.seed)
     data = FederatedData.build(dataset, split, image=spec.model.name in _IMAGE_MODELS, users=owners)
     model = build_model(
@@ -326,18 +427,9 @@ def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
     `source` is the run's `noise_source`, which its caveats mention.
     """
     spec, privacy = algorithm.spec, algorithm.spec.privacy
+    check_privacy(spec, algorithm.notion)  # `prepare` checked it too; an algorithm built by hand was not
     if not algorithm.private:
-        if privacy is not None:
-            raise SpecError("privacy", f"must be omitted: {spec.algorithm} is not private.")
         return Privacy("none", None, None, None, None, None, [], caveats=caveats(algorithm, source="none"))
-    if privacy is None:
-        raise SpecError("privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`.")
-    if privacy.mu is not None and algorithm.notion != "gdp":
-        raise SpecError(
-            "privacy.mu",
-            f"is a μ-GDP target, offered by algorithms of notion `gdp`; give `epsilon` or "
-            f"`noise_multiplier` for {spec.algorithm}.",
-        )
     # Every path to a run's σ and headline ε comes through here (dpfl run, the worker, admission,
     # POST /api/privacy/project, sweeps, reproductions), so the accountant is checked once, here,
     # before it calibrates anything. Who releases what at which sampling rate does not depend on

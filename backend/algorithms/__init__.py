@@ -1,1 +1,2 @@
-"""The algorithm catalogue: what each registered algorithm is and which parameters it takes."""
+"""The algorithm catalogue: what each registered algorithm is, the parameters it takes and what a
+spec must give it."""

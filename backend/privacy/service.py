@@ -1,8 +1,9 @@
 """Projecting a spec's privacy without running it: σ, ε per round, and the budget left.
 
-`backend.runs.service.project` validates the spec and projects it the way admission does;
-for an ε target it stops at the target (calibration meets it). Here σ is calibrated too,
-which needs the algorithm's plan and so the partition: the dataset is loaded, once per spec.
+`backend.runs.service.project` validates the spec and projects it the way admission does
+(the same checks, so what the preview refuses a submission refuses, and the reverse); here
+σ is calibrated for an ε target too, which needs the algorithm's plan and so the partition:
+the dataset is loaded, once per spec.
 """
 
 from __future__ import annotations
@@ -33,16 +34,9 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> dict[str,
         DatasetUnavailable: the dataset's files are missing (σ needs the partition).
     """
     runs.check_limits(spec, settings)
-    out = runs.project(spec, settings) | {
+    out = runs.project(spec, settings, calibrate=True) | {
         "target_epsilon": None if spec.privacy is None else spec.privacy.epsilon
     }
-    if spec.privacy is not None and out["noise_multiplier"] is None:
-        plan = runs.planned_privacy(spec, settings)
-        out |= {
-            "epsilon": plan.planned_epsilon[-1] if plan.planned_epsilon else 0.0,
-            "noise_multiplier": plan.noise_multiplier,
-            "planned_epsilon": plan.planned_epsilon,
-        }
     budget = _remaining(session, budget_name(spec, settings))
     if budget is not None:  # protected: the partition's label counts are a diagnostic, withheld
         return out | {"budget": budget, "label_histogram": None, "partition_figure": None}

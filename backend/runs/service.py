@@ -20,7 +20,6 @@ from backend.models import BudgetCharge, LedgerEventRow, RoundMetric, Run, RunSt
 from backend.privacy import bounded
 from backend.settings import Settings
 from dpfl import runner
-from dpfl.algorithms import algorithm_class
 from dpfl.errors import DpflError, SpecError, UnknownNameError
 from dpfl.privacy.accountants import accountant_class, headline_problem, make_accountant
 from dpfl.privacy.events import with_withheld
@@ -34,6 +33,7 @@ __all__ = [
     "admit",
     "cancel_run",
     "check_limits",
+    "check_setup",
     "create_run",
     "delete_run",
     "get_run",
@@ -126,27 +126,66 @@ def _project(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> run
     return runner.project(runner.prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir))
 
 
-def project(spec: RunSpec, settings: Settings) -> dict[str, Any]:
+def check_setup(spec: RunSpec, settings: Settings) -> None:
+    """Refuses what the run's setup would refuse on its data (`runner.prepare`: the algorithm's
+    checks against the loaded dataset, its partition and its model), naming the field (422).
+
+    Runs in the API's projection process, bounded in time and memory, cached per spec.
+    """
+    _prepared(
+        _without_target(spec),
+        tuple(settings.data_dirs),
+        settings.cache_dir,
+        settings.projection_timeout_s,
+        settings.projection_memory_mb * 2**20,
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _prepared(
+    spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path, timeout_s: float, memory_bytes: int
+) -> None:
+    # Cached like `_planned`: the form previews a spec before it submits it. Errors are not cached.
+    bounded.call(_prepare, spec, data_dirs, cache_dir, timeout_s=timeout_s, memory_bytes=memory_bytes)
+
+
+def _prepare(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> None:
+    runner.prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir)  # an Algorithm does not pickle
+
+
+def _without_target(spec: RunSpec) -> RunSpec:
+    # What setup refuses does not depend on the privacy target's numbers (the algorithms read at
+    # most `privacy.accountant` when they are built, and `runner.check` has seen the spec as
+    # given), so the points of an ε or σ grid share one preparation: with PCA on MNIST each
+    # takes seconds.
+    privacy = spec.privacy
+    if privacy is None:
+        return spec
+    target = {"epsilon": 1.0, "mu": None, "noise_multiplier": None, "delta": 1e-5}
+    return spec.model_copy(update={"privacy": privacy.model_copy(update=target)})
+
+
+def project(spec: RunSpec, settings: Settings, *, calibrate: bool = False) -> dict[str, Any]:
     """Returns the run's noise multiplier and projected ε, without running it.
 
-    A target ε is its own projection (calibration meets it). Otherwise the algorithm's plan
-    is accounted, which needs the partition, so the dataset is loaded (cached per spec).
+    The spec is checked the way its run's setup checks it, so a spec the worker would refuse is
+    refused here: `runner.check` (what the algorithm declares, no data), then the algorithm is
+    prepared on its data. A target ε is its own projection (calibration meets it) unless
+    `calibrate` asks for σ; otherwise the algorithm's plan is accounted on that data (cached per
+    spec).
     """
-    cls = algorithm_class(spec.algorithm)
+    cls = runner.check(spec)
     notion = cls.notion_of(cls.parse_params(spec.params))
     privacy = spec.privacy
     needs_plan = privacy is not None and (  # a μ target's ε comes from its plan too
-        privacy.noise_multiplier is not None
+        calibrate
+        or privacy.noise_multiplier is not None
         or privacy.mu is not None
         or privacy.calibration == "paper"
         # runner.project refuses an accountant that cannot give the headline ε of the plan;
         # admission must reach that check, even for an ε target that needs no plan otherwise
         or _may_refuse(privacy.accountant)
     )
-    if privacy is not None and notion == "none":
-        raise SpecError("privacy", f"must be omitted: {spec.algorithm} is not private.")
-    if privacy is None and notion != "none":
-        raise SpecError("privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`.")
     out: dict[str, Any] = {
         "notion": notion,
         "epsilon": None,
@@ -155,11 +194,10 @@ def project(spec: RunSpec, settings: Settings) -> dict[str, Any]:
         "accountant": None if privacy is None else privacy.accountant,
         "planned_epsilon": [],
     }
-    if privacy is None:
-        return out
     if not needs_plan:
-        return out | {"epsilon": privacy.epsilon}
-    plan = planned_privacy(spec, settings)
+        check_setup(spec, settings)
+        return out if privacy is None else out | {"epsilon": privacy.epsilon}
+    plan = planned_privacy(spec, settings)  # prepares the algorithm on its data too
     return out | {
         "epsilon": plan.planned_epsilon[-1] if plan.planned_epsilon else 0.0,
         "noise_multiplier": plan.noise_multiplier,

@@ -23,7 +23,7 @@ from backend.runs import service as runs
 from backend.runs.listing import Archived, archived_filter, text_clause
 from backend.settings import Settings
 from backend.sweeps.summary import Outcome, pareto_front, reference, summary_rows
-from dpfl.algorithms import algorithm_class
+from dpfl import runner
 from dpfl.errors import SpecError, UnknownNameError
 from dpfl.spec import RunSpec, parse_spec
 from dpfl.sweep import Point, PointError, expand, locate
@@ -36,6 +36,7 @@ _UNKNOWN_FIELDS = {
     "model": "model.name",
     "accountant": "privacy.accountant",
     "partition kind": "dataset.partition.kind",
+    "dataset": "dataset.name",
 }
 
 
@@ -209,17 +210,13 @@ def _view(sweep: Sweep, counts: dict[str, int], progress: float) -> dict[str, An
 
 
 def _validated(index: int, points: Sequence[Point], base: Mapping[str, Any], settings: Settings) -> RunSpec:
-    # The checks of runs.create_run that need no data, so a bad point is refused before any write.
+    # The checks of runs.create_run that need no data, so a bad point is refused before any
+    # point's data is loaded; `runs.admit` then checks each point on its data, as a run's setup does.
     point = points[index]
     try:
         spec = parse_spec(point.data)
         runs.check_limits(spec, settings)
-        cls = algorithm_class(spec.algorithm)
-        cls.parse_params(spec.params)
-        if spec.privacy is None and cls.notion != "none":
-            raise SpecError(
-                "privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`."
-            )
+        runner.check(spec)
     except (SpecError, UnknownNameError) as exc:
         raise _point_error(exc, index, points, base) from None
     return spec

@@ -22,7 +22,8 @@ Hooks, in the order the runner calls them:
 
 Two class attributes say what a run discloses: `private_metrics` names the round metrics that
 are private (everything else is a diagnostic, labelled "not private"), and `trusted` names a
-component the guarantee trusts.
+component the guarantee trusts. Four say what a spec must give it (`models`, `binary_labels`,
+`requires_users`, and `default_datasets` for its default params), checked by `dpfl.runner.check`.
 """
 
 from __future__ import annotations
@@ -93,6 +94,16 @@ class Algorithm(abc.ABC):
     # The neighbouring relation of the guarantee: `add_remove` one unit of the notion, or
     # `replace_one` where the noise is scaled by a known number of records (the GDP family).
     neighbouring: ClassVar[str] = "add_remove"
+    # What a spec must give the algorithm, declared so that one check (`dpfl.runner.check`)
+    # refuses the rest before any data is loaded, the same in the CLI, the API and the worker,
+    # and the catalogue (GET /api/algorithms) can say it. `models`: the model names it trains
+    # (None: any); `binary_labels`: a dataset of two classes; `requires_users`: `dataset.users`.
+    models: ClassVar[frozenset[str] | None] = None
+    binary_labels: ClassVar[bool] = False
+    requires_users: ClassVar[bool] = False
+    # The datasets its *default* params run on (None: every one that meets the above). Advertised,
+    # not enforced: a spec's own params are checked against the loaded data.
+    default_datasets: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, spec: RunSpec, data: FederatedData, model: nn.Module):
         self.spec = spec

@@ -70,8 +70,10 @@ def test_a_nul_byte_in_a_body_string_is_a_422_naming_it(quiet):
 @pytest.mark.parametrize("path", ["/api/privacy/project", "/api/runs"])
 def test_a_sigma_the_accountant_cannot_compute_with_is_a_422_naming_it(quiet, path, algorithm, accountant):
     privacy = {"noise_multiplier": 1e-300, "delta": 1e-5, "accountant": accountant}
+    users = {"users": {"kind": "uniform", "count": 20}} if algorithm == "uldp_avg" else {}  # it needs users
+    spec = SPEC | {"algorithm": algorithm, "privacy": privacy, "dataset": SPEC["dataset"] | users}
     msg = field_error(
-        quiet.post(path, json=SPEC | {"algorithm": algorithm, "privacy": privacy}),
+        quiet.post(path, json=spec),
         ["body", "privacy", "noise_multiplier"],
     )
     assert msg.startswith(f"is outside what the '{accountant}' accountant can compute; got 1e-300 (")

@@ -99,7 +99,7 @@ def test_models_hold_no_buffers_batchnorm_or_dropout(name):
 def test_unknown_option_names_the_field_and_allowed_options():
     with pytest.raises(SpecError, match="is not an option of model 'mlp'; allowed: hidden") as info:
         build_model("mlp", input_shape=(50,), num_classes=10, width=3)
-    assert info.value.field == "model.options.width"
+    assert info.value.field == "model.width"
 
 
 def test_one_class_is_refused():
@@ -109,10 +109,19 @@ def test_one_class_is_refused():
 
 
 def test_image_models_refuse_flat_inputs():
-    with pytest.raises(SpecError, match=r"must be \(H, W\) or \(C, H, W\); got \(784,\)"):
+    with pytest.raises(SpecError) as info:
         build_model("cnn", input_shape=(784,), num_classes=10)
+    assert (info.value.field, info.value.reason) == (
+        "model.name",
+        "must take the dataset's inputs: 'cnn' needs images (H, W) or (C, H, W); got (784,).",
+    )
 
 
-def test_non_positive_hidden_width_is_refused():
-    with pytest.raises(SpecError, match=r"must list positive widths; got \[64, 0\]"):
-        build_model("mlp", input_shape=(5,), num_classes=2, hidden=[64, 0])
+@pytest.mark.parametrize("hidden", [[64, 0], "abc", "64", [64.0], [True], 64, [-1]])
+def test_hidden_widths_other_than_positive_integers_are_refused(hidden):
+    with pytest.raises(SpecError) as info:
+        build_model("mlp", input_shape=(5,), num_classes=2, hidden=hidden)
+    assert (info.value.field, info.value.reason) == (
+        "model.hidden",
+        f"must list positive integer widths, e.g. [64]; got {hidden!r}.",
+    )

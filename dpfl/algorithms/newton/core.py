@@ -29,11 +29,9 @@ from dpfl.algorithms.isrl.mbsgd import silo_party
 from dpfl.algorithms.newton.objective import DTYPE, ClientData, client_data, losses
 from dpfl.algorithms.newton.steps import decayed_step, line_search
 from dpfl.errors import SpecError
-from dpfl.federation import FederatedData
 from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.events import Event, GDPEvent
 from dpfl.privacy.ledger import Ledger
-from dpfl.spec import RunSpec
 
 __all__ = ["Direction", "LocalSolver", "NewtonParams", "SolverParams"]
 
@@ -99,21 +97,9 @@ class LocalSolver(Algorithm):
     paper = PAPER
     neighbouring = "replace_one"  # noise scaled by the client's size s_k (mechanism.py)
     releases_per_step: ClassVar[int] = 0
-
-    def __init__(self, spec: RunSpec, data: FederatedData, model: torch.nn.Module):
-        super().__init__(spec, data, model)
-        if spec.model.name != "logreg":
-            raise SpecError(
-                "model.name",
-                f"must be `logreg` for {self.name} (binary ℓ2-regularised logistic regression); "
-                f"got {spec.model.name!r}.",
-            )
-        if data.num_classes != 2:
-            raise SpecError(
-                "dataset.name",
-                f"must be a binary dataset for {self.name}; {spec.dataset.name!r} has "
-                f"{data.num_classes} classes (relabel it with two).",
-            )
+    # binary ℓ2-regularised logistic regression: the objective and its Hessian are written for it
+    models = frozenset({"logreg"})
+    binary_labels = True
 
     # --- privacy plan ---------------------------------------------------------------------------
 

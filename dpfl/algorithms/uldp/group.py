@@ -68,6 +68,7 @@ class ULDPGroup(FedAvg2LR):
     """Per-silo DP-SGD on records capped at k per user; ε by group privacy for groups of k."""
 
     Params = GroupParams
+    requires_users = True  # k caps each user's records
     notion = "user"
     paper = PAPER
     summary = "user-level DP by group privacy: k records per user, per-silo DP-SGD"

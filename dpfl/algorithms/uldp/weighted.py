@@ -76,6 +76,7 @@ class ULDPWeighted(Algorithm):
     """The shared round of ULDP-SGD and ULDP-AVG; subclasses say what one user contributes."""
 
     notion = "user"
+    requires_users = True  # weights and clipping are per user
     paper = PAPER
     private_metrics = frozenset({"silo_noise_std", "update_noise_std"})  # σ, C, q and public counts
     trusted = (

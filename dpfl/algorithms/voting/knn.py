@@ -49,6 +49,9 @@ class KNNDPFL(VotingAlgorithm):
     method = "knn"
     notion = "instance"
     summary = "agents vote the labels of their k nearest records to each public query; a student learns them"
+    # Of the voting datasets (VotingAlgorithm), those with at least the default 50 PCA components'
+    # worth of features: adult 108, mnist 784, synthetic 60 (logistic has 10).
+    default_datasets = frozenset({"adult", "mnist", "synthetic"})
 
     def __init__(self, spec, data, model):
         super().__init__(spec, data, model)

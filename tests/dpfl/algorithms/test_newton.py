@@ -249,13 +249,12 @@ def test_decaying_steps_follow_both_readings():
         ),
         (
             {"model": {"name": "mlp"}},
-            "`model.name` must be `logreg` for gdp_localnewton (binary ℓ2-regularised logistic regression); "
-            "got 'mlp'.",
+            "`model.name` must be `logreg` for gdp_localnewton; got 'mlp'.",
         ),
         (
             {"dataset": {"name": "digits", "silos": 4}},
-            "`dataset.name` must be a binary dataset for gdp_localnewton; 'digits' has 10 classes "
-            "(relabel it with two).",
+            "`dataset.name` must be a dataset with two classes for gdp_localnewton (one of adult, "
+            "breast_cancer, csv, heart, logistic); 'digits' has 10.",
         ),
         (
             {"algorithm": "gdp_gd", "params": {"step": "line_search"}},
