@@ -4,7 +4,9 @@ Plotly (4.8 MB) is answered at a URL that carries its version, gzip-compressed o
 by the browser for a year: a new plotly version is a new URL. The unversioned
 `/vendor/plotly.min.js` redirects there, so the browser app never spells the version.
 The API page (`/docs`) is Swagger UI from the `swagger-ui-bundle` package; ReDoc, which only
-exists on a CDN, is not served.
+exists on a CDN, is not served. That Swagger UI (4.15) refuses a document labelled OpenAPI 3.1,
+which FastAPI writes, so `/docs` reads the same document labelled 3.0.3; the schemas it shows
+differ only in how a nullable type is spelled, which 4.15 shows as a list of types.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import plotly
 import swagger_ui_bundle
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 __all__ = ["PLOTLY_URL", "install"]
@@ -50,10 +52,14 @@ def install(app: FastAPI) -> None:
     def plotly_latest() -> RedirectResponse:
         return RedirectResponse(PLOTLY_URL, status_code=307)
 
+    @app.get("/docs/openapi.json", include_in_schema=False)
+    def docs_openapi() -> JSONResponse:
+        return JSONResponse({**app.openapi(), "openapi": "3.0.3"})
+
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
         return get_swagger_ui_html(
-            openapi_url=app.openapi_url,
+            openapi_url="/docs/openapi.json",
             title=f"{app.title} — API",
             swagger_js_url=f"{SWAGGER_URL}/swagger-ui-bundle.js",
             swagger_css_url=f"{SWAGGER_URL}/swagger-ui.css",

@@ -123,7 +123,7 @@ export async function render(root, { id, params }) {
   const auditCard = h("div", { class: "audit-card" });
   let auditTimer = null;
   let currentRun = null;
-  const specBox = h("pre", { class: "spec" });
+  const specBox = h("pre", { class: "spec", tabindex: 0, "aria-label": "the run's spec as YAML" });  // it scrolls: reachable by keyboard
 
   async function loadHeader() {
     const run = await api.getRun(id);
