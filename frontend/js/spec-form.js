@@ -12,9 +12,14 @@ export const number = (name, value, attrs = {}) => h("input", { type: "number", 
 export const select = (name, options, value) => h("select", { name },
   options.map((o) => h("option", { value: o, selected: o === value ? "" : null }, o)));
 
+/**
+ * The inputs of an algorithm's params, filled from `values` (a cloned spec's params) or the
+ * schema's defaults. With `values`, a param the clone did not set is marked so that readSpec
+ * leaves it out while it keeps its default: a clone submitted unchanged is the same spec.
+ */
 export function paramInputs(algorithm, values) {
   const props = algorithm.params_schema?.properties ?? {};
-  return Object.entries(props).map(([key, schema]) => {
+  const fields = Object.entries(props).map(([key, schema]) => {
     const label = `${key}${schema.description ? ` (${schema.description})` : ""}`;
     const value = values?.[key] ?? schema.default;
     if (schema.enum || schema.const !== undefined || schema.type === "boolean") {
@@ -34,6 +39,13 @@ export function paramInputs(algorithm, values) {
     const range = [attrs.min !== undefined ? `≥ ${attrs.min}` : "", attrs.max !== undefined ? `≤ ${attrs.max}` : ""].filter(Boolean).join(", ");
     return field(label, `params.${key}`, number(`params.${key}`, value, attrs), range);
   });
+  if (values) {
+    for (const el of fields) {
+      const input = el.querySelector("[name^='params.']");
+      if (!(input.name.slice("params.".length) in values)) input.dataset.unsetDefault = String(props[input.name.slice("params.".length)].default);
+    }
+  }
+  return fields;
 }
 
 /** A form value as its schema's type: booleans and words stay what they are, numbers become numbers. */
@@ -46,13 +58,16 @@ function readParam(raw, schema) {
 
 export const USER_KINDS = ["none", "uniform", "balanced", "zipf", "natural"];
 
+/** Returns the spec the form describes (the advanced box aside: see spec-fragment.js). */
 export function readSpec(form, algorithms) {
   const v = (name) => form.elements[name]?.value ?? "";
   const num = (name) => (v(name) === "" ? undefined : Number(v(name)));
   const algorithm = algorithms.find((a) => a.name === v("algorithm"));
   const params = {};
   for (const [key, schema] of Object.entries(algorithm?.params_schema?.properties ?? {})) {
-    if (v(`params.${key}`) !== "") params[key] = readParam(v(`params.${key}`), schema);
+    const input = form.elements[`params.${key}`];
+    if (v(`params.${key}`) === "" || input?.dataset.unsetDefault === v(`params.${key}`)) continue;
+    params[key] = readParam(v(`params.${key}`), schema);
   }
   const partition = { kind: v("dataset.partition.kind") };
   if (["dirichlet", "quantity"].includes(partition.kind) && v("dataset.partition.alpha") !== "") partition.alpha = num("dataset.partition.alpha");
