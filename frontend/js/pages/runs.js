@@ -58,14 +58,17 @@ export async function render(root) {
 
   const sortBy = (key) => {
     state.sort = state.sort === `-${key}` ? key : `-${key}`;
-    load().then(() => head.querySelector(`button[data-key="${key}"]`)?.focus());
+    load();
   };
 
   async function load() {
     setParams(state);
     const { offset, ...filters } = state;
     csv.href = api.runsCsvUrl(filters);
+    // the headers are rebuilt with the new order: a sort button that had the focus keeps it
+    const focused = head.contains(document.activeElement) ? document.activeElement.dataset.key : null;
     replace(head, COLUMNS.map(([label, key]) => header(label, key, state.sort, sortBy)));
+    if (focused) head.querySelector(`button[data-key="${focused}"]`).focus();
     try {
       const page = await api.listRuns({ ...state, limit: LIMIT });
       const visible = page.items;
