@@ -40,9 +40,18 @@ def test_an_empty_dataset_is_refused_beside_the_field_and_a_success_clears_it(pa
     expect(page.locator(".form-error")).to_have_text("")
 
 
-def test_delete_removes_a_budget(page: Page, server):
+def test_delete_shows_its_refusal_then_removes_a_budget(page: Page, server):
     assert httpx.put(f"{server}/api/budgets/heart", json={"total_epsilon": 3.0}).status_code == 200
     page.goto("/#/budgets")
+    delete = page.get_by_role("button", name="delete the budget of heart")
+    expect(delete).to_be_visible()
+    assert httpx.delete(f"{server}/api/budgets/heart").status_code == 204  # behind the page's back
+    delete.click()
+    expect(page.locator(".card[data-dataset=heart] .delete-error")).to_have_text(
+        "Could not delete the budget: dataset 'heart' has no privacy budget"
+    )
+    assert httpx.put(f"{server}/api/budgets/heart", json={"total_epsilon": 3.0}).status_code == 200
+    page.reload()
     page.get_by_role("button", name="delete the budget of heart").click()
     expect(page.locator(".card[data-dataset=heart]")).to_have_count(0)
     assert httpx.get(f"{server}/api/budgets/heart").status_code == 404

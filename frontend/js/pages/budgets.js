@@ -1,6 +1,7 @@
 // Budgets: each dataset's total ε, what is spent, reserved and remaining, and the runs that spent it.
 import { api } from "../api.js";
 import { fmt, h, replace, setTitle } from "../dom.js";
+import { clearError, field, showErrors } from "../spec-form.js";
 
 const table = (className, columns, rows) => h("div", { class: "table-scroll" },
   h("table", { class: `grid ${className}` }, h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)));
@@ -20,13 +21,6 @@ function card(b, onDelete) {
       h("td", { class: "num" }, fmt(c.reserved)), h("td", { class: "num" }, fmt(c.spent, 4)), h("td", {}, c.settled ? "yes" : "no")))));
 }
 
-/** A form field whose error is shown beside it. */
-function field(label, control) {
-  const error = h("small", { class: "error", id: `${control.name}-error` });
-  control.setAttribute("aria-describedby", error.id);
-  return { el: h("label", { class: "field", dataset: { field: control.name } }, h("span", {}, label), control, error), error };
-}
-
 export async function render(root) {
   setTitle("Budgets");
   const { datasets } = await api.datasets();
@@ -42,34 +36,28 @@ export async function render(root) {
   const name = h("select", { name: "dataset", required: true },
     h("option", { value: "" }, "choose a dataset"), datasets.map((d) => h("option", { value: d.name }, d.name)));
   const total = h("input", { name: "total", type: "number", step: "any", min: 0, required: true });
-  const nameField = field("dataset", name);
-  const totalField = field("total ε", total);
   const formError = h("p", { class: "error-text form-error", role: "alert" });
+  const form = h("form", { class: "toolbar budget-form", novalidate: true, oninput: (e) => clearError(e.target), onsubmit: async (e) => {
+    e.preventDefault();
+    if (!name.value) return refuse({ dataset: "dataset: choose the dataset the budget is for." });
+    if (total.value === "" || !(Number(total.value) >= 0)) return refuse({ total: `total ε: must be a number ≥ 0; got ${JSON.stringify(total.value)}.` });
+    try {
+      await api.putBudget(name.value, Number(total.value));
+      refuse({});  // a success clears what an earlier attempt said
+      await load();
+    } catch (err) {
+      const fields = err.fields ?? {};
+      refuse(fields.total_epsilon ? { total: `Could not set the budget: ${fields.total_epsilon}` } : {}, `Could not set the budget: ${err.message}`);
+    }
+  } }, field("dataset", "dataset", name), field("total ε", "total", total), h("button", { class: "primary", type: "submit" }, "Set budget"));
 
-  function showError(fieldOf, message) {
-    for (const f of [nameField, totalField]) { f.error.textContent = ""; f.el.classList.remove("invalid"); }
-    formError.textContent = "";
-    if (!message) return;
-    if (fieldOf) { fieldOf.error.textContent = message; fieldOf.el.classList.add("invalid"); fieldOf.el.querySelector("select, input").focus(); }
-    else formError.textContent = message;
+  /** Shows `fields` errors beside their fields (focusing the first) and `message` under the form; `{}` clears them. */
+  function refuse(fields, message = "") {
+    showErrors(form, fields);
+    formError.textContent = Object.keys(fields).length ? "" : message;
+    form.querySelector(".field.invalid :is(input, select)")?.focus();
   }
 
-  replace(root, h("h1", {}, "Privacy budgets"),
-    h("form", { class: "toolbar budget-form", novalidate: true, onsubmit: async (e) => {
-      e.preventDefault();
-      if (!name.value) return showError(nameField, "dataset: choose the dataset the budget is for.");
-      if (total.value === "" || !(Number(total.value) >= 0)) return showError(totalField, `total ε: must be a number ≥ 0; got ${JSON.stringify(total.value)}.`);
-      try {
-        await api.putBudget(name.value, Number(total.value));
-        showError(null, null);  // a success clears what an earlier attempt said
-        await load();
-      } catch (err) {
-        const fields = err.fields ?? {};
-        const message = Object.values(fields).join("; ") || err.message;
-        showError(fields.total_epsilon ? totalField : null, `Could not set the budget: ${message}`);
-      }
-    } }, nameField.el, totalField.el, h("button", { class: "primary", type: "submit" }, "Set budget")),
-    formError,
-    list);
+  replace(root, h("h1", {}, "Privacy budgets"), form, formError, list);
   await load();
 }
