@@ -104,7 +104,7 @@ export function hiddenLayers(text) {
 
 /**
  * Errors the browser finds before asking the API, as {"field.path": "message"}: values that
- * JSON cannot carry (a NaN is sent as null) and the advanced fragment's syntax.
+ * JSON cannot carry (a NaN would be sent as null).
  */
 export function formErrors(form) {
   const errors = {};
