@@ -13,11 +13,10 @@ import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import plotly
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from backend import dispatch, errors, migrate
+from backend import assets, dispatch, errors, migrate
 from backend.api import api
 from backend.db import Database
 from backend.events.stream import SharedSnapshots
@@ -100,6 +99,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="DP-FL Explorer",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # /docs is served from local assets (backend.assets); ReDoc needs a CDN
+        redoc_url=None,
         description="Differentially private federated learning runs, their ε ledgers and budgets.",
     )
     app.state.settings = settings
@@ -112,9 +113,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(Options, openapi=app.openapi)
     errors.install(app)
     app.include_router(api)
-    # The browser app: no build step; plotly.min.js comes from the installed plotly package so
-    # the dashboard works offline.
-    app.mount("/vendor", StaticFiles(directory=Path(plotly.__file__).parent / "package_data"), name="vendor")
+    # The browser app: no build step; Plotly and Swagger UI come from installed packages so the
+    # dashboard works offline.
+    assets.install(app)
     app.mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
     return app
 

@@ -68,6 +68,7 @@ export const api = {
   spentFigure: (runs) => request(`/figures/spent${query({ runs: runs.join(",") })}`),
   listBudgets: () => request("/budgets"),
   getBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`),
+  deleteBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "DELETE" }),
   putBudget: (dataset, total) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "PUT", body: JSON.stringify({ total_epsilon: total }) }),
 };
 
@@ -80,9 +81,10 @@ export function snapshotRuns(data) {
 }
 
 /**
- * Calls `onRun(run)` for every run change, over Server-Sent Events, falling back to polling
- * `poll()` every 3 s when the stream fails. The stream starts with one compact `snapshot` event
- * (or, for one run, with that run's `run` event); each run in it is passed to `onRun` as well.
+ * Calls `onRun(run, {snapshot})` for every run change, over Server-Sent Events, falling back to
+ * polling `poll()` every 3 s when the stream fails. The stream starts with one compact `snapshot`
+ * event (or, for one run, with that run's `run` event); each run in it is passed to `onRun` as
+ * well, with `snapshot: true`.
  * Returns a function that stops listening.
  */
 export function subscribe(params, onRun, poll) {
@@ -94,7 +96,7 @@ export function subscribe(params, onRun, poll) {
   };
   if ("EventSource" in window) {
     source = new EventSource(`/api/events${query(params)}`);
-    source.addEventListener("snapshot", (e) => snapshotRuns(JSON.parse(e.data)).forEach((run) => onRun(run)));
+    source.addEventListener("snapshot", (e) => snapshotRuns(JSON.parse(e.data)).forEach((run) => onRun(run, { snapshot: true })));
     source.addEventListener("run", (e) => onRun(JSON.parse(e.data)));
     source.onerror = () => { if (source.readyState === EventSource.CLOSED) startPolling(); };
   } else {

@@ -1,15 +1,33 @@
 // Draws figure JSON built by the API (dpfl/plots.py) and holds chart interactions only.
 
 const CONFIG = { responsive: true, displaylogo: false };
+// Plotly is 4.8 MB: fetched on the first draw only, so pages without charts never load it. The
+// server redirects this URL to a versioned one the browser caches for good (backend/assets.py).
+const PLOTLY_SRC = "/vendor/plotly.min.js";
+let plotly = null;
+
+/** Resolves to window.Plotly, inserting its <script> once. */
+function loadPlotly() {
+  plotly ??= new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = PLOTLY_SRC;
+    script.onload = () => resolve(window.Plotly);
+    script.onerror = () => { plotly = null; reject(new Error("could not load the chart library (Plotly)")); };
+    document.head.append(script);
+  });
+  return plotly;
+}
 
 /** Draws (or redraws) a figure `{data, layout}` into `el`. */
-export function draw(el, figure) {
-  return window.Plotly.react(el, figure.data, { ...figure.layout, autosize: true }, CONFIG);
+export async function draw(el, figure) {
+  const Plotly = await loadPlotly();
+  return Plotly.react(el, figure.data, { ...figure.layout, autosize: true }, CONFIG);
 }
 
 /** Downloads the chart in `el` as a PNG. */
-export function exportPng(el, filename) {
-  return window.Plotly.downloadImage(el, { format: "png", filename, width: 1200, height: 700 });
+export async function exportPng(el, filename) {
+  const Plotly = await loadPlotly();
+  return Plotly.downloadImage(el, { format: "png", filename, width: 1200, height: 700 });
 }
 
 /** Calls `handler(customdata)` when a point with customdata is clicked. */

@@ -42,13 +42,34 @@ export function fmt(value, digits = 3) {
 
 /** Returns a status chip. */
 export function chip(status) {
-  return h("span", { class: `chip ${status}`, dataset: { status } }, status);
+  return setChip(h("span"), status);
 }
 
-/** Returns a progress bar showing `fraction` (0..1). */
-export function progressBar(fraction) {
-  const inner = h("span", { style: `width:${Math.round((fraction || 0) * 100)}%` });
-  return h("div", { class: "bar", role: "progressbar", "aria-valuenow": Math.round((fraction || 0) * 100) }, inner);
+/** Shows `status` in an existing chip (in place, so a live page keeps its nodes). */
+export function setChip(el, status) {
+  el.className = `chip ${status}`;
+  el.dataset.status = status;
+  el.textContent = status;
+  return el;
+}
+
+/** Returns a progress bar showing `fraction` (0..1), named `label` for assistive technology. */
+export function progressBar(fraction, label = "progress") {
+  const bar = h("div", { class: "bar", role: "progressbar", "aria-label": label, "aria-valuemin": 0, "aria-valuemax": 100 }, h("span"));
+  return setProgress(bar, fraction);
+}
+
+/** Shows `fraction` (0..1) in an existing progress bar. */
+export function setProgress(bar, fraction) {
+  const percent = Math.round((fraction || 0) * 100);
+  bar.setAttribute("aria-valuenow", percent);
+  bar.firstChild.style.width = `${percent}%`;
+  return bar;
+}
+
+/** Sets the document's title: the page's own, then the app's name. */
+export function setTitle(text) {
+  document.title = text ? `${text} — DP-FL Explorer` : "DP-FL Explorer";
 }
 
 /** Shows `message` in the page banner (errors the user must see); `null` hides it. */

@@ -3,9 +3,11 @@ headless Chromium (Debian's, driven by Playwright) that fails the test on any co
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
@@ -72,3 +74,46 @@ def shoot(page: Page, name: str) -> None:
     run never rewrites the tracked files under docs/."""
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def create_run(server: str, spec: dict) -> str:
+    """Creates a run over HTTP (not through the form); returns its id."""
+    res = httpx.post(f"{server}/api/runs", json=spec, timeout=60)  # the first run loads the dataset
+    assert res.status_code == 201, res.text
+    return res.json()["id"]
+
+
+def wait_finished(server: str, run_id: str, timeout_s: float = 120) -> dict:
+    """Polls the run until it has ended; returns it."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        run = httpx.get(f"{server}/api/runs/{run_id}").json()
+        if run["status"] in ("succeeded", "failed", "cancelled"):
+            return run
+        time.sleep(0.3)
+    raise AssertionError(f"run {run_id} did not finish in {timeout_s} s")
+
+
+SMALL_RUN = {
+    "algorithm": "isrl_mbsgd",
+    "dataset": {"name": "digits", "silos": 2},
+    "rounds": 2,
+    "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+}
+VOTING_RUN = {
+    "algorithm": "ae_dpfl",
+    "dataset": {"name": "digits", "silos": 4},
+    "rounds": 2,
+    "params": {"queries": 20, "public_pool": 100, "student_epochs": 2},
+    "privacy": {"noise_multiplier": 20.0, "delta": 1e-5},
+}
+
+
+@pytest.fixture(scope="session")
+def small_runs(server) -> dict[str, str]:
+    """Finished runs the page tests share, created over HTTP once: `small` (isrl_mbsgd on 2
+    silos) and `voting` (ae_dpfl, whose ledger cells hold 20 identical votes)."""
+    ids = {"small": create_run(server, SMALL_RUN), "voting": create_run(server, VOTING_RUN)}
+    for run_id in ids.values():
+        assert wait_finished(server, run_id)["status"] == "succeeded"
+    return ids

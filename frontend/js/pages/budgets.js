@@ -1,31 +1,63 @@
 // Budgets: each dataset's total ε, what is spent, reserved and remaining, and the runs that spent it.
-import { ApiError, api } from "../api.js";
-import { banner, fmt, h, replace } from "../dom.js";
+import { api } from "../api.js";
+import { fmt, h, replace, setTitle } from "../dom.js";
+import { clearError, field, showErrors } from "../spec-form.js";
+
+const table = (className, columns, rows) => h("div", { class: "table-scroll" },
+  h("table", { class: `grid ${className}` }, h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)));
+
+/** One dataset's budget: totals, per-silo balances, charges, and its Delete button. */
+function card(b, onDelete) {
+  const refusal = h("p", { class: "error-text delete-error", role: "alert" });
+  return h("div", { class: "card", dataset: { dataset: b.dataset } },
+    h("h2", {}, b.dataset, " ", h("button", { class: "danger delete", "aria-label": `delete the budget of ${b.dataset}`,
+      onclick: () => onDelete(b.dataset, refusal) }, "Delete")),
+    refusal,
+    h("dl", { class: "kv" }, h("dt", {}, "total ε"), h("dd", {}, fmt(b.total_epsilon)), h("dt", {}, "spent"), h("dd", {}, fmt(b.spent, 4)),
+      h("dt", {}, "reserved"), h("dd", {}, fmt(b.reserved, 4)), h("dt", {}, "remaining"), h("dd", { class: "remaining" }, fmt(b.remaining, 4))),
+    b.silos ? table("silos", ["silo", "spent", "reserved", "remaining"], Object.entries(b.silos).map(([name, s]) => h("tr", {}, h("td", {}, name),
+      h("td", { class: "num" }, fmt(s.spent, 4)), h("td", { class: "num" }, fmt(s.reserved, 4)), h("td", { class: "num" }, fmt(s.remaining, 4))))) : null,
+    table("charges", ["run", "reserved", "spent", "settled"], b.charges.map((c) => h("tr", {}, h("td", {}, h("a", { href: `#/runs/${c.run_id}` }, c.run_id)),
+      h("td", { class: "num" }, fmt(c.reserved)), h("td", { class: "num" }, fmt(c.spent, 4)), h("td", {}, c.settled ? "yes" : "no")))));
+}
 
 export async function render(root) {
+  setTitle("Budgets");
+  const { datasets } = await api.datasets();
   const list = h("div");
   async function load() {
     const budgets = await api.listBudgets();
-    replace(list, budgets.length ? budgets.map((b) => h("div", { class: "card", dataset: { dataset: b.dataset } },
-      h("h2", {}, b.dataset),
-      h("dl", { class: "kv" }, h("dt", {}, "total ε"), h("dd", {}, fmt(b.total_epsilon)), h("dt", {}, "spent"), h("dd", {}, fmt(b.spent, 4)),
-        h("dt", {}, "reserved"), h("dd", {}, fmt(b.reserved, 4)), h("dt", {}, "remaining"), h("dd", { class: "remaining" }, fmt(b.remaining, 4))),
-      b.silos ? h("table", { class: "grid silos" }, h("thead", {}, h("tr", {}, ["silo", "spent", "reserved", "remaining"].map((c) => h("th", {}, c)))),
-        h("tbody", {}, Object.entries(b.silos).map(([name, s]) => h("tr", {}, h("td", {}, name), h("td", { class: "num" }, fmt(s.spent, 4)),
-          h("td", { class: "num" }, fmt(s.reserved, 4)), h("td", { class: "num" }, fmt(s.remaining, 4)))))) : null,
-      h("table", { class: "grid" }, h("thead", {}, h("tr", {}, ["run", "reserved", "spent", "settled"].map((c) => h("th", {}, c)))),
-        h("tbody", {}, b.charges.map((c) => h("tr", {}, h("td", {}, h("a", { href: `#/runs/${c.run_id}` }, c.run_id)),
-          h("td", { class: "num" }, fmt(c.reserved)), h("td", { class: "num" }, fmt(c.spent, 4)), h("td", {}, c.settled ? "yes" : "no"))))))) 
-      : h("p", { class: "muted" }, "No dataset has a budget yet."));
+    replace(list, budgets.length ? budgets.map((b) => card(b, remove)) : h("p", { class: "muted" }, "No dataset has a budget yet."));
   }
-  const name = h("input", { name: "dataset", placeholder: "dataset, e.g. heart" });
-  const total = h("input", { name: "total", type: "number", step: "any", min: 0, placeholder: "total ε" });
-  replace(root, h("h1", {}, "Privacy budgets"),
-    h("form", { class: "toolbar", onsubmit: async (e) => {
-      e.preventDefault();
-      try { await api.putBudget(name.value.trim(), Number(total.value)); await load(); }
-      catch (err) { banner(`Could not set the budget: ${err instanceof ApiError && Array.isArray(err.detail) ? err.detail.map((d) => d.msg).join("; ") : err.message}`); }
-    } }, h("label", {}, "dataset", name), h("label", {}, "total ε", total), h("button", { class: "primary", type: "submit" }, "Set budget")),
-    list);
+  async function remove(dataset, refusal) {
+    refusal.textContent = "";
+    try { await api.deleteBudget(dataset); await load(); } catch (err) { refusal.textContent = `Could not delete the budget: ${err.message}`; }
+  }
+  const name = h("select", { name: "dataset", required: true },
+    h("option", { value: "" }, "choose a dataset"), datasets.map((d) => h("option", { value: d.name }, d.name)));
+  const total = h("input", { name: "total", type: "number", step: "any", min: 0, required: true });
+  const formError = h("p", { class: "error-text form-error", role: "alert" });
+  const form = h("form", { class: "toolbar budget-form", novalidate: true, oninput: (e) => clearError(e.target), onsubmit: async (e) => {
+    e.preventDefault();
+    if (!name.value) return refuse({ dataset: "dataset: choose the dataset the budget is for." });
+    if (total.value === "" || !(Number(total.value) >= 0)) return refuse({ total: `total ε: must be a number ≥ 0; got ${JSON.stringify(total.value)}.` });
+    try {
+      await api.putBudget(name.value, Number(total.value));
+      refuse({});  // a success clears what an earlier attempt said
+      await load();
+    } catch (err) {
+      const fields = err.fields ?? {};
+      refuse(fields.total_epsilon ? { total: `Could not set the budget: ${fields.total_epsilon}` } : {}, `Could not set the budget: ${err.message}`);
+    }
+  } }, field("dataset", "dataset", name), field("total ε", "total", total), h("button", { class: "primary", type: "submit" }, "Set budget"));
+
+  /** Shows `fields` errors beside their fields (focusing the first) and `message` under the form; `{}` clears them. */
+  function refuse(fields, message = "") {
+    showErrors(form, fields);
+    formError.textContent = Object.keys(fields).length ? "" : message;
+    form.querySelector(".field.invalid :is(input, select)")?.focus();
+  }
+
+  replace(root, h("h1", {}, "Privacy budgets"), form, formError, list);
   await load();
 }

@@ -3,10 +3,11 @@
 // The view's state lives in the URL; export PNG, CSV and JSON.
 import { api } from "../api.js";
 import { draw, exportPng } from "../charts.js";
-import { banner, download, h, replace } from "../dom.js";
+import { banner, download, h, replace, setTitle } from "../dom.js";
 import { current, setParams } from "../state.js";
 
 export async function render(root) {
+  setTitle("Compare");
   const state = { sweep: "", log: "1", runs: "", ...current().params };
   const sweeps = (await api.listSweeps()).items;
   if (!state.sweep && !state.runs && sweeps.length) state.sweep = sweeps[0].id;
@@ -22,13 +23,13 @@ export async function render(root) {
       if (state.sweep) {
         const summary = await api.summary(state.sweep);
         lastCounts = JSON.stringify(summary.counts);
-        draw(tradeoff, await api.tradeoffFigure({ sweep: state.sweep, log: state.log }));
+        await draw(tradeoff, await api.tradeoffFigure({ sweep: state.sweep, log: state.log }));
         tradeoff.dataset.counts = lastCounts;
         replace(summaryBox, h("p", { class: "muted" }, `${summary.rows.length} points; ${Object.entries(summary.counts ?? {}).map(([k, v]) => `${v} ${k}`).join(", ")}`));
       }
       const runs = state.runs ? state.runs.split(",") : [];
       spent.parentElement.hidden = !runs.length;
-      if (runs.length) draw(spent, await api.spentFigure(runs));
+      if (runs.length) await draw(spent, await api.spentFigure(runs));
     } catch (err) {
       banner(`Could not draw the comparison: ${err.message}`);
     }

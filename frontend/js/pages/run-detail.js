@@ -2,8 +2,9 @@
 // (accountant switchable), the empirical audit of round 1, the spec as YAML, cancel and clone-and-edit.
 import { api, subscribe } from "../api.js";
 import { draw } from "../charts.js";
-import { banner, chip, fmt, h, progressBar, replace } from "../dom.js";
-import { go, setParams } from "../state.js";
+import { banner, chip, fmt, h, replace, setTitle } from "../dom.js";
+import { setParams } from "../state.js";
+import { runHeader } from "./run-header.js";
 
 /** Returns a run's wall time, and once it has ended where that time went and on how many threads. */
 export function duration(run) {
@@ -41,6 +42,13 @@ export function describeEvent(ev) {
     case "group": return `group of ${ev.group_size}: ${describeEvent(ev.event)}`;
     default: return JSON.stringify(ev);
   }
+}
+
+/** Returns a ledger cell's events in words, identical ones counted once ("20 × noisy-argmax vote …"). */
+export function describeEvents(events) {
+  const counts = new Map();
+  for (const text of events.map(describeEvent)) counts.set(text, (counts.get(text) ?? 0) + 1);
+  return [...counts].map(([text, n]) => (n > 1 ? `${n} × ${text}` : text)).join("; ");
 }
 
 /** Returns the run's caveats as a list: what its ε rests on or does not cover (breaking ones marked). */
@@ -104,8 +112,9 @@ export function toYaml(value, indent = "") {
 }
 
 export async function render(root, { id, params }) {
+  setTitle(`Run ${id}`);
   const accountant = params.accountant ?? "";
-  const header = h("div");
+  const header = runHeader(id, () => loadHeader());
   const charts = { learning: h("div", { class: "chart", id: "chart-learning" }), epsilon: h("div", { class: "chart", id: "chart-epsilon" }),
     partition: h("div", { class: "chart", id: "chart-partition" }), users: h("div", { class: "chart", id: "chart-users" }) };
   const usersCard = h("div", { class: "card", hidden: "" }, h("h2", {}, "Users across silos (not private)"), charts.users);
@@ -114,31 +123,12 @@ export async function render(root, { id, params }) {
   const auditCard = h("div", { class: "audit-card" });
   let auditTimer = null;
   let currentRun = null;
-  const specBox = h("pre", { class: "spec" });
+  const specBox = h("pre", { class: "spec", tabindex: 0, "aria-label": "the run's spec as YAML" });  // it scrolls: reachable by keyboard
 
   async function loadHeader() {
     const run = await api.getRun(id);
     currentRun = run;
-    const finished = ["succeeded", "failed", "cancelled"].includes(run.status);
-    replace(header,
-      h("h1", {}, `${run.algorithm} on ${run.dataset} `, chip(run.status)),
-      h("div", { class: "toolbar" },
-        progressBar(run.progress), h("span", { class: "muted round" }, `round ${run.current_round} of ${run.rounds}`),
-        h("button", { class: "danger", disabled: finished || run.cancel_requested, onclick: async () => {
-          try { await api.cancelRun(id); await loadHeader(); } catch (err) { banner(`Could not cancel: ${err.message}`); }
-        } }, run.cancel_requested && !finished ? "cancelling…" : "Cancel"),
-        h("button", { onclick: () => go("new", { from: id }) }, "Clone and edit")),
-      run.error ? h("p", { class: "error-text run-error" }, run.error) : null,
-      run.warning ? h("p", { class: "error-text privacy-warning" }, `Privacy: ${run.warning}.`) : null,
-      caveatList(run.caveats),
-      h("dl", { class: "kv" },
-        h("dt", {}, "privacy"), h("dd", {}, run.notion === "none" ? "not private" : `${run.notion}-level, δ = ${run.delta}, ${run.accountant}`),
-        h("dt", {}, "ε target / spent"), h("dd", { class: "eps" }, `${fmt(run.target_epsilon)} / ${fmt(run.epsilon, 4)}`),
-        h("dt", {}, "noise multiplier"), h("dd", {}, noiseMultiplier(run.noise_multiplier)),
-        h("dt", {}, "noise"), h("dd", { class: "noise-source" }, run.protected ? "protected: OS entropy, never stored" : "simulation: seeded from the spec"),
-        h("dt", {}, "accuracy / loss"), h("dd", { class: "acc" }, `${fmt(run.final_accuracy)} / ${fmt(run.final_loss)}`),
-        h("dt", {}, "worker"), h("dd", {}, run.worker ?? "–"),
-        h("dt", {}, "duration"), h("dd", { class: "duration" }, duration(run))));
+    header.update(run);
     return run;
   }
 
@@ -151,7 +141,7 @@ export async function render(root, { id, params }) {
 
   async function loadCharts() {
     const figures = await api.runFigures(id, accountant || undefined);
-    for (const [key, el] of Object.entries(charts)) if (figures[key]) draw(el, figures[key]);
+    await Promise.all(Object.entries(charts).filter(([key]) => figures[key]).map(([key, el]) => draw(el, figures[key])));
     usersCard.hidden = !figures.users;
   }
 
@@ -161,7 +151,7 @@ export async function render(root, { id, params }) {
     try {
       const ledger = await api.ledger(id, accountant || undefined);
       const rows = ledger.events.slice(0, 500).map((e) => h("tr", {}, h("td", { class: "num" }, e.round), h("td", {}, e.party),
-        h("td", { class: "releases", title: e.events.map((ev) => JSON.stringify(ev)).join("\n") }, e.events.map(describeEvent).join("; ")),
+        h("td", { class: "releases", title: e.events.map((ev) => JSON.stringify(ev)).join("\n") }, describeEvents(e.events)),
         h("td", { class: "num" }, fmt(ledger.parties[e.party]?.[ledger.rounds.indexOf(e.round)], 4))));
       // gdp's CLT or pate's data-dependent bound is not a guarantee: label it, never a plain ε
       const caveats = [ledger.approximate && "approximate", ledger.data_dependent && "data-dependent"].filter(Boolean);
@@ -169,7 +159,7 @@ export async function render(root, { id, params }) {
         h("span", { class: "ledger-eps" }, `ε = ${fmt(ledger.epsilon, 5)} at δ = ${ledger.delta} (${ledger.accountant})`
           + (caveats.length ? ` — ${caveats.join(", ")}, not the run's guarantee` : ""))),
         caveats.length ? h("p", { class: "muted ledger-notes" }, ledger.notes.join("; ")) : null,
-        h("table", { class: "grid ledger" }, h("thead", {}, h("tr", {}, ["round", "party", "releases", "ε after"].map((c) => h("th", {}, c)))), h("tbody", {}, rows)),
+        h("div", { class: "table-scroll" }, h("table", { class: "grid ledger" }, h("thead", {}, h("tr", {}, ["round", "party", "releases", "ε after"].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows))),
         ledger.events.length > 500 ? h("p", { class: "muted" }, `first 500 of ${ledger.events.length} rows`) : null);
     } catch (err) {
       replace(ledgerBox, h("div", { class: "toolbar" }, h("label", {}, "accountant", select)), h("p", { class: "error-text" }, `Could not account this ledger: ${err.message}`));
@@ -203,7 +193,7 @@ export async function render(root, { id, params }) {
     if (live) auditTimer = setTimeout(() => loadAudit(run).catch(() => {}), AUDIT_POLL_MS);
   }
 
-  replace(root, header,
+  replace(root, header.el,
     h("div", { class: "cards" }, h("div", { class: "card" }, h("h2", {}, "Accuracy and loss per round"), charts.learning),
       h("div", { class: "card" }, h("h2", {}, "ε spent per round, per party"), charts.epsilon),
       h("div", { class: "card" }, h("h2", {}, "Partition: labels per silo (not private)"), charts.partition),

@@ -1,6 +1,6 @@
 // Runs: table with status chips, live progress, filters, sort, paging, compare, CSV export.
 import { api, subscribe } from "../api.js";
-import { banner, chip, download, fmt, h, progressBar, replace } from "../dom.js";
+import { banner, chip, fmt, h, progressBar, replace, setChip, setProgress, setTitle } from "../dom.js";
 import { current, go, setParams } from "../state.js";
 
 const COLUMNS = [
@@ -9,15 +9,17 @@ const COLUMNS = [
   ["duration", null], ["created", "created_at"],
 ];
 const LIMIT = 25;
+// Runs created elsewhere arrive as events for ids the page does not show: one reload for a burst.
+const RELOAD_AFTER_MS = 500;
 
 function row(run, selected) {
-  const box = h("input", { type: "checkbox", checked: selected.has(run.id), onchange: (e) => {
+  const box = h("input", { type: "checkbox", checked: selected.has(run.id), "aria-label": `select run ${run.id}`, onchange: (e) => {
     e.target.checked ? selected.add(run.id) : selected.delete(run.id);
   } });
   return h("tr", { dataset: { run: run.id } },
     h("td", {}, box),
     h("td", { class: "status" }, chip(run.status)),
-    h("td", { class: "progress" }, progressBar(run.progress), h("span", { class: "muted" }, ` ${run.current_round}/${run.rounds}`)),
+    h("td", { class: "progress" }, progressBar(run.progress, `progress of run ${run.id}`), h("span", { class: "muted rounds" }, ` ${run.current_round}/${run.rounds}`)),
     h("td", {}, h("a", { href: `#/runs/${run.id}` }, run.algorithm)),
     h("td", {}, run.dataset),
     h("td", { class: "num" }, fmt(run.target_epsilon)),
@@ -28,46 +30,58 @@ function row(run, selected) {
   );
 }
 
-function toCsv(runs) {
-  const cols = ["id", "status", "algorithm", "dataset", "target_epsilon", "epsilon", "final_accuracy", "duration_s"];
-  const esc = (v) => (v === null || v === undefined ? "" : /[",\n]/.test(String(v)) ? `"${String(v).replaceAll('"', '""')}"` : String(v));
-  return [cols.join(","), ...runs.map((r) => cols.map((c) => esc(r[c])).join(","))].join("\n") + "\n";
+/** A column header: sortable ones are buttons showing the order (▲ ascending, ▼ descending) and aria-sort. */
+function header(label, key, sort, onSort) {
+  if (!key) return h("th", { scope: "col" }, label ? label : h("span", { class: "visually-hidden" }, "select"));
+  const order = sort === key ? "ascending" : sort === `-${key}` ? "descending" : "none";
+  return h("th", { scope: "col", "aria-sort": order },
+    h("button", { type: "button", class: "sort", dataset: { key }, onclick: () => onSort(key) }, label,
+      h("span", { class: "sort-mark", "aria-hidden": "true" }, order === "ascending" ? " ▲" : order === "descending" ? " ▼" : "")));
 }
 
 export async function render(root) {
+  setTitle("Runs");
   const params = current().params;
   const state = { status: params.status ?? "", algorithm: params.algorithm ?? "", dataset: params.dataset ?? "", sort: params.sort ?? "-created_at",
     offset: Number(params.offset ?? 0) };
   const selected = new Set();
   const [algorithms, { datasets }] = await Promise.all([api.algorithms(), api.datasets()]);
   const tbody = h("tbody");
+  const head = h("tr");
   const pager = h("div", { class: "pager" });
-  let visible = [];
+  // every run matching the filters (not only this page), from the server
+  const csv = h("a", { class: "button", download: "runs.csv" }, "Export CSV");
 
   const filter = (name, options) => h("label", {}, name,
     h("select", { name, onchange: (e) => { state[name] = e.target.value; state.offset = 0; load(); } },
       h("option", { value: "" }, "all"), options.map((o) => h("option", { value: o, selected: state[name] === o ? "" : null }, o))));
 
+  const sortBy = (key) => {
+    state.sort = state.sort === `-${key}` ? key : `-${key}`;
+    load();
+  };
+
   async function load() {
     setParams(state);
+    const { offset, ...filters } = state;
+    csv.href = api.runsCsvUrl(filters);
+    // the headers are rebuilt with the new order: a sort button that had the focus keeps it
+    const focused = head.contains(document.activeElement) ? document.activeElement.dataset.key : null;
+    replace(head, COLUMNS.map(([label, key]) => header(label, key, state.sort, sortBy)));
+    if (focused) head.querySelector(`button[data-key="${focused}"]`).focus();
     try {
       const page = await api.listRuns({ ...state, limit: LIMIT });
-      visible = page.items;
+      const visible = page.items;
       replace(tbody, visible.map((r) => row(r, selected)));
       if (!visible.length) tbody.append(h("tr", {}, h("td", { colspan: COLUMNS.length, class: "muted" }, "No runs yet: start one from New run.")));
       replace(pager,
-        h("button", { disabled: state.offset === 0, onclick: () => { state.offset = Math.max(0, state.offset - LIMIT); load(); } }, "‹ prev"),
-        h("span", { class: "muted" }, `${page.total ? state.offset + 1 : 0}–${state.offset + visible.length} of ${page.total}`),
+        h("button", { disabled: offset === 0, onclick: () => { state.offset = Math.max(0, offset - LIMIT); load(); } }, "‹ prev"),
+        h("span", { class: "muted" }, `${page.total ? offset + 1 : 0}–${offset + visible.length} of ${page.total}`),
         h("button", { disabled: page.next_offset === null, onclick: () => { state.offset = page.next_offset; load(); } }, "next ›"));
     } catch (err) {
       banner(`Could not load runs: ${err.message}`);
     }
   }
-
-  const head = h("tr", {}, COLUMNS.map(([label, key]) => h("th", { onclick: key ? () => {
-    state.sort = state.sort === `-${key}` ? key : `-${key}`;
-    load();
-  } : null }, label)));
 
   replace(root,
     h("h1", {}, "Runs"),
@@ -76,18 +90,28 @@ export async function render(root) {
       filter("algorithm", algorithms.map((a) => a.name)),
       filter("dataset", datasets.map((d) => d.name)),
       h("button", { onclick: () => selected.size && go("compare", { runs: [...selected].join(",") }) }, "Compare selected"),
-      h("button", { onclick: () => download("runs.csv", toCsv(visible), "text/csv") }, "Export CSV")),
-    h("table", { class: "grid runs" }, h("thead", {}, head), tbody),
+      csv),
+    h("div", { class: "table-scroll" }, h("table", { class: "grid runs" }, h("thead", {}, head), tbody)),
     pager);
   await load();
 
-  // Live progress: patch rows in place as events arrive; reload when a new run appears.
-  return subscribe({}, (ev) => {
+  // Live progress: patch rows in place as events arrive; reload (debounced) when a run the page
+  // has never heard of appears, as one created from another tab or over the API does.
+  const known = new Set();
+  let reload = null;
+  const stop = subscribe({}, (ev, { snapshot } = {}) => {
+    const isNew = !known.has(ev.id);
+    known.add(ev.id);
     const tr = tbody.querySelector(`tr[data-run="${CSS.escape(ev.id)}"]`);
-    if (!tr) return;
-    tr.querySelector(".status").replaceChildren(chip(ev.status));
-    tr.querySelector(".progress").replaceChildren(progressBar(ev.progress), h("span", { class: "muted" }, ` ${ev.current_round}/${ev.rounds}`));
+    if (!tr) {
+      if (isNew && !snapshot) { clearTimeout(reload); reload = setTimeout(load, RELOAD_AFTER_MS); }
+      return;
+    }
+    setChip(tr.querySelector(".status .chip"), ev.status);
+    setProgress(tr.querySelector(".progress .bar"), ev.progress);
+    tr.querySelector(".rounds").textContent = ` ${ev.current_round}/${ev.rounds}`;
     tr.querySelector(".eps").textContent = fmt(ev.epsilon);
     tr.querySelector(".acc").textContent = fmt(ev.final_accuracy);
   }, load);
+  return () => { stop(); clearTimeout(reload); };
 }

@@ -1,0 +1,120 @@
+"""What every page shares: titles, the API page offline, how Plotly is served and loaded, the
+layout on a phone, and the automated accessibility check."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from urllib.parse import urlparse
+
+import httpx
+import plotly
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser.axe import serious_violations
+
+pytestmark = pytest.mark.browser
+
+PLOTLY_URL = f"/vendor/plotly-{plotly.__version__}.min.js"
+
+
+def pages(small_runs) -> dict[str, str]:
+    """Each page of the app: its hash, and what shows once it has loaded."""
+    return {
+        "runs": ("#/runs", "table.runs tbody tr"),
+        "new": ("#/new", ".projection-state:text-is('')"),
+        "compare": ("#/compare", "h1"),
+        "budgets": ("#/budgets", ".budget-form"),
+        "run": (f"#/runs/{small_runs['voting']}", "table.ledger tbody tr"),
+    }
+
+
+def open_page(page: Page, hash_: str, ready: str) -> None:
+    page.goto(f"/{hash_}")
+    expect(page.locator(ready).first).to_be_attached(timeout=30_000)
+
+
+def test_every_page_has_its_own_title(page: Page, small_runs):
+    expected = {
+        "#/runs": "Runs — DP-FL Explorer",
+        "#/new": "New run — DP-FL Explorer",
+        "#/new?mode=sweep": "New sweep — DP-FL Explorer",
+        "#/compare": "Compare — DP-FL Explorer",
+        "#/budgets": "Budgets — DP-FL Explorer",
+        f"#/runs/{small_runs['small']}": "isrl_mbsgd on digits · succeeded — DP-FL Explorer",
+    }
+    for hash_, title in expected.items():
+        page.goto(f"/{hash_}")
+        expect(page).to_have_title(title)
+
+
+def test_api_page_references_no_other_host_and_its_assets_answer(server):
+    html = httpx.get(f"{server}/docs").text
+    urls = re.findall(r"""(?:src|href)=["']([^"']+)""", html)
+    assert urls and all(u.startswith("/") and not u.startswith("//") for u in urls), urls
+    for url in urls:
+        assert httpx.get(f"{server}{url}").status_code == 200, url
+    assert httpx.get(f"{server}/redoc").status_code == 404  # ReDoc exists only on a CDN
+
+
+def test_api_page_renders_with_other_hosts_blocked(page: Page, server):
+    own = urlparse(server).netloc
+    outside: list[str] = []
+
+    def only_own_host(route):
+        if urlparse(route.request.url).netloc == own:
+            return route.continue_()
+        outside.append(route.request.url)
+        return route.abort()
+
+    page.route("**/*", only_own_host)
+    page.goto("/docs")
+    expect(page.locator(".opblock").first).to_be_visible(timeout=20_000)
+    expect(page.locator(".opblock-summary-path", has_text="/api/runs").first).to_be_visible()
+    assert outside == []
+
+
+def test_plotly_is_served_gzip_with_a_long_cache_at_a_versioned_url(server):
+    res = httpx.get(f"{server}/vendor/plotly.min.js", follow_redirects=False)
+    assert (res.status_code, res.headers["location"]) == (307, PLOTLY_URL)
+    with httpx.stream("GET", f"{server}{PLOTLY_URL}", headers={"accept-encoding": "gzip"}) as res:
+        raw = b"".join(res.iter_raw())  # as sent, not decoded
+        assert res.status_code == 200
+        assert res.headers["content-encoding"] == "gzip"
+        assert res.headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert res.headers["content-type"].startswith("text/javascript")
+    assert len(raw) < 1_600_000  # 4.8 MB uncompressed
+    assert gzip.decompress(raw).startswith(b"/**")
+    plain = httpx.get(f"{server}{PLOTLY_URL}", headers={"accept-encoding": "identity"})
+    assert "content-encoding" not in plain.headers and len(plain.content) > 4_000_000
+
+
+def test_pages_without_charts_never_fetch_plotly_and_charts_still_draw(page: Page, small_runs):
+    requested: list[str] = []
+    page.on("request", lambda req: requested.append(req.url))
+    open_page(page, "#/runs", "table.runs tbody tr")
+    open_page(page, "#/budgets", ".budget-form")
+    assert [u for u in requested if "plotly" in u] == []
+    page.goto(f"/#/runs/{small_runs['small']}")
+    expect(page.locator("#chart-learning .main-svg").first).to_be_visible(timeout=20_000)
+    assert [urlparse(u).path for u in requested if "plotly" in u] == ["/vendor/plotly.min.js", PLOTLY_URL]
+
+
+@pytest.mark.parametrize("name", ["runs", "new", "compare", "budgets", "run"])
+def test_no_page_is_wider_than_a_phone(browser, server, small_runs, name):
+    context = browser.new_context(base_url=server, viewport={"width": 390, "height": 844})
+    try:
+        page = context.new_page()
+        open_page(page, *pages(small_runs)[name])
+        page.wait_for_timeout(300)  # charts size themselves after the first draw
+        width = page.evaluate("document.scrollingElement.scrollWidth")
+        assert width <= 390, f"{name} is {width} px wide at 390 px"
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("name", ["runs", "new", "compare", "budgets", "run"])
+def test_no_serious_accessibility_violations(page: Page, small_runs, name):
+    open_page(page, *pages(small_runs)[name])
+    assert serious_violations(page) == []

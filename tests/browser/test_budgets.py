@@ -1,0 +1,57 @@
+"""The budgets page: a dataset chosen from the known ones, errors beside the field that caused
+them and cleared by a success, and Delete."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+
+
+def test_the_dataset_is_chosen_from_the_known_datasets(page: Page, server):
+    page.goto("/#/budgets")
+    names = [d["name"] for d in httpx.get(f"{server}/api/datasets").json()["datasets"]]
+    expect(page.locator("select[name=dataset] option")).to_have_count(len(names) + 1)
+    assert page.locator("select[name=dataset] option").all_inner_texts() == ["choose a dataset", *names]
+
+
+def test_an_empty_dataset_is_refused_beside_the_field_and_a_success_clears_it(page: Page, server):
+    sent: list[str] = []
+    page.on("request", lambda r: r.method == "PUT" and sent.append(r.url))
+    page.goto("/#/budgets")
+    page.fill("input[name=total]", "5")
+    page.click("button:has-text('Set budget')")
+    error = page.locator(".field[data-field=dataset] .error")
+    expect(error).to_have_text("dataset: choose the dataset the budget is for.")
+    assert page.evaluate("document.activeElement.name") == "dataset"
+    assert sent == []
+    page.select_option("select[name=dataset]", "breast_cancer")
+    page.fill("input[name=total]", "-1")
+    page.click("button:has-text('Set budget')")
+    total_error = page.locator(".field[data-field=total] .error")
+    expect(total_error).to_have_text('total ε: must be a number ≥ 0; got "-1".')
+    expect(error).to_have_text("")
+    page.fill("input[name=total]", "7")
+    page.click("button:has-text('Set budget')")
+    expect(page.locator(".card[data-dataset=breast_cancer] .remaining")).to_have_text("7")
+    expect(page.locator(".field .error")).to_have_text(["", ""])
+    expect(page.locator(".form-error")).to_have_text("")
+
+
+def test_delete_shows_its_refusal_then_removes_a_budget(page: Page, server):
+    assert httpx.put(f"{server}/api/budgets/heart", json={"total_epsilon": 3.0}).status_code == 200
+    page.goto("/#/budgets")
+    delete = page.get_by_role("button", name="delete the budget of heart")
+    expect(delete).to_be_visible()
+    assert httpx.delete(f"{server}/api/budgets/heart").status_code == 204  # behind the page's back
+    delete.click()
+    expect(page.locator(".card[data-dataset=heart] .delete-error")).to_have_text(
+        "Could not delete the budget: dataset 'heart' has no privacy budget"
+    )
+    assert httpx.put(f"{server}/api/budgets/heart", json={"total_epsilon": 3.0}).status_code == 200
+    page.reload()
+    page.get_by_role("button", name="delete the budget of heart").click()
+    expect(page.locator(".card[data-dataset=heart]")).to_have_count(0)
+    assert httpx.get(f"{server}/api/budgets/heart").status_code == 404
