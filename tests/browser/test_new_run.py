@@ -72,6 +72,7 @@ def test_the_advanced_box_is_merged_and_its_errors_are_shown_beside_it(page: Pag
     )
     page.fill("textarea[name=advanced]", '{"dataset": {"partition": {"min_size": 4}}, "rounds": 1}')
     expect(error).to_have_text("")
+    page.select_option("select[name='dataset.partition.kind']", "dirichlet")  # a kind that takes min_size
     page.fill("[name='dataset.silos']", "2")
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r"#/runs/[0-9a-f]+$"))
