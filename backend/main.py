@@ -94,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         for task in tasks:
             task.cancel()
         bounded.shutdown()
+        database.engine.dispose()  # close the pool's connections now, not when it is collected
 
     app = FastAPI(
         title="DP-FL Explorer",
