@@ -81,18 +81,29 @@ def test_cancel_is_honoured_between_rounds(client, worker):
     assert charged["settled"] and 0 < charged["spent"] == pytest.approx(body["epsilon"])
 
 
-def test_a_failing_run_records_its_error_and_refunds(client, settings, worker):
+def test_a_failing_run_records_its_error_and_refunds(client, settings, tmp_path):
     client.put("/api/budgets/csv", json={"total_epsilon": 5.0})
-    nowhere = str(settings.cache_dir / "uploads" / "nowhere.csv")  # inside the store, but no file
+    data = tmp_path / "data"  # a data folder of the server's: its CSV files are budgeted as `csv`
+    data.mkdir()
+    settings.data_dir = f"{data}{os.pathsep}{settings.data_dir}"  # the client's app holds this object
+    path = data / "gone.csv"  # there at submission, removed before the run starts
+    path.write_text("a,b,y\n" + "".join(f"{i % 7},{i % 3},{i % 2}\n" for i in range(40)))
     spec = SPEC | {
-        "dataset": {"name": "csv", "silos": 2, "options": {"path": nowhere, "label": "y"}},
+        "dataset": {"name": "csv", "silos": 2, "options": {"path": str(path), "label": "y"}},
         "privacy": {"epsilon": 1.0, "delta": 1e-5},
     }
-    run_id = client.post("/api/runs", json=spec).json()["id"]
-    body = wait_for(client, run_id, {"succeeded", "failed"})
+    res = client.post("/api/runs", json=spec)
+    assert res.status_code == 201, res.text
+    assert client.get("/api/budgets/csv").json()["reserved"] == 1.0  # at admission
+    path.unlink()
+    worker = WorkerProcess(settings, tmp_path / "worker.log")
+    try:
+        body = wait_for(client, res.json()["id"], {"succeeded", "failed"})
+    finally:
+        worker.stop()
     assert body["status"] == "failed"
     assert body["error"] == (
-        f"`dataset.path` names no file; got {nowhere!r}. Give the path of an existing CSV file."
+        f"`dataset.path` names no file; got {str(path)!r}. Give the path of an existing CSV file."
     )
     assert client.get("/api/budgets/csv").json()["remaining"] == 5.0  # nothing was released
 

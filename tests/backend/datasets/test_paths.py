@@ -119,8 +119,8 @@ def test_a_file_inside_that_is_no_csv_is_not_echoed(client, settings, tmp_path):
             "bytes that are not UTF-8); save it as UTF-8 comma-separated text.",
         ),
     ):
-        run_id = client.post("/api/runs", json=spec(name)).json()["id"]  # relative: in the data folder
-        run_here(settings, run_id)
-        body = client.get(f"/api/runs/{run_id}").json()
-        assert (body["status"], body["error"]) == ("failed", error), name
-        assert "secret" not in body["error"]
+        res = client.post("/api/runs", json=spec(name))  # relative: in the data folder
+        assert res.status_code == 422, name  # refused at submission: the spec is prepared on its data
+        (problem,) = res.json()["detail"]
+        assert f"`{'.'.join(problem['loc'][1:])}` {problem['msg']}" == error, name
+        assert "secret" not in res.text and "root:" not in res.text, name
