@@ -311,7 +311,7 @@ def test_every_registered_algorithm_gets_valid_defaults_from_the_form(page: Page
         expect(page.locator(".projection-state")).to_have_text("", timeout=30_000)
         projection = page.locator(".projection")
         if algorithm["private"]:
-            expect(projection).to_contain_text(re.compile(rf"^σ = .* \({algorithm['notion']}-level\)"))
+            expect(projection).to_contain_text(re.compile(rf"^σ = .*, {algorithm['notion']}-level\)$"))
         else:
             expect(projection).to_have_text("not private: no ε is spent")
         if algorithm["name"] in SUBMITTED:
