@@ -70,6 +70,8 @@ export const api = {
   getBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`),
   deleteBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "DELETE" }),
   putBudget: (dataset, total) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "PUT", body: JSON.stringify({ total_epsilon: total }) }),
+  // new-run form
+  options: () => request("/options"),
 };
 
 /**

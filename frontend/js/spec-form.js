@@ -9,8 +9,47 @@ export function field(label, name, control, hint) {
 }
 
 export const number = (name, value, attrs = {}) => h("input", { type: "number", name, value: value ?? "", step: "any", ...attrs });
+/** A select of `options`: strings, or {value, text, disabled} where the shown text differs. */
 export const select = (name, options, value) => h("select", { name },
-  options.map((o) => h("option", { value: o, selected: o === value ? "" : null }, o)));
+  options.map((o) => (typeof o === "string" ? { value: o, text: o } : o)).map((o) =>
+    h("option", { value: o.value, selected: o.value === value ? "" : null, disabled: o.disabled }, o.text ?? o.value)));
+
+/** A registry option's JSON Schema with its `null` alternative dropped (blank means the default). */
+const plain = (schema) => schema.anyOf?.find((s) => s.type !== "null") ?? schema;
+
+/** The bounds of a number schema as input attributes, and as words for the hint ("≥ 1, ≤ 10"). */
+function bounds(schema) {
+  const attrs = {};
+  if (schema.minimum !== undefined) attrs.min = schema.minimum;
+  if (schema.exclusiveMinimum !== undefined) attrs.min = schema.exclusiveMinimum;
+  if (schema.maximum !== undefined) attrs.max = schema.maximum;
+  if (schema.type === "integer") attrs.step = 1;
+  const words = [schema.exclusiveMinimum !== undefined ? `> ${attrs.min}` : attrs.min !== undefined ? `≥ ${attrs.min}` : "",
+    attrs.max !== undefined ? `≤ ${attrs.max}` : ""].filter(Boolean).join(", ");
+  return { attrs, words };
+}
+
+/**
+ * The fields of a registry's kind options (GET /api/options: partition kinds, user kinds), one per
+ * option name across all kinds, each shown only while the kind chosen in `kindName` takes it
+ * (see showRelevant). Values come from `values` (a cloned spec's); a blank field is left out of
+ * the spec, so the kind's own default applies: the placeholder says which.
+ */
+export function kindOptionFields(kindName, kinds, values, group) {
+  const takers = {};
+  for (const kind of kinds) for (const [option, schema] of Object.entries(kind.options)) (takers[option] ??= { schema, kinds: [] }).kinds.push(kind.name);
+  return Object.entries(takers).map(([option, { schema, kinds: names }]) => {
+    const name = `${kindName.replace(/\.kind$/, "")}.${option}`;
+    const { attrs, words } = bounds(plain(schema));
+    const placeholder = schema.default ?? "";
+    const hint = [words, schema.default !== null && schema.default !== undefined ? `blank: ${schema.default}` : ""].filter(Boolean).join("; ");
+    const el = field(`${(schema.title ?? option).toLowerCase()} (${group}: ${names.join(", ")})`, name,
+      number(name, values?.[option], { ...attrs, placeholder }), hint);
+    el.dataset.kindOf = kindName;
+    el.dataset.kinds = names.join(" ");
+    return el;
+  });
+}
 
 /**
  * The inputs of an algorithm's params, filled from `values` (a cloned spec's params) or the
@@ -31,13 +70,8 @@ export function paramInputs(algorithm, values) {
       return field(label, `params.${key}`, h("input", { type: "text", name: `params.${key}`, value: value ?? "" }),
         `a number${words.length ? ` or one of ${words.join(", ")}` : ""}`);
     }
-    const attrs = {};
-    if (schema.minimum !== undefined) attrs.min = schema.minimum;
-    if (schema.exclusiveMinimum !== undefined) attrs.min = schema.exclusiveMinimum;
-    if (schema.maximum !== undefined) attrs.max = schema.maximum;
-    if (schema.type === "integer") attrs.step = 1;
-    const range = [attrs.min !== undefined ? `≥ ${attrs.min}` : "", attrs.max !== undefined ? `≤ ${attrs.max}` : ""].filter(Boolean).join(", ");
-    return field(label, `params.${key}`, number(`params.${key}`, value, attrs), range);
+    const { attrs, words } = bounds(schema);
+    return field(label, `params.${key}`, number(`params.${key}`, value, attrs), words);
   });
   if (values) {
     for (const el of fields) {
@@ -56,9 +90,29 @@ function readParam(raw, schema) {
   return Number(raw);
 }
 
-export const USER_KINDS = ["none", "uniform", "balanced", "zipf", "natural"];
+/** The name user kinds have for "no users" (record-level data): the spec then has no `dataset.users`. */
+export const NO_USERS = "none";
 
-/** Returns the spec the form describes (the advanced box aside: see spec-fragment.js). */
+/** Whether the field of input `name` is shown (readSpec reads shown fields only). */
+const shown = (form, name) => { const input = form.elements[name]; return Boolean(input) && !input.closest("[hidden]"); };
+
+/**
+ * Shows the fields that matter for the form as filled and hides the others: a kind's options
+ * only for the kind that takes them, hidden layers only for a model that takes them, the privacy
+ * fieldset only for a private algorithm, and of ε, σ and μ only the chosen target's box.
+ * `catalogue` is GET /api/options.
+ */
+export function showRelevant(form, algorithm, catalogue) {
+  const v = (name) => form.elements[name]?.value ?? "";
+  const show = (name, on) => { const el = form.querySelector(`.field[data-field="${name}"]`); if (el) el.hidden = !on; };
+  for (const el of form.querySelectorAll(".field[data-kind-of]")) el.hidden = !el.dataset.kinds.split(" ").includes(v(el.dataset.kindOf));
+  show("model.hidden", Boolean(catalogue.models.find((m) => m.name === v("model.name"))?.takes_hidden));
+  form.querySelector("fieldset.privacy").hidden = !algorithm?.private;
+  const target = form.querySelector("input[name=target]:checked")?.value ?? "epsilon";
+  for (const name of ["epsilon", "noise_multiplier", "mu"]) show(`privacy.${name}`, target === name);
+}
+
+/** Returns the spec the form describes (the advanced box aside: see spec-fragment.js); hidden fields are left out. */
 export function readSpec(form, algorithms) {
   const v = (name) => form.elements[name]?.value ?? "";
   const num = (name) => (v(name) === "" ? undefined : Number(v(name)));
@@ -69,29 +123,29 @@ export function readSpec(form, algorithms) {
     if (v(`params.${key}`) === "" || input?.dataset.unsetDefault === v(`params.${key}`)) continue;
     params[key] = readParam(v(`params.${key}`), schema);
   }
-  const partition = { kind: v("dataset.partition.kind") };
-  if (["dirichlet", "quantity"].includes(partition.kind) && v("dataset.partition.alpha") !== "") partition.alpha = num("dataset.partition.alpha");
-  if (partition.kind === "shards" && v("dataset.partition.labels_per_silo") !== "") partition.labels_per_silo = num("dataset.partition.labels_per_silo");
-  const dataset = { name: v("dataset.name"), silos: num("dataset.silos"), partition };
-  if (v("dataset.features.pca") !== "") dataset.features = { pca: num("dataset.features.pca") };
-  if (v("dataset.users.kind") !== "none" && v("dataset.users.kind") !== "") {
-    dataset.users = { kind: v("dataset.users.kind") };
-    if (dataset.users.kind !== "natural") dataset.users.count = num("dataset.users.count");
-    if (v("dataset.users.silo_alpha") !== "" && dataset.users.kind !== "natural") {
-      dataset.users.silo_alpha = num("dataset.users.silo_alpha");
-      delete dataset.partition;  // users' records are dealt to silos by the Zipf law instead
+  /** The shown, filled options of the kind chosen in `<prefix>.kind`, as numbers. */
+  const kindOptions = (prefix) => {
+    const out = { kind: v(`${prefix}.kind`) };
+    for (const input of form.querySelectorAll(`[name^='${prefix}.']:not([name='${prefix}.kind'])`)) {
+      if (shown(form, input.name) && input.value !== "") out[input.name.slice(prefix.length + 1)] = Number(input.value);
     }
+    return out;
+  };
+  const dataset = { name: v("dataset.name"), silos: num("dataset.silos"), partition: kindOptions("dataset.partition") };
+  if (v("dataset.features.pca") !== "") dataset.features = { pca: num("dataset.features.pca") };
+  if (v("dataset.users.kind") !== NO_USERS && v("dataset.users.kind") !== "") {
+    dataset.users = kindOptions("dataset.users");
+    // users' records are dealt to silos by the Zipf law instead of the partition
+    if (dataset.users.silo_alpha !== undefined) delete dataset.partition;
   }
   const model = { name: v("model.name") };
-  if (model.name === "mlp") model.hidden = hiddenLayers(v("model.hidden"));
+  if (shown(form, "model.hidden") && v("model.hidden").trim() !== "") model.hidden = hiddenLayers(v("model.hidden"));
   const spec = { algorithm: v("algorithm"), params, dataset, model, rounds: num("rounds"), eval_every: num("eval_every"), seed: num("seed") };
   if (v("participation") !== "") spec.participation = num("participation");
   if (algorithm?.private) {
     const target = form.querySelector("input[name=target]:checked")?.value ?? "epsilon";
     spec.privacy = { delta: num("privacy.delta"), accountant: v("privacy.accountant"), calibration: v("privacy.calibration") };
-    if (target === "epsilon") spec.privacy.epsilon = num("privacy.epsilon");
-    else if (target === "mu") spec.privacy.mu = num("privacy.mu");
-    else spec.privacy.noise_multiplier = num("privacy.noise_multiplier");
+    spec.privacy[target] = num(`privacy.${target}`);
   }
   return spec;
 }
@@ -109,7 +163,7 @@ export function hiddenLayers(text) {
 export function formErrors(form) {
   const errors = {};
   const hidden = form.elements["model.hidden"];
-  if (form.elements["model.name"]?.value === "mlp" && hidden && hiddenLayers(hidden.value) === null) {
+  if (shown(form, "model.hidden") && hiddenLayers(hidden.value) === null) {
     errors["model.hidden"] = `hidden layers must be positive integers separated by commas, e.g. 64, 32; got ${JSON.stringify(hidden.value)}.`;
   }
   return errors;

@@ -5,15 +5,16 @@ const isMap = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
 
 /**
  * Returns what `spec` holds that `built` (the spec the form reads) does not: keys the form
- * never sets, recursively. Nulls and empty maps are left out: they are the spec's defaults.
+ * never sets, recursively. Nulls, empty maps and values equal to `defaults` (shaped as the spec)
+ * are left out: they are the spec's defaults.
  */
-export function unmodelled(spec, built) {
+export function unmodelled(spec, built, defaults = {}) {
   const out = {};
   for (const [key, value] of Object.entries(spec ?? {})) {
-    if (value === null || (isMap(value) && !Object.keys(value).length)) continue;
+    if (value === null || (isMap(value) && !Object.keys(value).length) || defaults?.[key] === value) continue;
     if (built?.[key] === undefined) out[key] = value;
     else if (isMap(value) && isMap(built[key])) {
-      const inner = unmodelled(value, built[key]);
+      const inner = unmodelled(value, built[key], defaults?.[key]);
       if (Object.keys(inner).length) out[key] = inner;
     }
   }

@@ -4,13 +4,10 @@
 import { ApiError, api } from "../api.js";
 import { draw } from "../charts.js";
 import { fmt, h, replace, setTitle } from "../dom.js";
-import { clearError, field, formErrors, number, paramInputs, readSpec, select, showErrors, USER_KINDS } from "../spec-form.js";
+import { clearError, field, formErrors, kindOptionFields, NO_USERS, number, paramInputs, readSpec, select, showErrors, showRelevant } from "../spec-form.js";
 import { merge, parseFragment, unmodelled } from "../spec-fragment.js";
 import { current, go } from "../state.js";
 
-const PARTITIONS = ["iid", "dirichlet", "shards", "pairs", "natural", "quantity"];
-const MODELS = ["mlp", "logreg", "cnn", "lenet"];
-const ACCOUNTANTS = ["rdp", "pld", "gdp"];
 const EPS_MIN = 0.1, EPS_MAX = 100;
 const DEFAULT_SPEC = { algorithm: "isrl_mbsgd", dataset: { name: "digits", silos: 10, partition: { kind: "iid" } },
   model: { name: "mlp", hidden: [64] }, rounds: 20, eval_every: 5, seed: 0, privacy: { epsilon: 3, delta: 1e-5, accountant: "rdp" } };
@@ -18,8 +15,19 @@ const DEFAULT_SPEC = { algorithm: "isrl_mbsgd", dataset: { name: "digits", silos
 const sliderToEps = (v) => Number((EPS_MIN * (EPS_MAX / EPS_MIN) ** (v / 1000)).toPrecision(3));
 const epsToSlider = (e) => Math.min(1000, Math.max(0, Math.round((1000 * Math.log(e / EPS_MIN)) / Math.log(EPS_MAX / EPS_MIN))));
 
+/**
+ * The accountants as select options, marked by when they may give the headline ε: one that never
+ * may (data-dependent, e.g. pate) is listed but cannot be chosen; one that may for some plans only
+ * (e.g. gdp) says so, and the server names `privacy.accountant` when the plan is not one of them.
+ */
+const accountantOptions = (accountants) => accountants.map((a) => ({
+  value: a.name,
+  text: a.headline_always ? a.name : a.data_dependent ? `${a.name} (never a headline: data-dependent)` : `${a.name} (only for plans it accounts exactly)`,
+  disabled: a.data_dependent,
+}));
+
 /** The privacy fieldset: target, ε (a number box and a log-scale slider kept in sync), σ, μ, δ. */
-function privacyFields(privacy, changed) {
+function privacyFields(privacy, catalogue, changed) {
   const eps0 = privacy?.epsilon ?? 3;
   const epsBox = number("privacy.epsilon", eps0, { min: 0, max: 1000, class: "eps-number" });
   const slider = h("input", { type: "range", min: 0, max: 1000, value: epsToSlider(eps0), name: "epsilon-slider", "aria-label": "ε on a log scale",
@@ -38,30 +46,69 @@ function privacyFields(privacy, changed) {
     field("noise multiplier σ", "privacy.noise_multiplier", number("privacy.noise_multiplier", privacy?.noise_multiplier ?? 1.0, { min: 0 })),
     field("μ (μ-GDP target)", "privacy.mu", number("privacy.mu", privacy?.mu ?? 1.0, { min: 0 })),
     field("δ", "privacy.delta", number("privacy.delta", privacy?.delta ?? 1e-5, { min: 0, max: 1 })),
-    field("accountant", "privacy.accountant", select("privacy.accountant", ACCOUNTANTS, privacy?.accountant ?? "rdp")),
+    field("accountant", "privacy.accountant", select("privacy.accountant", accountantOptions(catalogue.accountants), privacy?.accountant ?? catalogue.default_accountant)),
     field("calibration", "privacy.calibration", select("privacy.calibration", ["accountant", "paper"], privacy?.calibration ?? "accountant"),
       "paper: the paper's closed-form noise; the ledger still reports the true ε"));
 }
 
-/** The data and model fieldset. */
-function dataFields(initial, datasets) {
+/** The data and model fieldset; its names and options are the registries' (GET /api/options). */
+function dataFields(initial, datasets, catalogue) {
   const { dataset, model } = initial;
+  const users = dataset.users ?? null;
   return h("fieldset", {}, h("legend", {}, "Data and model"),
     field("dataset", "dataset.name", select("dataset.name", datasets.filter((d) => d.available).map((d) => d.name), dataset.name)),
     field("silos", "dataset.silos", number("dataset.silos", dataset.silos, { min: 1, step: 1 })),
-    field("partition", "dataset.partition.kind", select("dataset.partition.kind", PARTITIONS, dataset.partition?.kind ?? "iid")),
-    field("Dirichlet α (dirichlet, quantity)", "dataset.partition.alpha", number("dataset.partition.alpha", dataset.partition?.alpha ?? 0.5, { min: 0 })),
-    field("labels per silo (shards)", "dataset.partition.labels_per_silo", number("dataset.partition.labels_per_silo", dataset.partition?.labels_per_silo ?? 2, { min: 1, step: 1 })),
+    field("partition", "dataset.partition.kind", select("dataset.partition.kind", catalogue.partition_kinds.map((k) => k.name), dataset.partition?.kind ?? "iid")),
+    kindOptionFields("dataset.partition.kind", catalogue.partition_kinds, dataset.partition, "partition"),
     field("PCA components (blank: none)", "dataset.features.pca", number("dataset.features.pca", dataset.features?.pca, { min: 1, step: 1 })),
-    field("users (user-level DP: who owns each record)", "dataset.users.kind", select("dataset.users.kind", USER_KINDS, dataset.users?.kind ?? "none")),
-    field("number of users", "dataset.users.count", number("dataset.users.count", dataset.users?.count ?? 100, { min: 1, step: 1 })),
-    field("Zipf exponent over silos (blank: silos from the partition)", "dataset.users.silo_alpha", number("dataset.users.silo_alpha", dataset.users?.silo_alpha, { min: 0 })),
-    field("model", "model.name", select("model.name", MODELS, model?.name ?? "mlp")),
-    field("hidden layers (mlp)", "model.hidden", h("input", { name: "model.hidden", value: (model?.hidden ?? [64]).join(", ") })),
+    field("users (user-level DP: who owns each record)", "dataset.users.kind",
+      select("dataset.users.kind", [NO_USERS, ...catalogue.user_kinds.map((k) => k.name)], users?.kind ?? NO_USERS)),
+    // allocated users need a count: 100 unless the clone says otherwise
+    kindOptionFields("dataset.users.kind", catalogue.user_kinds, { count: 100, ...users }, "users"),
+    field("model", "model.name", select("model.name", catalogue.models.map((m) => m.name), model?.name ?? "mlp")),
+    field("hidden layers", "model.hidden", h("input", { name: "model.hidden", value: (model?.hidden ?? []).join(", "),
+      placeholder: (catalogue.models.find((m) => m.takes_hidden)?.options.hidden ?? []).join(", ") }), "widths separated by commas; blank: the model's default"),
     field("rounds", "rounds", number("rounds", initial.rounds, { min: 1, step: 1 })),
     field("silos per round (blank: all)", "participation", number("participation", initial.participation, { min: 1, step: 1 })),
     field("evaluate every", "eval_every", number("eval_every", initial.eval_every ?? 1, { min: 1, step: 1 })),
     field("seed", "seed", number("seed", initial.seed ?? 0, { min: 0, step: 1 })));
+}
+
+/**
+ * Moves the model, dataset and users to ones `algorithm` accepts (the others are disabled in
+ * their selects); returns a sentence per change, for the user.
+ */
+function fitTo(form, algorithm) {
+  const notes = [];
+  const needs = (names) => (names.length === 1 ? "needs it" : `takes only ${names.join(", ")}`);
+  for (const [name, noun, accepted] of [["model.name", "model", algorithm.models], ["dataset.name", "dataset", algorithm.datasets]]) {
+    const input = form.elements[name];
+    for (const option of input.options) option.disabled = !accepted.includes(option.value);
+    if (accepted.includes(input.value)) continue;
+    const first = accepted.find((n) => [...input.options].some((o) => o.value === n));
+    if (first === undefined) continue;  // none of its datasets is available here: the projection says why
+    input.value = first;
+    notes.push(`${noun} switched to ${first}: ${algorithm.name} ${needs(accepted)}`);
+  }
+  const users = form.elements["dataset.users.kind"];
+  users.querySelector(`option[value="${NO_USERS}"]`).disabled = algorithm.requires_users;
+  if (algorithm.requires_users && users.value === NO_USERS) {
+    users.value = "uniform";
+    if (form.elements["dataset.users.count"].value === "") form.elements["dataset.users.count"].value = 100;
+    notes.push(`users set to uniform (${form.elements["dataset.users.count"].value} users): ${algorithm.name} needs users`);
+  }
+  return notes;
+}
+
+/**
+ * The kinds' option defaults where a spec stores them (e.g. users' zipf_alpha 0.5 for every user
+ * kind), shaped as the spec: a clone's value equal to one is no field of its own, so it does not
+ * go to the advanced box, where it would override what the user types later.
+ */
+function kindDefaults(catalogue) {
+  const defaults = (kinds) => Object.fromEntries(kinds.flatMap((k) => Object.entries(k.options))
+    .filter(([, schema]) => schema.default !== null && schema.default !== undefined).map(([option, schema]) => [option, schema.default]));
+  return { dataset: { partition: defaults(catalogue.partition_kinds), users: defaults(catalogue.user_kinds) } };
 }
 
 /** The sweep fieldset: the grid's ε values, algorithms and seeds. */
@@ -76,7 +123,7 @@ function sweepFields(algorithms, initial, hidden) {
 }
 
 export async function render(root, { params }) {
-  const [algorithms, { datasets }] = await Promise.all([api.algorithms(), api.datasets()]);
+  const [algorithms, { datasets }, catalogue] = await Promise.all([api.algorithms(), api.datasets(), api.options()]);
   const base = params.from ? await api.spec(params.from) : null;
   const initial = base ?? DEFAULT_SPEC;
   const sweepMode = current().params.mode === "sweep";
@@ -86,31 +133,39 @@ export async function render(root, { params }) {
   const projection = h("div", { class: "projection", "aria-live": "polite" }, "…");
   const projectionState = h("p", { class: "muted projection-state" });
   const partitionChart = h("div", { class: "chart small", id: "chart-partition-preview" });
-  const privacyBox = privacyFields(initial.privacy, () => changed());
+  const privacyBox = privacyFields(initial.privacy, catalogue, () => changed());
+  const switched = h("p", { class: "muted switched", role: "status" });
   const advanced = h("textarea", { name: "advanced", rows: 4, spellcheck: "false", class: "advanced" });
   const submitError = h("p", { class: "error-text submit-error", role: "alert" });
 
   const form = h("form", { class: "spec", novalidate: true, onsubmit: (e) => { e.preventDefault(); submit(); }, oninput: (e) => { clearError(e.target); changed(); }, onchange: () => changed() },
     h("div", {},
       h("fieldset", {}, h("legend", {}, "Algorithm"),
-        field("algorithm", "algorithm", h("select", { name: "algorithm", onchange: () => { renderParams(); } },
+        field("algorithm", "algorithm", h("select", { name: "algorithm", onchange: () => { switchAlgorithm(); } },
           algorithms.map((a) => h("option", { value: a.name, selected: a.name === initial.algorithm ? "" : null }, a.name)))),
-        about, paramBox),
-      dataFields(initial, datasets),
+        switched, about, paramBox),
+      dataFields(initial, datasets, catalogue),
       h("fieldset", {}, h("legend", {}, "Advanced"),
         field("fields the form does not show, as a JSON object merged into the spec", "advanced", advanced,
-          'e.g. {"dataset": {"partition": {"min_size": 5}}}; a clone keeps its other fields here'))),
+          'e.g. {"dataset": {"options": {"num_samples": 2000}}}; a clone keeps its other fields here'))),
     h("div", {}, privacyBox, sweepFields(algorithms, initial, !sweepMode), h("h2", {}, "Before it runs"), projectionState, projection, partitionChart,
       h("p", { class: "submit" }, h("button", { type: "submit", class: "primary" }, sweepMode ? "Start sweep" : "Start run"), " ",
         h("a", { href: sweepMode ? "#/new" : "#/new?mode=sweep" }, sweepMode ? "single run instead" : "sweep instead")),
       submitError));
 
+  const chosen = () => algorithms.find((a) => a.name === form.elements.algorithm.value);
+
+  /** A new algorithm: the model, dataset and users it accepts, its params, and a line saying what moved. */
+  function switchAlgorithm() {
+    switched.textContent = fitTo(form, chosen()).join("; ");
+    renderParams();
+  }
+
   function renderParams() {
-    const algorithm = algorithms.find((a) => a.name === form.elements.algorithm.value);
+    const algorithm = chosen();
     about.textContent = `${algorithm.summary} · privacy: ${algorithm.notion} · paper: ${algorithm.paper}`;
     const same = base && base.algorithm === algorithm.name ? base.params : null;
     replace(paramBox, paramInputs(algorithm, same));
-    privacyBox.hidden = !algorithm.private;
     changed();
   }
 
@@ -133,6 +188,7 @@ export async function render(root, { params }) {
   let timer = null;
   let seq = 0;
   function changed() {
+    showRelevant(form, chosen(), catalogue);
     clearTimeout(timer);
     // the shown projection is for the form as it was: say so until the new one arrives
     projection.classList.add("stale");
@@ -211,10 +267,11 @@ export async function render(root, { params }) {
   }
 
   replace(root, h("h1", {}, sweepMode ? "New sweep" : (base ? `New run (from ${params.from})` : "New run")), form);
+  fitTo(form, chosen());  // disables what the algorithm does not accept (a clone's choices are accepted ones)
   renderParams();
   // a clone keeps every field of its spec: those the form does not show go to the advanced box
   if (base) {
-    const rest = unmodelled(base, readSpec(form, algorithms));
+    const rest = unmodelled(base, readSpec(form, algorithms), kindDefaults(catalogue));
     advanced.value = Object.keys(rest).length ? JSON.stringify(rest, null, 1) : "";
   }
   setTitle(sweepMode ? "New sweep" : "New run");
