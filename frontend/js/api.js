@@ -70,6 +70,12 @@ export const api = {
   getBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`),
   deleteBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "DELETE" }),
   putBudget: (dataset, total) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "PUT", body: JSON.stringify({ total_epsilon: total }) }),
+  // compare
+  searchSweeps: (params = {}) => request(`/sweeps${query(params)}`),
+  patchSweep: (id, changes) => request(`/sweeps/${encodeURIComponent(id)}`, { method: "PATCH", body: JSON.stringify(changes) }),
+  curvesFigure: (runs) => request(`/figures/curves${query({ runs: runs.join(",") })}`),
+  parcoordsFigure: (id) => request(`/sweeps/${encodeURIComponent(id)}/figures/parcoords`),
+  importanceFigure: (id) => request(`/sweeps/${encodeURIComponent(id)}/figures/importance`),
 };
 
 /**
