@@ -192,6 +192,7 @@ def test_a_sweeps_name_tags_and_notes_are_edited_in_its_panel(page: Page, server
     panel.get_by_label("notes").fill("uniform users")
     panel.get_by_role("button", name="Save").click()
     expect(panel.locator(".save-state")).to_have_text("Saved.")
+    expect(page.get_by_role("checkbox", name="cmp user renamed")).to_be_checked()  # the picker follows
     body = httpx.get(f"{server}/api/sweeps/{sweep_id}").json()
     assert (body["name"], body["tags"], body["notes"]) == (
         "cmp user renamed", ["paper", "users"], "uniform users"
@@ -212,9 +213,12 @@ def test_a_sweep_can_be_archived_and_restored_from_its_panel(page: Page, server,
     panel = page.locator("section.sweep-panel")
     panel.get_by_role("button", name="Archive").click()
     expect(panel.get_by_role("button", name="Restore")).to_be_visible()
+    item = page.locator(f".sweep-list li:has(input[value='{sweep_id}'])")
+    expect(item).to_have_text("cmp record 6 runs (archived)")
     assert httpx.get(f"{server}/api/sweeps/{sweep_id}").json()["archived"] is True
     panel.get_by_role("button", name="Restore").click()
     expect(panel.get_by_role("button", name="Archive")).to_be_visible()
+    expect(item).to_have_text("cmp record 6 runs")
     assert httpx.get(f"{server}/api/sweeps/{sweep_id}").json()["archived"] is False
 
 

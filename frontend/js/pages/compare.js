@@ -72,7 +72,7 @@ export async function render(root) {
       if (oneSweep() !== shownSweep) {
         shownSweep = oneSweep();
         sweepPanel.hidden = true;
-        if (shownSweep) showSweep(sweepPanel, shownSweep).catch((err) => banner(`Could not show the sweep: ${err.message}`));
+        if (shownSweep) showSweep(sweepPanel, shownSweep, () => picker.refresh()).catch((err) => banner(`Could not show the sweep: ${err.message}`));
       }
       spentCard.hidden = !state.runs.length;
       if (state.runs.length) {

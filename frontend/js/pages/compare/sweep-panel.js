@@ -44,8 +44,8 @@ function editor(sweep, onSaved) {
     h("div", { class: "toolbar" }, h("button", { type: "submit", class: "primary" }, "Save"), state));
 }
 
-/** Fills `panel` with sweep `id`; resolves once its charts are drawn. */
-export async function showSweep(panel, id) {
+/** Fills `panel` with sweep `id`; resolves once its charts are drawn. `onChange()` follows an edit. */
+export async function showSweep(panel, id, onChange = () => {}) {
   const sweep = await api.getSweep(id);
   const parcoords = h("div", { class: "chart", id: "chart-parcoords" });
   const importance = h("div", { class: "chart", id: "chart-importance" });
@@ -55,6 +55,7 @@ export async function showSweep(panel, id) {
   archive.addEventListener("click", async () => {
     try {
       showArchived((await api.patchSweep(id, { archived: !sweep.archived })).archived);
+      onChange();
       archiveState.textContent = sweep.archived ? "Archived: it leaves the sweep list." : "";
     } catch (err) {
       archiveState.textContent = failure(err);
@@ -65,11 +66,11 @@ export async function showSweep(panel, id) {
   replace(panel, title,
     h("p", {}, h("span", { class: "counts" }, countsText(sweep)), " · ",
       h("a", { href: `#/runs?sweep=${encodeURIComponent(id)}` }, "runs of this sweep")),
-    editor(sweep, (saved) => { title.textContent = `Sweep ${saved.name || saved.id}`; }),
+    editor(sweep, (saved) => { title.textContent = `Sweep ${saved.name || saved.id}`; onChange(); }),
     h("div", { class: "toolbar" }, archive, archiveState),
-    h("div", { class: "cards" },
-      h("div", {}, h("h3", {}, "Hyperparameters of each run"), parcoords),
-      h("div", {}, h("h3", {}, "What explains the accuracy"), importance)));
+    // one above the other, full width: a parcoords axis per varying parameter needs the room
+    h("h3", {}, "Hyperparameters of each run"), parcoords,
+    h("h3", {}, "What explains the accuracy"), importance);
   panel.hidden = false;
   const [p, i] = await Promise.all([api.parcoordsFigure(id), api.importanceFigure(id)]);
   await Promise.all([draw(parcoords, p), draw(importance, i)]);

@@ -9,6 +9,7 @@ const SEARCH_DELAY_MS = 250;
 /**
  * Returns the picker: a search box and one checkbox per sweep. `chosen` is the list of selected
  * sweep ids, in the order they were picked; `onChange(ids)` is called with the new list.
+ * Returns `{el, ready, refresh}`: `ready` resolves once the first list is shown.
  */
 export function sweepPicker(chosen, onChange) {
   const list = h("ul", { class: "sweep-list" });
@@ -39,5 +40,6 @@ export function sweepPicker(chosen, onChange) {
   const input = h("input", { type: "search", "aria-label": "search sweeps", placeholder: "search sweeps (name, tag, id)",
     oninput: (e) => { clearTimeout(timer); timer = setTimeout(() => search(e.target.value.trim()), SEARCH_DELAY_MS); } });
   const el = h("fieldset", { class: "sweep-picker" }, h("legend", {}, "Sweeps"), input, list);
-  return { el, ready: search("") };
+  // refresh: after a sweep was renamed or archived elsewhere on the page
+  return { el, ready: search(""), refresh: () => { known.clear(); return search(input.value.trim()); } };
 }
