@@ -49,11 +49,16 @@ function ledgerLine(run) {
   return h("li", {}, `${run.id.slice(0, 8)}: ε = ${fmt(run.epsilon)}, δ = ${DELTA(run.delta)}, accountant ${run.accountant ?? "–"}, σ = ${sigma}`);
 }
 
+// two quick clicks: only the last point opened may fill the panel, whichever answer comes last
+let opened = 0;
+
 /** Fills `panel` with the runs of one point `[algorithm, epsilon, runIds]`. */
 export async function showPoint(panel, [algorithm, epsilon, runIds]) {
+  const mine = ++opened;
   const curves = h("div", { class: "chart", id: "chart-curves" });
   const heading = h("h2", { tabindex: "-1" }, `${algorithm} at ε = ${fmt(epsilon)}: ${runIds.length} runs`);
   const runs = await Promise.all(runIds.map((id) => api.getRun(id)));
+  if (mine !== opened) return;
   replace(panel, heading,
     h("div", { class: "table-scroll" }, h("table", { class: "grid" },
       h("thead", {}, h("tr", {}, ["run", "seed", "ε spent", "accuracy"].map((c) => h("th", { scope: "col" }, c)))),
@@ -68,5 +73,6 @@ export async function showPoint(panel, [algorithm, epsilon, runIds]) {
     curves);
   panel.hidden = false;
   heading.focus();  // a keyboard user lands on what the button opened
-  await draw(curves, await api.curvesFigure(runIds));
+  const figure = await api.curvesFigure(runIds);
+  if (mine === opened) await draw(curves, figure);
 }
