@@ -86,7 +86,12 @@ def mean_points(page: Page) -> list[list]:
 
 def test_two_sweeps_draw_a_panel_per_notion_with_the_warning_and_the_url_keeps_them(page: Page, sweeps):
     page.goto("/#/compare")
-    page.get_by_role("searchbox", name="search sweeps").fill("cmp")
+    search = page.get_by_role("searchbox", name="search sweeps")
+    search.fill("no such sweep")
+    expect(page.locator(".sweep-list li")).to_have_text(["No sweep matches “no such sweep”."])
+    search.fill("cmp user")
+    expect(page.locator(".sweep-list li")).to_have_text(["cmp user 4 runs"])
+    search.fill("cmp")
     page.get_by_role("checkbox", name="cmp record").check()
     page.get_by_role("checkbox", name="cmp user").check()
     wait_drawn(page, 2)
