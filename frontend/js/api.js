@@ -72,6 +72,12 @@ export const api = {
   putBudget: (dataset, total) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "PUT", body: JSON.stringify({ total_epsilon: total }) }),
   // new-run form
   options: () => request("/options"),
+  // compare
+  searchSweeps: (params = {}) => request(`/sweeps${query(params)}`),
+  patchSweep: (id, changes) => request(`/sweeps/${encodeURIComponent(id)}`, { method: "PATCH", body: JSON.stringify(changes) }),
+  curvesFigure: (runs) => request(`/figures/curves${query({ runs: runs.join(",") })}`),
+  parcoordsFigure: (id) => request(`/sweeps/${encodeURIComponent(id)}/figures/parcoords`),
+  importanceFigure: (id) => request(`/sweeps/${encodeURIComponent(id)}/figures/importance`),
 };
 
 /**

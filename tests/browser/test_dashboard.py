@@ -138,7 +138,8 @@ def test_sweep_draws_one_trace_per_algorithm_with_bands_and_the_url_reproduces_i
         "c.layout.xaxis.type === 'linear' && c.data.length > 0; }",
         timeout=30_000,
     )
-    assert other.evaluate("document.querySelector('select[name=sweep]').value") == sweep
+    checked = "[...document.querySelectorAll('input[name=sweep]:checked')].map(b => b.value)"
+    assert other.evaluate(checked) == [sweep]
     other.close()
 
 

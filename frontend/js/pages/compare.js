@@ -1,59 +1,127 @@
-// Compare / sweep: final accuracy against ε, one line per algorithm with a ±1 std band, the
-// Pareto frontier and the non-private reference; accuracy against ε spent for chosen runs.
-// The view's state lives in the URL; export PNG, CSV and JSON.
+// Compare: final accuracy against ε for any sweeps and hand-picked runs on one chart (one panel per
+// privacy notion), the runs behind each point, accuracy against ε spent for the picked runs, and,
+// for one sweep, its own panel. The view's state lives in the URL (`sweeps=a,b`, `runs=x,y`,
+// `log`; an old link's `sweep=a` is read as `sweeps=a`); export PNG, and CSV and JSON of one sweep.
 import { api } from "../api.js";
-import { draw, exportPng } from "../charts.js";
+import { draw, exportPng, onPointClick } from "../charts.js";
 import { banner, download, h, replace, setTitle } from "../dom.js";
 import { current, setParams } from "../state.js";
+import { plottedPoints, pointsTable, showPoint } from "./compare/drilldown.js";
+import { sweepPicker } from "./compare/sweep-picker.js";
+import { showSweep } from "./compare/sweep-panel.js";
+
+// left-out runs named one by one (each is a request for its status); the rest are counted
+const LEFT_OUT_NAMED = 10;
+const POLL_MS = 2000;
+
+const list = (csv) => (csv ? csv.split(",").filter(Boolean) : []);
+
+/** Why a run is not on the chart, from its status: "cancelled", "succeeded, never evaluated". */
+const notDrawnBecause = (run) => (run.status === "succeeded" ? "succeeded, never evaluated" : run.status);
+
+async function showLeftOut(el, ids) {
+  el.hidden = !ids.length;
+  if (!ids.length) return;
+  const runs = await Promise.all(ids.slice(0, LEFT_OUT_NAMED).map((id) => api.getRun(id).catch(() => ({ id, status: "unknown" }))));
+  const more = ids.length - runs.length;
+  replace(el, "Left out (not succeeded, so nothing to plot): ",
+    runs.flatMap((r, i) => [i ? ", " : "", h("a", { href: `#/runs/${r.id}` }, r.id.slice(0, 8)), ` (${notDrawnBecause(r)})`]),
+    more > 0 ? ` and ${more} more` : "");
+}
 
 export async function render(root) {
   setTitle("Compare");
-  const state = { sweep: "", log: "1", runs: "", ...current().params };
-  const sweeps = (await api.listSweeps()).items;
-  if (!state.sweep && !state.runs && sweeps.length) state.sweep = sweeps[0].id;
-  const tradeoff = h("div", { class: "chart tall", id: "chart-tradeoff" });
-  const spent = h("div", { class: "chart", id: "chart-spent" });
-  const summaryBox = h("div");
+  const params = current().params;
+  // `sweep=` is how links made before multi-sweep compare name their sweep
+  const state = { sweeps: list([params.sweep, params.sweeps].filter(Boolean).join(",")), runs: list(params.runs), log: params.log ?? "1" };
+  const url = () => ({ log: state.log, sweeps: state.sweeps.join(","), runs: state.runs.join(",") });
 
+  const tradeoff = h("div", { class: "chart tall", id: "chart-tradeoff" });
+  const warning = h("p", { class: "notion-warning", role: "status", hidden: true });
+  const leftOut = h("p", { class: "left-out muted", hidden: true });
+  const chartCard = h("div", { class: "card" }, warning, leftOut, tradeoff);
+  const hint = h("p", { class: "muted" }, "Pick one or more sweeps above, or runs from the Runs list (“Compare selected”).");
+  const points = h("section", { class: "card points-card", "aria-label": "plotted points" });
+  const drilldown = h("section", { class: "card drilldown", "aria-label": "runs of a point", hidden: true });
+  const spent = h("div", { class: "chart", id: "chart-spent" });
+  const spentCard = h("div", { class: "card", hidden: true }, h("h2", {}, "Accuracy against ε spent so far"), spent);
+  const sweepPanel = h("section", { class: "card sweep-panel", "aria-label": "the sweep", hidden: true });
+  const oneSweep = () => (state.sweeps.length === 1 ? state.sweeps[0] : null);
+  const exportButtons = [];
+
+  let shownSweep = null;
+  let clicks = false;
   let lastCounts = "";
-  async function load() {
-    setParams(state);
+  let loads = 0;
+
+  const openPoint = (customdata) => showPoint(drilldown, customdata).catch((err) => banner(`Could not show the runs of this point: ${err.message}`));
+
+  /** Draws the selection; `selectionChanged` closes the panels that belonged to the old one. */
+  async function load({ selectionChanged = false } = {}) {
+    // two quick ticks start two loads: only the latest may draw, whichever answer comes last
+    const mine = ++loads;
+    const stale = () => mine !== loads;
+    setParams(url());
     banner(null);
+    const any = state.sweeps.length + state.runs.length > 0;
+    hint.hidden = any;
+    chartCard.hidden = points.hidden = !any;
+    for (const b of exportButtons) b.disabled = !oneSweep();
+    if (selectionChanged) drilldown.hidden = true;
     try {
-      if (state.sweep) {
-        const summary = await api.summary(state.sweep);
-        lastCounts = JSON.stringify(summary.counts);
-        await draw(tradeoff, await api.tradeoffFigure({ sweep: state.sweep, log: state.log }));
-        tradeoff.dataset.counts = lastCounts;
-        replace(summaryBox, h("p", { class: "muted" }, `${summary.rows.length} points; ${Object.entries(summary.counts ?? {}).map(([k, v]) => `${v} ${k}`).join(", ")}`));
+      if (oneSweep() !== shownSweep) {
+        shownSweep = oneSweep();
+        sweepPanel.hidden = true;
+        if (shownSweep) showSweep(sweepPanel, shownSweep, () => picker.refresh()).catch((err) => banner(`Could not show the sweep: ${err.message}`));
       }
-      const runs = state.runs ? state.runs.split(",") : [];
-      spent.parentElement.hidden = !runs.length;
-      if (runs.length) await draw(spent, await api.spentFigure(runs));
+      spentCard.hidden = !state.runs.length;
+      if (state.runs.length) {
+        const figure = await api.spentFigure(state.runs);
+        if (stale()) return;
+        await draw(spent, figure);
+      }
+      if (!any) return;
+      const seen = await counts();
+      const figure = await api.tradeoffFigure({ sweeps: state.sweeps.join(","), runs: state.runs.join(","), log: state.log });
+      if (stale()) return;
+      lastCounts = seen;
+      await draw(tradeoff, figure);
+      if (!clicks) { onPointClick(tradeoff, openPoint); clicks = true; }
+      const meta = figure.layout.meta ?? {};
+      warning.textContent = meta.warning ?? "";
+      warning.hidden = !meta.warning;
+      const rows = plottedPoints(figure);
+      replace(points, h("h2", {}, "Plotted points"),
+        rows.length ? pointsTable(rows, openPoint) : h("p", { class: "muted" }, "No private points yet."));
+      await showLeftOut(leftOut, meta.left_out ?? []);
     } catch (err) {
       banner(`Could not draw the comparison: ${err.message}`);
     }
   }
 
-  const sweepSelect = h("select", { name: "sweep", onchange: (e) => { state.sweep = e.target.value; load(); } },
-    h("option", { value: "" }, "—"), sweeps.map((s) => h("option", { value: s.id, selected: s.id === state.sweep ? "" : null },
-      `${s.name || s.id} (${s.num_runs} runs)`)));
+  /** The selected sweeps' run counts by status, as one string: the poll redraws when it changes. */
+  async function counts() {
+    const all = await Promise.all(state.sweeps.map((id) => api.summary(id).then((s) => s.counts).catch(() => null)));
+    return JSON.stringify(all);
+  }
+
+  const picker = sweepPicker(state.sweeps, (ids) => { state.sweeps = ids; load({ selectionChanged: true }); });
   const logBox = h("input", { type: "checkbox", name: "log", checked: state.log === "1", onchange: (e) => { state.log = e.target.checked ? "1" : "0"; load(); } });
+  const csv = h("button", { onclick: () => oneSweep() && (location.href = api.summaryCsvUrl(oneSweep())) }, "Export CSV");
+  const json = h("button", { onclick: async () => oneSweep() && download(`sweep-${oneSweep()}.json`, JSON.stringify(await api.summary(oneSweep()), null, 1), "application/json") }, "Export JSON");
+  exportButtons.push(csv, json);
 
   replace(root, h("h1", {}, "Compare"),
-    h("div", { class: "toolbar" }, h("label", {}, "sweep", sweepSelect), h("label", {}, "log-scale ε", logBox),
-      h("button", { onclick: () => exportPng(tradeoff, `tradeoff-${state.sweep}`) }, "Export PNG"),
-      h("button", { onclick: () => state.sweep && (location.href = api.summaryCsvUrl(state.sweep)) }, "Export CSV"),
-      h("button", { onclick: async () => state.sweep && download(`sweep-${state.sweep}.json`, JSON.stringify(await api.summary(state.sweep), null, 1), "application/json") }, "Export JSON"),
+    h("div", { class: "toolbar" }, h("label", {}, "log-scale ε", logBox),
+      h("button", { onclick: () => exportPng(tradeoff, "tradeoff") }, "Export PNG"), csv, json,
       h("a", { href: "#/new?mode=sweep" }, "new sweep")),
-    h("div", { class: "card" }, tradeoff, summaryBox),
-    h("div", { class: "card", hidden: true }, h("h2", {}, "Accuracy against ε spent so far"), spent));
-  await load();
-  // Redraw as the sweep's runs finish: poll its counts, redraw only when they change.
+    picker.el, hint, chartCard, points, drilldown, spentCard, sweepPanel);
+  await Promise.all([picker.ready, load()]);
+  // Redraw as the sweeps' runs finish: poll their counts, redraw only when they change.
   const timer = setInterval(async () => {
-    if (!state.sweep) return;
-    const counts = JSON.stringify((await api.summary(state.sweep).catch(() => ({}))).counts);
-    if (counts && counts !== lastCounts) await load();
-  }, 2000);
+    if (!state.sweeps.length) return;
+    const now = await counts();
+    if (now !== lastCounts) await load();
+  }, POLL_MS);
   return () => clearInterval(timer);
 }

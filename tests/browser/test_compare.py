@@ -1,0 +1,293 @@
+"""The Compare page: several sweeps and picked runs on one chart, the notion warning, the drill-down
+from a point (by click or from the keyboard table), the sweep panel, PNG export, phone and axe.
+
+Two small sweeps are created over HTTP once for the module: "record" (isrl_mbsgd at ε 1 and 8 and
+fedavg, seeds 0 and 1) and "user" (uldp_avg at ε 1 and 8, seeds 0 and 1), so the notions mix.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser.axe import serious_violations
+
+pytestmark = pytest.mark.browser
+
+BASE = {
+    "params": {"lr": 0.5, "batch_size": 64},
+    "dataset": {"name": "digits", "silos": 2},
+    "model": {"name": "mlp", "hidden": [16]},
+    "rounds": 2,
+    "privacy": {"delta": 1e-5},
+}
+RECORD = {
+    "name": "cmp record",
+    "base": BASE,
+    "grid": {"algorithm": ["isrl_mbsgd", "fedavg"], "privacy.epsilon": [1, 8], "seed": [0, 1]},
+}
+USER_DATASET = {"name": "digits", "silos": 4, "users": {"kind": "uniform", "count": 20}}
+USER = {
+    "name": "cmp user",
+    "base": BASE | {"algorithm": "uldp_avg", "params": {}, "dataset": USER_DATASET},
+    "grid": {"privacy.epsilon": [1, 8], "seed": [0, 1]},
+}
+MIXED_WARNING = (
+    "These runs use 2 privacy notions (record-level DP, user-level DP). Their ε are different units, "
+    "so each notion has its own panel: do not compare ε across panels."
+)
+CHART = "document.getElementById('chart-tradeoff')"
+
+
+@pytest.fixture(scope="module")
+def sweeps(server) -> dict[str, str]:
+    """The two sweeps' ids by name ("record", "user"), every run finished."""
+    ids = {}
+    for key, body in (("record", RECORD), ("user", USER)):
+        res = httpx.post(f"{server}/api/sweeps", json=body, timeout=60)
+        assert res.status_code == 201, res.text
+        ids[key] = res.json()["id"]
+    deadline = time.time() + 180
+    for sweep_id in ids.values():
+        while True:
+            counts = httpx.get(f"{server}/api/sweeps/{sweep_id}").json()["counts"]
+            if counts.get("queued", 0) == counts.get("running", 0) == 0:
+                break
+            assert time.time() < deadline, f"sweep {sweep_id} did not finish: {counts}"
+            time.sleep(0.5)
+        assert set(counts) <= {"succeeded", "queued", "running"} or counts.get("failed", 0) == 0, counts
+    return ids
+
+
+def wait_drawn(page: Page, panels: int) -> None:
+    """Waits until the trade-off chart shows `panels` notion panels."""
+    page.wait_for_function(
+        f"() => {{ const c = {CHART}; return c && c.layout && c.layout.meta "
+        f"&& c.layout.meta.notions.length === {panels} && c.data.length > 0; }}",
+        timeout=30_000,
+    )
+
+
+def hash_params(page: Page) -> dict[str, str]:
+    """The query of the page's hash (the view's state)."""
+    return dict(parse_qsl(urlsplit(page.url).fragment.partition("?")[2]))
+
+
+def mean_points(page: Page) -> list[list]:
+    """The customdata of every mean point of the trade-off chart: [algorithm, ε, run_ids]."""
+    return page.evaluate(f"{CHART}.data.filter(t => t.meta?.role === 'mean').flatMap(t => t.customdata)")
+
+
+def test_two_sweeps_draw_a_panel_per_notion_with_the_warning_and_the_url_keeps_them(page: Page, sweeps):
+    page.goto("/#/compare")
+    search = page.get_by_role("searchbox", name="search sweeps")
+    search.fill("no such sweep")
+    expect(page.locator(".sweep-list li")).to_have_text(["No sweep matches “no such sweep”."])
+    search.fill("cmp user")
+    expect(page.locator(".sweep-list li")).to_have_text(["cmp user 4 runs"])
+    search.fill("cmp")
+    page.get_by_role("checkbox", name="cmp record").check()
+    page.get_by_role("checkbox", name="cmp user").check()
+    wait_drawn(page, 2)
+    assert page.evaluate(f"{CHART}.layout.meta.notions") == ["record", "user"]
+    expect(page.locator(".notion-warning[role=status]")).to_have_text(MIXED_WARNING)
+    assert hash_params(page) == {"log": "1", "sweeps": f"{sweeps['record']},{sweeps['user']}"}
+    page.reload()
+    wait_drawn(page, 2)
+    expect(page.get_by_role("checkbox", name="cmp record")).to_be_checked()
+    expect(page.get_by_role("checkbox", name="cmp user")).to_be_checked()
+    expect(page.locator(".notion-warning[role=status]")).to_have_text(MIXED_WARNING)
+
+
+def test_an_old_sweep_link_still_draws_that_sweep_alone(page: Page, sweeps):
+    page.goto(f"/#/compare?sweep={sweeps['user']}")
+    wait_drawn(page, 1)
+    assert page.evaluate(f"{CHART}.layout.meta.notions") == ["user"]
+    expect(page.get_by_role("checkbox", name="cmp user")).to_be_checked()
+    expect(page.locator(".notion-warning")).to_be_hidden()
+    assert hash_params(page) == {"log": "1", "sweeps": sweeps["user"]}
+
+
+def test_runs_left_out_are_named_with_their_status(page: Page, server, sweeps):
+    spec = {**BASE, "algorithm": "isrl_mbsgd", "rounds": 1500, "privacy": {"epsilon": 1, "delta": 1e-5}}
+    run_id = httpx.post(f"{server}/api/runs", json=spec).json()["id"]
+    assert httpx.post(f"{server}/api/runs/{run_id}/cancel").status_code == 200
+    deadline = time.time() + 60
+    while httpx.get(f"{server}/api/runs/{run_id}").json()["status"] != "cancelled":
+        assert time.time() < deadline
+        time.sleep(0.3)
+    page.goto(f"/#/compare?sweeps={sweeps['user']}&runs={run_id}")
+    wait_drawn(page, 1)
+    expect(page.locator(".left-out")).to_have_text(
+        f"Left out (not succeeded, so nothing to plot): {run_id[:8]} (cancelled)"
+    )
+    expect(page.locator(f".left-out a[href='#/runs/{run_id}']")).to_be_visible()
+
+
+def check_drilldown(page: Page, point: list) -> None:
+    """The panel under the chart lists exactly the point's runs, with their curves and ledger lines."""
+    run_ids = point[2]
+    panel = page.locator("section.drilldown")
+    expect(panel.locator("h2")).to_have_text(f"{point[0]} at ε = {point[1]:g}: {len(run_ids)} runs")
+    expect(panel.locator("tbody tr")).to_have_count(len(run_ids))
+    assert panel.locator("tbody tr").evaluate_all("rows => rows.map(r => r.dataset.run)") == run_ids
+    for run_id in run_ids:
+        expect(panel.locator(f"tr[data-run='{run_id}'] a[href='#/runs/{run_id}']")).to_be_visible()
+    page.wait_for_function(
+        "() => { const c = document.getElementById('chart-curves'); return c && c.data && c.data.length; }",
+        timeout=20_000,
+    )
+    drawn = page.evaluate("document.getElementById('chart-curves').data.map(t => t.meta.run_id)")
+    assert sorted(drawn) == sorted(run_ids)
+    ledger = panel.locator("ul.ledger-lines li")
+    expect(ledger).to_have_count(len(run_ids))
+    run = httpx.get(f"{page.url.split('/#')[0]}/api/runs/{run_ids[0]}").json()
+    expect(ledger.first).to_have_text(
+        f"{run_ids[0][:8]}: ε = {run['epsilon']:.3g}, δ = 1e-5, accountant {run['accountant']}, "
+        f"σ = {run['noise_multiplier']:.3g}"
+    )
+
+
+def test_clicking_a_point_opens_the_runs_behind_it(page: Page, sweeps):
+    page.goto(f"/#/compare?sweeps={sweeps['record']}")
+    wait_drawn(page, 1)
+    points = mean_points(page)
+    assert sorted((p[0], p[1], len(p[2])) for p in points) == [("isrl_mbsgd", 1.0, 2), ("isrl_mbsgd", 8.0, 2)]
+    point = next(p for p in points if p[1] == 8.0)
+    page.evaluate(
+        f"""() => {{ const c = {CHART}; const t = c.data.findIndex(t => t.meta?.role === 'mean');
+                    const i = c.data[t].customdata.findIndex(d => d[1] === 8);
+                    c.emit('plotly_click', {{points: [{{curveNumber: t, pointNumber: i,
+                                                       customdata: c.data[t].customdata[i]}}]}}); }}"""
+    )
+    check_drilldown(page, point)
+
+
+def test_the_points_table_opens_the_same_panel_from_the_keyboard(page: Page, sweeps):
+    page.goto(f"/#/compare?sweeps={sweeps['record']},{sweeps['user']}")
+    wait_drawn(page, 2)
+    rows = page.locator("table.points tbody tr")
+    expect(rows).to_have_count(4)
+    cells = rows.evaluate_all("rs => rs.map(r => [...r.cells].slice(0, 4).map(c => c.textContent))")
+    assert [(c[0], c[1], c[3]) for c in cells] == [
+        ("isrl_mbsgd", "1", "2"), ("isrl_mbsgd", "8", "2"), ("uldp_avg", "1", "2"), ("uldp_avg", "8", "2")
+    ]
+    assert all(re.fullmatch(r"0\.\d{3} ± 0\.\d{3}", c[2]) for c in cells), cells
+    point = next(p for p in mean_points(page) if p[0] == "uldp_avg" and p[1] == 1.0)
+    rows.nth(2).get_by_role("button", name="runs of uldp_avg at ε = 1").focus()
+    page.keyboard.press("Enter")
+    check_drilldown(page, point)
+
+
+def test_a_sweeps_name_tags_and_notes_are_edited_in_its_panel(page: Page, server, sweeps):
+    sweep_id = sweeps["user"]
+    page.goto(f"/#/compare?sweeps={sweep_id}")
+    panel = page.locator("section.sweep-panel")
+    link = panel.get_by_role("link", name="runs of this sweep")
+    expect(link).to_have_attribute("href", f"#/runs?sweep={sweep_id}")
+    expect(panel.locator(".counts")).to_have_text("4 runs: 4 succeeded")
+    panel.get_by_label("name").fill("cmp user renamed")
+    panel.get_by_label("tags").fill("paper, users")
+    panel.get_by_label("notes").fill("uniform users")
+    panel.get_by_role("button", name="Save").click()
+    expect(panel.locator(".save-state")).to_have_text("Saved.")
+    expect(page.get_by_role("checkbox", name="cmp user renamed")).to_be_checked()  # the picker follows
+    body = httpx.get(f"{server}/api/sweeps/{sweep_id}").json()
+    assert (body["name"], body["tags"], body["notes"]) == (
+        "cmp user renamed", ["paper", "users"], "uniform users"
+    )
+    page.reload()
+    expect(panel.get_by_label("name")).to_have_value("cmp user renamed")
+    expect(panel.get_by_label("tags")).to_have_value("paper, users")
+    panel.get_by_label("name").fill("x" * 201)
+    panel.get_by_role("button", name="Save").click()
+    too_long = "Not saved: name: String should have at most 200 characters"
+    expect(panel.locator(".save-state")).to_have_text(too_long)
+    httpx.patch(f"{server}/api/sweeps/{sweep_id}", json={"name": "cmp user", "tags": [], "notes": ""})
+
+
+def test_a_sweep_can_be_archived_and_restored_from_its_panel(page: Page, server, sweeps):
+    sweep_id = sweeps["record"]
+    page.goto(f"/#/compare?sweeps={sweep_id}")
+    panel = page.locator("section.sweep-panel")
+    panel.get_by_role("button", name="Archive").click()
+    expect(panel.get_by_role("button", name="Restore")).to_be_visible()
+    item = page.locator(f".sweep-list li:has(input[value='{sweep_id}'])")
+    expect(item).to_have_text("cmp record 6 runs (archived)")
+    assert httpx.get(f"{server}/api/sweeps/{sweep_id}").json()["archived"] is True
+    panel.get_by_role("button", name="Restore").click()
+    expect(panel.get_by_role("button", name="Archive")).to_be_visible()
+    expect(item).to_have_text("cmp record 6 runs")
+    assert httpx.get(f"{server}/api/sweeps/{sweep_id}").json()["archived"] is False
+
+
+def test_a_single_sweep_shows_its_parallel_coordinates_and_importance(page: Page, server, sweeps):
+    sweep_id = sweeps["record"]
+    page.goto(f"/#/compare?sweeps={sweep_id}")
+    page.wait_for_function(
+        "() => ['chart-parcoords', 'chart-importance'].every(id => { const c = document.getElementById(id); "
+        "return c && c.data && c.data.length; })",
+        timeout=30_000,
+    )
+    assert page.evaluate("document.getElementById('chart-parcoords').data[0].type") == "parcoords"
+    expected = httpx.get(f"{server}/api/sweeps/{sweep_id}/figures/importance").json()
+    assert page.evaluate("document.getElementById('chart-importance').layout.meta.importance") == (
+        expected["layout"]["meta"]["importance"]
+    )
+    page.get_by_role("checkbox", name="cmp user").check()
+    expect(page.locator("section.sweep-panel")).to_be_hidden()
+
+
+def test_export_png_downloads_the_chart_with_its_subtitle(page: Page, sweeps):
+    page.goto(f"/#/compare?sweeps={sweeps['record']}")
+    wait_drawn(page, 1)
+    subtitle = page.evaluate(f"{CHART}.layout.title.subtitle.text")
+    assert subtitle == "digits · δ = 1e-5 · 2 rounds · rdp"
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Export PNG").click()
+    assert info.value.suggested_filename == "tradeoff.png"
+    assert Path(info.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the PNG is rasterised from this SVG (Plotly.downloadImage → toImage): the subtitle is in it
+    svg = page.evaluate(
+        f"async () => decodeURIComponent(await Plotly.toImage({CHART}, "
+        "{format: 'svg', width: 1200, height: 700}))"
+    )
+    assert subtitle in svg
+
+
+def page_width(page: Page) -> tuple[int, list[str]]:
+    """The page's scroll width, and the first elements sticking out of a 390 px screen (to say why)."""
+    return page.evaluate(
+        """() => [document.scrollingElement.scrollWidth, [...document.querySelectorAll('body *')]
+            .filter(e => e.getBoundingClientRect().right > 390
+              && !e.closest('.table-scroll, .js-plotly-plot'))
+            .map(e => `${e.tagName}.${e.className}`).slice(0, 5)]"""
+    )
+
+
+def test_a_drawn_comparison_fits_a_phone_and_has_no_serious_accessibility_violations(browser, server, sweeps):
+    context = browser.new_context(base_url=server, viewport={"width": 390, "height": 844})
+    try:
+        page = context.new_page()
+        page.goto(f"/#/compare?sweeps={sweeps['record']},{sweeps['user']}")
+        wait_drawn(page, 2)
+        page.locator("table.points tbody tr").first.get_by_role("button").click()
+        expect(page.locator("section.drilldown tbody tr")).to_have_count(2)
+        page.wait_for_timeout(300)  # charts size themselves after the first draw
+        width, wide = page_width(page)
+        assert width <= 390, wide
+        assert serious_violations(page) == []
+        page.goto(f"/#/compare?sweeps={sweeps['record']}")
+        expect(page.locator("section.sweep-panel .counts")).to_be_visible(timeout=20_000)
+        page.wait_for_function("() => document.getElementById('chart-importance')?.data?.length")
+        width, wide = page_width(page)
+        assert width <= 390, wide
+        assert serious_violations(page) == []
+    finally:
+        context.close()
