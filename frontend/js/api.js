@@ -40,9 +40,12 @@ export async function request(path, init = {}) {
 
 const post = (path, body) => request(path, { method: "POST", body: JSON.stringify(body ?? {}) });
 const query = (params) => {
-  const q = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ""));
+  // an array is a repeated parameter (tag=a&tag=b)
+  const q = new URLSearchParams(Object.entries(params).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]]))
+    .filter(([, v]) => v !== undefined && v !== null && v !== ""));
   return q.toString() ? `?${q}` : "";
 };
+const send = (method, path, body) => request(path, { method, body: body === undefined ? undefined : JSON.stringify(body) });
 
 export const api = {
   algorithms: () => request("/algorithms"),
@@ -70,6 +73,10 @@ export const api = {
   getBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`),
   deleteBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "DELETE" }),
   putBudget: (dataset, total) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "PUT", body: JSON.stringify({ total_epsilon: total }) }),
+  // runs table and run page
+  options: () => request("/options"),
+  patchRun: (id, changes) => send("PATCH", `/runs/${encodeURIComponent(id)}`, changes),
+  deleteRun: (id) => send("DELETE", `/runs/${encodeURIComponent(id)}`),
 };
 
 /**
