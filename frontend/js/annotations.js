@@ -19,7 +19,7 @@ export function annotationEditor(values, save) {
   const inputs = {
     name: h("input", { name: "name", type: "text", maxlength: 200, autocomplete: "off" }),
     tags: h("input", { name: "tags", type: "text", autocomplete: "off", placeholder: "baseline, paper" }),
-    notes: h("textarea", { name: "notes", rows: 3 }),
+    notes: h("textarea", { name: "notes", rows: 2 }),
   };
   const errors = Object.fromEntries(Object.keys(inputs).map((k) => [k, h("span", { class: "error", id: `annotation-${k}-error`, role: "alert" })]));
   const status = h("span", { class: "muted annotation-status", role: "status" });

@@ -206,7 +206,7 @@ def test_bulk_add_tag_tags_every_selected_run(page: Page, server, own_runs):
     for run_id in own_runs[:2]:
         page.get_by_label(f"select run {run_id}").check()
     page.get_by_label("tag to add to the selected runs").fill("bulk-tagged")
-    page.get_by_role("button", name="Add tag").click()
+    page.keyboard.press("Enter")
     expect(page.locator(".bulk-result")).to_have_text("tagged bulk-tagged: 2 of 2 runs")
     assert httpx.get(f"{server}/api/runs/{own_runs[0]}").json()["tags"] == [*before, "bulk-tagged"]
     assert "bulk-tagged" in httpx.get(f"{server}/api/runs/{own_runs[1]}").json()["tags"]

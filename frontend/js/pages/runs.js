@@ -213,6 +213,8 @@ export async function render(root) {
     searchTimer = setTimeout(() => { state.q = e.target.value.trim(); reset(); }, SEARCH_AFTER_MS);
   } });
 
+  newTag.addEventListener("keydown", (e) => { if (e.key === "Enter") tagSelected(); });
+
   replace(root,
     h("h1", {}, "Runs"),
     h("div", { class: "toolbar" },
