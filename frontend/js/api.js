@@ -40,18 +40,23 @@ export async function request(path, init = {}) {
 
 const post = (path, body) => request(path, { method: "POST", body: JSON.stringify(body ?? {}) });
 const query = (params) => {
-  // an array is a repeated parameter (tag=a&tag=b)
-  const q = new URLSearchParams(Object.entries(params).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]]))
-    .filter(([, v]) => v !== undefined && v !== null && v !== ""));
+  const q = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ""));
   return q.toString() ? `?${q}` : "";
+};
+// runs table and run page: the runs list's `tag` is repeated (tag=a&tag=b: runs with all of them)
+const runQuery = ({ tag = [], ...params }) => {
+  const tags = new URLSearchParams(tag.map((t) => ["tag", t])).toString();
+  const q = query(params);
+  if (!tags) return q;
+  return q ? `${q}&${tags}` : `?${tags}`;
 };
 const send = (method, path, body) => request(path, { method, body: body === undefined ? undefined : JSON.stringify(body) });
 
 export const api = {
   algorithms: () => request("/algorithms"),
   datasets: () => request("/datasets"),
-  listRuns: (params = {}) => request(`/runs${query(params)}`),
-  runsCsvUrl: (params = {}) => `/api/runs.csv${query(params)}`,
+  listRuns: (params = {}) => request(`/runs${runQuery(params)}`),
+  runsCsvUrl: (params = {}) => `/api/runs.csv${runQuery(params)}`,
   getRun: (id) => request(`/runs/${encodeURIComponent(id)}`),
   createRun: (spec) => post("/runs", spec),
   cancelRun: (id) => post(`/runs/${encodeURIComponent(id)}/cancel`),

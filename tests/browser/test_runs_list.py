@@ -164,6 +164,13 @@ def test_a_tag_chip_filters_by_its_tag(page: Page, server, own_runs):
     expect(page.locator(ROWS)).to_have_count(1)
     expect(page.locator(ROWS)).to_have_attribute("data-run", own_runs[1])
     assert "tag=chip-filter" in page.url
+    link = page.get_by_role("link", name="Export CSV")
+    assert link.get_attribute("href") == "/api/runs.csv?sort=-created_at&tag=chip-filter"
+    row.get_by_role("button", name="filter by tag other").click()  # both tags: still that run
+    expect(page.get_by_role("button", name="remove filter tag other")).to_be_visible()
+    assert link.get_attribute("href") == "/api/runs.csv?sort=-created_at&tag=chip-filter&tag=other"
+    expect(page.locator(ROWS)).to_have_count(1)
+    page.get_by_role("button", name="remove filter tag other").click()
     remove = page.get_by_role("button", name="remove filter tag chip-filter")
     expect(remove).to_have_text("tag chip-filter ✕")
     remove.click()
