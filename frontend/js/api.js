@@ -43,12 +43,20 @@ const query = (params) => {
   const q = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ""));
   return q.toString() ? `?${q}` : "";
 };
+// runs table and run page: the runs list's `tag` is repeated (tag=a&tag=b: runs with all of them)
+const runQuery = ({ tag = [], ...params }) => {
+  const tags = new URLSearchParams(tag.map((t) => ["tag", t])).toString();
+  const q = query(params);
+  if (!tags) return q;
+  return q ? `${q}&${tags}` : `?${tags}`;
+};
+const send = (method, path, body) => request(path, { method, body: body === undefined ? undefined : JSON.stringify(body) });
 
 export const api = {
   algorithms: () => request("/algorithms"),
   datasets: () => request("/datasets"),
-  listRuns: (params = {}) => request(`/runs${query(params)}`),
-  runsCsvUrl: (params = {}) => `/api/runs.csv${query(params)}`,
+  listRuns: (params = {}) => request(`/runs${runQuery(params)}`),
+  runsCsvUrl: (params = {}) => `/api/runs.csv${runQuery(params)}`,
   getRun: (id) => request(`/runs/${encodeURIComponent(id)}`),
   createRun: (spec) => post("/runs", spec),
   cancelRun: (id) => post(`/runs/${encodeURIComponent(id)}/cancel`),
@@ -70,11 +78,14 @@ export const api = {
   getBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`),
   deleteBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "DELETE" }),
   putBudget: (dataset, total) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "PUT", body: JSON.stringify({ total_epsilon: total }) }),
-  // new-run form
+  // registries: models, partition and user kinds, accountants, notions
   options: () => request("/options"),
+  // runs table and run page
+  patchRun: (id, changes) => send("PATCH", `/runs/${encodeURIComponent(id)}`, changes),
+  deleteRun: (id) => send("DELETE", `/runs/${encodeURIComponent(id)}`),
   // compare
   searchSweeps: (params = {}) => request(`/sweeps${query(params)}`),
-  patchSweep: (id, changes) => request(`/sweeps/${encodeURIComponent(id)}`, { method: "PATCH", body: JSON.stringify(changes) }),
+  patchSweep: (id, changes) => send("PATCH", `/sweeps/${encodeURIComponent(id)}`, changes),
   curvesFigure: (runs) => request(`/figures/curves${query({ runs: runs.join(",") })}`),
   parcoordsFigure: (id) => request(`/sweeps/${encodeURIComponent(id)}/figures/parcoords`),
   importanceFigure: (id) => request(`/sweeps/${encodeURIComponent(id)}/figures/importance`),

@@ -1,5 +1,7 @@
 // Run detail: status and live progress, learning curves, ε per party, partition, ledger
-// (accountant switchable), the empirical audit of round 1, the spec as YAML, cancel and clone-and-edit.
+// (accountant switchable), the empirical audit of round 1, the spec as YAML, cancel and clone-and-edit,
+// its name, tags and notes.
+import { annotationEditor } from "../annotations.js";
 import { api, subscribe } from "../api.js";
 import { draw } from "../charts.js";
 import { banner, chip, fmt, h, replace, setTitle } from "../dom.js";
@@ -66,6 +68,16 @@ export function diagnosticsBox(run, rounds) {
   return h("dl", { class: "kv diagnostics" }, Object.entries(last).flatMap(([k, v]) => [h("dt", {}, k.replaceAll("_", " ")), h("dd", {}, fmt(v, 4))]));
 }
 
+/**
+ * Returns the ledger's accountant choices from GET /api/options: the run's own first, then every
+ * accountant; one that cannot give a run's headline ε is still offered for recomputing, labelled.
+ */
+export function accountantChoices(options) {
+  return [["", "the run's own", null], ...options.accountants.map((a) => [a.name,
+    a.headline_always ? a.name : `${a.name} (recompute only: ${a.data_dependent ? "data-dependent, never a headline" : "not every run's headline"})`,
+    a.headline])];
+}
+
 const AUDIT_POLL_MS = 2000;
 const AUDIT_LIVE = ["queued", "running"];
 
@@ -123,6 +135,7 @@ export async function render(root, { id, params }) {
   const auditCard = h("div", { class: "audit-card" });
   let auditTimer = null;
   let currentRun = null;
+  const options = api.options();  // once per page: the ledger reloads on every round of a live run
   const specBox = h("pre", { class: "spec", tabindex: 0, "aria-label": "the run's spec as YAML" });  // it scrolls: reachable by keyboard
 
   async function loadHeader() {
@@ -146,8 +159,9 @@ export async function render(root, { id, params }) {
   }
 
   async function loadLedger() {
+    const choices = accountantChoices(await options);
     const select = h("select", { name: "accountant", onchange: (e) => { setParams({ accountant: e.target.value }); render(root, { id, params: { accountant: e.target.value } }); } },
-      ["", "rdp", "pld", "gdp"].map((a) => h("option", { value: a, selected: a === accountant ? "" : null }, a || "the run's own")));
+      choices.map(([value, label, title]) => h("option", { value, title, selected: value === accountant ? "" : null }, label)));
     try {
       const ledger = await api.ledger(id, accountant || undefined);
       const rows = ledger.events.slice(0, 500).map((e) => h("tr", {}, h("td", { class: "num" }, e.round), h("td", {}, e.party),
@@ -193,7 +207,8 @@ export async function render(root, { id, params }) {
     if (live) auditTimer = setTimeout(() => loadAudit(run).catch(() => {}), AUDIT_POLL_MS);
   }
 
-  replace(root, header.el,
+  const about = h("div", { class: "card about" }, h("h2", {}, "Name, tags and notes"));
+  replace(root, header.el, about,
     h("div", { class: "cards" }, h("div", { class: "card" }, h("h2", {}, "Accuracy and loss per round"), charts.learning),
       h("div", { class: "card" }, h("h2", {}, "ε spent per round, per party"), charts.epsilon),
       h("div", { class: "card" }, h("h2", {}, "Partition: labels per silo (not private)"), charts.partition),
@@ -202,6 +217,12 @@ export async function render(root, { id, params }) {
     h("h2", {}, "Spec ", h("button", { onclick: () => navigator.clipboard?.writeText(specBox.textContent) }, "Copy YAML")), specBox);
 
   const run = await loadHeader();
+  // filled once: live updates of the header must not overwrite what is being typed
+  about.append(annotationEditor(run, async (changes) => {
+    currentRun = await api.patchRun(id, changes);
+    header.update(currentRun);
+    return currentRun;
+  }).el);
   specBox.textContent = toYaml(await api.spec(id)).trimStart();
   await Promise.all([loadCharts(), loadLedger(), loadDiagnostics(run), loadAudit(run)]);
   const stopAudit = () => clearTimeout(auditTimer);

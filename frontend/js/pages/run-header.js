@@ -1,4 +1,5 @@
-// The run page's header: title, status, progress, Cancel and Clone, what the ε rests on. Built
+// The run page's header: title, status, progress, Cancel, Clone, Archive and Delete, its sweep,
+// the "no better than guessing" flag, what the ε rests on. Built
 // once and updated in place on every event (several a second while a run is live), so the
 // buttons keep keyboard focus.
 import { api } from "../api.js";
@@ -8,23 +9,45 @@ import { caveatList, duration, noiseMultiplier } from "./run-detail.js";
 
 const FINISHED = ["succeeded", "failed", "cancelled"];
 
-/** Returns {el, update(run)}: the header of run `id`; `onCancelled` is called after a cancel is accepted. */
-export function runHeader(id, onCancelled) {
+/** Returns the flag of a private run whose accuracy is no better than guessing the majority class, or "". */
+export function guessingText(run) {
+  if (run.no_better_than_guessing !== true) return "";
+  return `accuracy ${fmt(run.final_accuracy)} is no better than guessing the majority class (${fmt(run.baseline_accuracy)})`;
+}
+
+/** Returns {el, update(run)}: the header of run `id`; `onChanged` is called after a cancel or an
+ * archive is accepted. */
+export function runHeader(id, onChanged) {
   const title = document.createTextNode("");
   const status = chip("queued");
   const bar = progressBar(0, "progress of the run");
   const round = h("span", { class: "muted round" });
   const cancel = h("button", { class: "danger", onclick: async () => {
-    try { await api.cancelRun(id); await onCancelled(); } catch (err) { banner(`Could not cancel: ${err.message}`); }
+    try { await api.cancelRun(id); await onChanged(); } catch (err) { banner(`Could not cancel: ${err.message}`); }
   } }, "Cancel");
+  // refusals (409: live, or spent budget) are shown beside the buttons, not in the page banner
+  const actionError = h("p", { class: "error-text run-actions-error", role: "alert" });
+  let archived = false;
+  const archive = h("button", { class: "archive", onclick: async () => {
+    actionError.textContent = "";
+    try { await api.patchRun(id, { archived: !archived }); await onChanged(); } catch (err) { actionError.textContent = `Could not archive: ${err.message}`; }
+  } }, "Archive");
+  const remove = h("button", { class: "danger delete", onclick: async () => {
+    actionError.textContent = "";
+    if (!window.confirm("Delete this run with its metrics and ledger?")) return;
+    try { await api.deleteRun(id); go("runs"); } catch (err) { actionError.textContent = `Not deleted: ${err.message}`; }
+  } }, "Delete");
+  const guessing = h("p", { class: "guessing-flag", role: "note", hidden: true });
+  const sweepLink = h("p", { class: "sweep-link" });
+  let sweepShown = null;
   const error = h("p", { class: "error-text run-error", hidden: true });
   const warning = h("p", { class: "error-text privacy-warning", hidden: true });
   const caveats = h("div");
   const dd = Object.fromEntries(["privacy", "eps", "sigma", "noise-source", "acc", "worker", "duration"].map((k) => [k, h("dd", { class: k })]));
   const el = h("div", { class: "run-header" },
     h("h1", {}, title, " ", status),
-    h("div", { class: "toolbar" }, bar, round, cancel, h("button", { onclick: () => go("new", { from: id }) }, "Clone and edit")),
-    error, warning, caveats,
+    h("div", { class: "toolbar" }, bar, round, cancel, h("button", { onclick: () => go("new", { from: id }) }, "Clone and edit"), archive, remove),
+    actionError, sweepLink, guessing, error, warning, caveats,
     h("dl", { class: "kv" },
       h("dt", {}, "privacy"), dd.privacy, h("dt", {}, "ε target / spent"), dd.eps, h("dt", {}, "noise multiplier"), dd.sigma,
       h("dt", {}, "noise"), dd["noise-source"], h("dt", {}, "accuracy / loss"), dd.acc, h("dt", {}, "worker"), dd.worker,
@@ -33,8 +56,15 @@ export function runHeader(id, onCancelled) {
 
   function update(run) {
     const finished = FINISHED.includes(run.status);
-    title.data = `${run.algorithm} on ${run.dataset}`;
-    setTitle(`${run.algorithm} on ${run.dataset} · ${run.status}`);
+    const what = `${run.name ? `${run.name} · ` : ""}${run.algorithm} on ${run.dataset}`;
+    title.data = what;
+    setTitle(`${what} · ${run.status}`);
+    archived = run.archived;
+    archive.textContent = run.archived ? "Unarchive" : "Archive";
+    remove.disabled = !finished;
+    guessing.textContent = guessingText(run);
+    guessing.hidden = !guessing.textContent;
+    if (run.sweep_id !== sweepShown) { sweepShown = run.sweep_id; showSweep(run.sweep_id); }
     setChip(status, run.status);
     setProgress(bar, run.progress);
     round.textContent = `round ${run.current_round} of ${run.rounds}`;
@@ -53,6 +83,14 @@ export function runHeader(id, onCancelled) {
     dd.acc.textContent = `${fmt(run.final_accuracy)} / ${fmt(run.final_loss)}`;
     dd.worker.textContent = run.worker ?? "–";
     dd.duration.textContent = duration(run);
+  }
+  /** "part of sweep <name>", linking to the sweep on Compare and to the Runs list filtered by it. */
+  async function showSweep(sweepId) {
+    if (!sweepId) { replace(sweepLink); return; }
+    const q = encodeURIComponent(sweepId);
+    const name = await api.getSweep(sweepId).then((s) => s.name || sweepId.slice(0, 8), () => sweepId.slice(0, 8));
+    replace(sweepLink, "part of sweep ", h("a", { class: "sweep-compare", href: `#/compare?sweep=${q}` }, name),
+      " (", h("a", { class: "sweep-runs", href: `#/runs?sweep=${q}` }, "its runs"), ")");
   }
   return { el, update };
 }
