@@ -192,23 +192,26 @@ def test_a_sweeps_name_tags_and_notes_are_edited_in_its_panel(page: Page, server
     link = panel.get_by_role("link", name="runs of this sweep")
     expect(link).to_have_attribute("href", f"#/runs?sweep={sweep_id}")
     expect(panel.locator(".counts")).to_have_text("4 runs: 4 succeeded")
-    panel.get_by_label("name").fill("cmp user renamed")
-    panel.get_by_label("tags").fill("paper, users")
-    panel.get_by_label("notes").fill("uniform users")
-    panel.get_by_role("button", name="Save").click()
-    expect(panel.locator(".save-state")).to_have_text("Saved.")
+    form = panel.locator("form.annotations")  # the editor runs and sweeps share
+    form.get_by_label("name").fill("cmp user renamed")
+    form.get_by_label("tags (comma-separated)").fill("paper, users")
+    form.get_by_label("notes").fill("uniform users")
+    form.get_by_role("button", name="Save").click()
+    expect(form.locator(".annotation-status")).to_have_text("saved")
     expect(page.get_by_role("checkbox", name="cmp user renamed")).to_be_checked()  # the picker follows
     body = httpx.get(f"{server}/api/sweeps/{sweep_id}").json()
     assert (body["name"], body["tags"], body["notes"]) == (
         "cmp user renamed", ["paper", "users"], "uniform users"
     )
     page.reload()
-    expect(panel.get_by_label("name")).to_have_value("cmp user renamed")
-    expect(panel.get_by_label("tags")).to_have_value("paper, users")
-    panel.get_by_label("name").fill("x" * 201)
-    panel.get_by_role("button", name="Save").click()
-    too_long = "Not saved: name: String should have at most 200 characters"
-    expect(panel.locator(".save-state")).to_have_text(too_long)
+    expect(form.get_by_label("name")).to_have_value("cmp user renamed")
+    expect(form.get_by_label("tags (comma-separated)")).to_have_value("paper, users")
+    form.get_by_label("tags (comma-separated)").fill("ok, " + "x" * 41)
+    form.get_by_role("button", name="Save").click()
+    expect(form.locator(".annotation-tags .error")).to_have_text(
+        f"tag 1 must be 1 to 40 characters after trimming, without commas; got '{'x' * 41}'"
+    )
+    expect(form.locator(".annotation-status")).to_have_text("not saved")
     httpx.patch(f"{server}/api/sweeps/{sweep_id}", json={"name": "cmp user", "tags": [], "notes": ""})
 
 
