@@ -10,7 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import shoot
+from tests.browser.conftest import SMALL_RUN, create_run, shoot, wait_finished
 
 pytestmark = pytest.mark.browser
 
@@ -162,15 +162,20 @@ def test_cancel_a_running_run(page: Page, server):
     assert body["status"] == "cancelled" and 0 < body["current_round"] < 1500
 
 
-def test_runs_and_budgets_pages(page: Page, server):
+def test_runs_and_budgets_pages(page: Page, server, small_runs):
     # not digits: a budget makes a dataset protected, and later tests read digits runs' diagnostics
     httpx.put(f"{server}/api/budgets/synthetic", json={"total_epsilon": 100.0})
+    cancelled = create_run(server, SMALL_RUN | {"rounds": 500})
+    assert httpx.post(f"{server}/api/runs/{cancelled}/cancel").status_code == 200
+    assert wait_finished(server, cancelled)["status"] == "cancelled"
     page.goto("/#/runs")
     expect(page.locator("table.runs tbody tr").first).to_be_visible()
     expect(page.locator("table.runs .chip").first).to_be_visible()
     shoot(page, "runs")
     page.select_option("select[name=status]", "cancelled")
-    expect(page.locator("table.runs tbody tr")).to_have_count(1)  # the run cancelled above
+    cancelled = httpx.get(f"{server}/api/runs", params={"status": "cancelled", "limit": 25}).json()["items"]
+    assert cancelled  # the run cancelled here, and those other tests cancelled
+    expect(page.locator("table.runs tbody .chip[data-status]")).to_have_text(["cancelled"] * len(cancelled))
     assert "status=cancelled" in page.url
     page.goto("/#/budgets")
     expect(page.locator(".card[data-dataset='synthetic'] .remaining")).to_be_visible()
