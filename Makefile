@@ -16,9 +16,11 @@ install: $(STAMP)
 up: install
 	$(VENV)/bin/dpfl up --demo
 
+# Two processes (pytest-xdist): most tests wait on workers, servers and the browser, not the CPU.
+# The browser tests stay together in one of them (tests/conftest.py).
 test: install
 	bash scripts/ensure-chromium.sh
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 # The inner loop: no browser, no services, nothing marked slow (about 3 minutes).
 test-fast: install
