@@ -24,6 +24,23 @@ export async function draw(el, figure) {
   return Plotly.react(el, figure.data, { ...figure.layout, autosize: true }, CONFIG);
 }
 
+/**
+ * Fetches and draws a figure once `el` is scrolled near the screen: charts below the fold (a
+ * sweep's parallel coordinates, drawn in WebGL) would otherwise hold the page's main thread
+ * while the chart the user looks at waits to be painted. Resolves once it is drawn.
+ * @param {HTMLElement} el @param {() => Promise<any>} fetchFigure
+ */
+export function drawWhenVisible(el, fetchFigure) {
+  return new Promise((resolve, reject) => {
+    const observer = new IntersectionObserver((entries) => {
+      if (!entries.some((e) => e.isIntersecting)) return;
+      observer.disconnect();
+      fetchFigure().then((figure) => draw(el, figure)).then(resolve, reject);
+    }, { rootMargin: "200px" });
+    observer.observe(el);
+  });
+}
+
 /** Downloads the chart in `el` as a PNG. */
 export async function exportPng(el, filename) {
   const Plotly = await loadPlotly();

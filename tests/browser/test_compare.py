@@ -233,6 +233,8 @@ def test_a_sweep_can_be_archived_and_restored_from_its_panel(page: Page, server,
 def test_a_single_sweep_shows_its_parallel_coordinates_and_importance(page: Page, server, sweeps):
     sweep_id = sweeps["record"]
     page.goto(f"/#/compare?sweeps={sweep_id}")
+    expect(page.locator("#chart-tradeoff .main-svg").first).to_be_visible(timeout=20_000)
+    page.locator("#chart-importance").scroll_into_view_if_needed()  # drawn once scrolled to
     page.wait_for_function(
         "() => ['chart-parcoords', 'chart-importance'].every(id => { const c = document.getElementById(id); "
         "return c && c.data && c.data.length; })",
@@ -288,6 +290,7 @@ def test_a_drawn_comparison_fits_a_phone_and_has_no_serious_accessibility_violat
         assert serious_violations(page) == []
         page.goto(f"/#/compare?sweeps={sweeps['record']}")
         expect(page.locator("section.sweep-panel .counts")).to_be_visible(timeout=20_000)
+        page.locator("#chart-importance").scroll_into_view_if_needed()
         page.wait_for_function("() => document.getElementById('chart-importance')?.data?.length")
         width, wide = page_width(page)
         assert width <= 390, wide

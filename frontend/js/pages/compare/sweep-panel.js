@@ -2,7 +2,7 @@
 // runs by status, a link to them in the Runs list, and its hyperparameter charts: parallel
 // coordinates and how much of the accuracy's variance each parameter explains.
 import { api } from "../../api.js";
-import { draw } from "../../charts.js";
+import { drawWhenVisible } from "../../charts.js";
 import { annotationEditor } from "../../annotations.js";
 import { h, replace } from "../../dom.js";
 
@@ -14,7 +14,7 @@ function countsText(sweep) {
   return `${sweep.num_runs} runs: ${parts.join(", ") || "none yet"}`;
 }
 
-/** Fills `panel` with sweep `id`; resolves once its charts are drawn. `onChange()` follows an edit. */
+/** Fills `panel` with sweep `id`; resolves once its charts are drawn, when scrolled to. `onChange()` follows an edit. */
 export async function showSweep(panel, id, onChange = () => {}) {
   const sweep = await api.getSweep(id);
   const parcoords = h("div", { class: "chart", id: "chart-parcoords" });
@@ -47,6 +47,8 @@ export async function showSweep(panel, id, onChange = () => {}) {
     h("h3", {}, "Hyperparameters of each run"), parcoords,
     h("h3", {}, "What explains the accuracy"), importance);
   panel.hidden = false;
-  const [p, i] = await Promise.all([api.parcoordsFigure(id), api.importanceFigure(id)]);
-  await Promise.all([draw(parcoords, p), draw(importance, i)]);
+  await Promise.all([
+    drawWhenVisible(parcoords, () => api.parcoordsFigure(id)),
+    drawWhenVisible(importance, () => api.importanceFigure(id)),
+  ]);
 }
