@@ -472,6 +472,9 @@ def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
             target_delta=privacy.delta,
             accountant=privacy.accountant,
         )
+    # What only σ shows is refused here, once it is known, so that every submission path refuses
+    # it too (the worker's `setup` makes the same check for a σ given by hand).
+    algorithm.check_noise(sigma)
     plan = algorithm.plan(sigma)
     _check_noise_floor(plan, privacy)
     by_round = dict(

@@ -13,6 +13,9 @@ Hooks, in the order the runner calls them:
   non-private algorithm given a privacy target.
 - `paper_noise_multiplier(epsilon, delta)` → σ per silo: the paper's own closed form, for
   `calibration: paper`; None where the paper gives none.
+- `check_noise(noise_multiplier)`: refuses, with a SpecError naming the field, what only the
+  calibrated σ shows (e.g. a count noise that must exceed σ/2). `runner.project` calls it once σ
+  is known, so such a spec is refused at submission; `setup` calls it too (a σ given by hand).
 - `setup(noise_multiplier)`: initial state; `noise_multiplier` is None for non-private runs.
 - `round(r)` → RoundOutput: one round (r counts from 1); `releases` lists the events each
   party released in it, which the runner records in the ledger.
@@ -140,6 +143,10 @@ class Algorithm(abc.ABC):
 
     def privacy_caveat(self) -> str | None:
         """Returns why the run's ledger does not bound what it leaks, or None when it does."""
+        return None
+
+    def check_noise(self, noise_multiplier: float | np.ndarray | None) -> None:
+        """Raises SpecError naming the field when the run cannot release under this σ (none here)."""
         return None
 
     @abc.abstractmethod

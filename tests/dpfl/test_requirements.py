@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpfl import runner
@@ -131,6 +132,24 @@ ROOT = Path(__file__).resolve().parents[2]
             ["model.hidden=abc"],
             "error: `model.hidden` must list positive integer widths, e.g. [64]; got 'abc'.\n",
         ),
+        (
+            [
+                "algorithm=dp_fedavg",
+                "params={adaptive_clip: true, count_noise: 0.5}",
+                "privacy={noise_multiplier: 2}",
+            ],
+            "error: `params.count_noise` must be > σ/2 = 1 so that the update noise stays finite "
+            "(σ_Δ = (σ⁻² − (2σ_b)⁻²)^(−½)); got 0.5.\n",
+        ),
+        (
+            [
+                "algorithm=uldp_avg_w",
+                "dataset.users={kind: uniform, count: 100}",
+                "participation=2",
+                "params.secure_weighting=true",
+            ],
+            "error: `participation` must be all silos with `params.secure_weighting`.\n",
+        ),
     ],
 )
 def test_dpfl_run_refuses_the_same_specs_in_one_line(capsys, tmp_path, sets, message):
@@ -144,3 +163,29 @@ def test_dpfl_run_refuses_the_same_specs_in_one_line(capsys, tmp_path, sets, mes
     assert (code, out) == (1, "")
     assert [line for line in err.splitlines() if line.startswith("error:")] == [message.rstrip("\n")]
     assert err.endswith(message)
+
+
+@pytest.mark.parametrize(
+    ("given", "field", "reason"),
+    [
+        (
+            spec("ae_dpfl", params={"public_pool": 100, "queries": 100}),
+            "privacy.noise_multiplier",
+            "must be one σ for all agents' votes; got [1.0, 2.0].",
+        ),
+        (spec("uldp_naive"), "privacy", "uldp_naive takes one noise multiplier for all silos."),
+        (
+            spec(
+                "uldp_avg", dataset={"name": "digits", "silos": 4, "users": {"kind": "uniform", "count": 100}}
+            ),
+            "privacy",
+            "uldp_avg takes one noise multiplier for all silos.",
+        ),
+    ],
+)
+def test_a_sigma_per_silo_is_refused_by_check_noise_and_by_setup(given, field, reason):
+    algorithm = runner.prepare(given, data_dirs=[data_dir()])
+    for hook in (algorithm.check_noise, algorithm.setup):
+        with pytest.raises(SpecError) as info:
+            hook(np.array([1.0, 2.0, 1.0, 1.0]))
+        assert (info.value.field, info.value.reason) == (field, reason), hook

@@ -32,7 +32,7 @@ from pydantic import Field, field_validator
 
 from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER, FedAvg2LR, LocalTrainingParams
-from dpfl.algorithms.uldp.users import USERS_PARTY, require_users
+from dpfl.algorithms.uldp.users import USERS_PARTY, require_one_noise_multiplier, require_users
 from dpfl.engine import clipped_grad_sum, release_noise
 from dpfl.engine.sampling import poisson_batch
 from dpfl.errors import SpecError
@@ -118,9 +118,11 @@ class ULDPGroup(FedAvg2LR):
             ledger.record(r, USERS_PARTY, self.release_event(participants(self.spec, r), noise_multiplier))
         return ledger
 
+    def check_noise(self, noise_multiplier) -> None:
+        require_one_noise_multiplier(self.name, noise_multiplier)
+
     def setup(self, noise_multiplier) -> None:
-        if noise_multiplier is None or np.ndim(noise_multiplier) != 0:
-            raise SpecError("privacy", f"{self.name} takes one noise multiplier for all silos.")
+        self.check_noise(noise_multiplier)
         self.sigma = float(noise_multiplier)
         super().setup(noise_multiplier)
 

@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from pydantic import Field
 
 from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER, FedAvg2LR, LocalTrainingParams
-from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, user_level_plan
+from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, require_one_noise_multiplier, user_level_plan
 from dpfl.engine import release
-from dpfl.errors import SpecError
 from dpfl.privacy.calibration import calibrate_noise_multiplier
 from dpfl.privacy.events import GaussianEvent
 from dpfl.privacy.ledger import Ledger
@@ -72,9 +70,11 @@ class ULDPNaive(FedAvg2LR):
         )
         return sigma_paper * PAPER_SENSITIVITY_RATIO
 
+    def check_noise(self, noise_multiplier) -> None:
+        require_one_noise_multiplier(self.name, noise_multiplier)
+
     def setup(self, noise_multiplier) -> None:
-        if noise_multiplier is None or np.ndim(noise_multiplier) != 0:
-            raise SpecError("privacy", f"{self.name} takes one noise multiplier for all silos.")
+        self.check_noise(noise_multiplier)
         self.sigma = float(noise_multiplier)
         super().setup(noise_multiplier)
 

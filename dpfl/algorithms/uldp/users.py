@@ -1,5 +1,5 @@
 """What the ULDP algorithms share: the user-level party, the plan of one release per round,
-clipping of many deltas at once, and the check that the spec allocates users.
+clipping of many deltas at once, and the checks that the spec allocates users and one σ.
 
 Under user-level DP across silos the protected unit is a user wherever its records sit, so
 the whole federation is one party of the ledger, `users`: each round releases the noisy sum
@@ -8,6 +8,7 @@ over silos once (reference §3.2, Thms 3–5).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from dpfl.data import UserAllocation
@@ -17,7 +18,7 @@ from dpfl.privacy.events import Event
 from dpfl.privacy.ledger import Ledger
 from dpfl.spec import RunSpec
 
-__all__ = ["USERS_PARTY", "clip_rows", "require_users", "user_level_plan"]
+__all__ = ["USERS_PARTY", "clip_rows", "require_one_noise_multiplier", "require_users", "user_level_plan"]
 
 USERS_PARTY = "users"
 
@@ -51,3 +52,9 @@ def require_users(name: str, data: FederatedData) -> UserAllocation:
             "`users: {kind: zipf, count: 100}` (kinds: uniform, balanced, zipf, natural).",
         )
     return data.users
+
+
+def require_one_noise_multiplier(name: str, noise_multiplier) -> None:
+    """Raises SpecError unless σ is one number: the user-level release is one noisy sum over silos."""
+    if noise_multiplier is None or np.ndim(noise_multiplier) != 0:
+        raise SpecError("privacy", f"{name} takes one noise multiplier for all silos.")

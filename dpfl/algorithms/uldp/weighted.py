@@ -33,7 +33,13 @@ from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, r
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER
 from dpfl.algorithms.uldp.groups import RecordGroups, local_deltas
 from dpfl.algorithms.uldp.secure import SecureWeighting
-from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, require_users, user_level_plan
+from dpfl.algorithms.uldp.users import (
+    USERS_PARTY,
+    clip_rows,
+    require_one_noise_multiplier,
+    require_users,
+    user_level_plan,
+)
 from dpfl.engine import mean_grad, release_noise
 from dpfl.errors import SpecError
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
@@ -101,9 +107,11 @@ class ULDPWeighted(Algorithm):
         event: Event = GaussianEvent(sigma)
         return event if q >= 1 else PoissonSampledEvent(q, event)
 
+    def check_noise(self, noise_multiplier) -> None:
+        require_one_noise_multiplier(self.name, noise_multiplier)
+
     def setup(self, noise_multiplier) -> None:
-        if noise_multiplier is None or np.ndim(noise_multiplier) != 0:
-            raise SpecError("privacy", f"{self.name} takes one noise multiplier for all silos.")
+        self.check_noise(noise_multiplier)
         self.sigma = float(noise_multiplier)
         self.users = require_users(self.name, self.data)
         counts = self.users.counts().astype(np.float64)
@@ -248,12 +256,16 @@ class ULDPAvgW(ULDPAvg):
     def needs_contributions(self) -> bool:
         return self.secure is not None
 
+    def __init__(self, spec, data, model):
+        super().__init__(spec, data, model)
+        # A spec-level check, made on construction so that `runner.prepare` (submission) refuses it.
+        if self.params.secure_weighting and spec.silos_per_round != spec.dataset.silos:
+            raise SpecError("participation", "must be all silos with `params.secure_weighting`.")
+
     def setup(self, noise_multiplier) -> None:
         super().setup(noise_multiplier)
         self.secure = None
         if self.params.secure_weighting:
-            if self.spec.silos_per_round != self.spec.dataset.silos:
-                raise SpecError("participation", "must be all silos with `params.secure_weighting`.")
             self.secure = SecureWeighting(
                 self.users.counts(),
                 key_bits=self.params.key_bits,

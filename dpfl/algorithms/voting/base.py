@@ -158,7 +158,8 @@ class VotingAlgorithm(Algorithm):
     def compute_votes(self, rows: int) -> np.ndarray:
         """Returns the noiseless summed votes on the first `rows` public records, [rows, C]."""
 
-    def setup(self, noise_multiplier) -> None:
+    def check_noise(self, noise_multiplier) -> None:
+        """Refuses no σ, and a σ per agent: every vote's histogram gets one noise."""
         if noise_multiplier is None:
             raise SpecError("privacy", f"is required for {self.name}: give `epsilon` or `noise_multiplier`.")
         sigmas = np.unique(np.asarray(noise_multiplier, dtype=float))
@@ -166,7 +167,10 @@ class VotingAlgorithm(Algorithm):
             raise SpecError(
                 "privacy.noise_multiplier", f"must be one σ for all agents' votes; got {sigmas.tolist()}."
             )
-        self.sigma = float(sigmas[0])
+
+    def setup(self, noise_multiplier) -> None:
+        self.check_noise(noise_multiplier)
+        self.sigma = float(np.unique(np.asarray(noise_multiplier, dtype=float))[0])
         key = vote_cache_key(
             {
                 "method": self.method,

@@ -111,20 +111,32 @@ class DPFedAvg(Algorithm):
         """Returns qN, the fixed denominator of the averaged update."""
         return self.params.sample_rate * self.num_agents
 
-    def setup(self, noise_multiplier) -> None:
+    @property
+    def count_noise(self) -> float | None:
+        """Returns σ_b, the noise std on the clipped-agent count (None without the adaptive clip)."""
+        p = self.params
+        if not p.adaptive_clip:
+            return None
+        return p.count_noise if p.count_noise is not None else self.expected_agents / 20
+
+    def check_noise(self, noise_multiplier) -> None:
+        """Refuses no σ, and a count noise σ_b ≤ σ/2, which leaves the update no finite noise."""
         if noise_multiplier is None:
             raise SpecError("privacy", f"is required for {self.name}: give `epsilon` or `noise_multiplier`.")
+        sigma, count_sigma = float(np.asarray(noise_multiplier, dtype=float).reshape(-1)[0]), self.count_noise
+        if count_sigma is not None and not 2 * count_sigma > sigma:
+            raise SpecError(
+                "params.count_noise",
+                f"must be > σ/2 = {sigma / 2:.4g} so that the update noise stays finite "
+                f"(σ_Δ = (σ⁻² − (2σ_b)⁻²)^(−½)); got {count_sigma:.4g}.",
+            )
+
+    def setup(self, noise_multiplier) -> None:
+        self.check_noise(noise_multiplier)
         p = self.params
         self.sigma = float(np.asarray(noise_multiplier, dtype=float).reshape(-1)[0])
-        self.update_sigma, self.count_sigma = self.sigma, None
-        if p.adaptive_clip:
-            self.count_sigma = p.count_noise if p.count_noise is not None else self.expected_agents / 20
-            if not 2 * self.count_sigma > self.sigma:
-                raise SpecError(
-                    "params.count_noise",
-                    f"must be > σ/2 = {self.sigma / 2:.4g} so that the update noise stays finite "
-                    f"(σ_Δ = (σ⁻² − (2σ_b)⁻²)^(−½)); got {self.count_sigma:.4g}.",
-                )
+        self.update_sigma, self.count_sigma = self.sigma, self.count_noise
+        if self.count_sigma is not None:
             self.update_sigma = (self.sigma**-2 - (2 * self.count_sigma) ** -2) ** -0.5
         self.clip = p.clip
         self.w = self.layout.flatten_module(self.model).detach().clone()

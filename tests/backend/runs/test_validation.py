@@ -113,6 +113,39 @@ REFUSED = [
         "must take the dataset's inputs: 'cnn' needs images (H, W) or (C, H, W); got (64,).",
         id="cnn-on-flat-digits",
     ),
+    # Checks that need the calibrated σ: `runner.project` makes them once σ is known.
+    pytest.param(
+        form_spec(
+            "dp_fedavg",
+            params={"adaptive_clip": True, "count_noise": 0.5},
+            privacy={"noise_multiplier": 2.0, "delta": 1e-5, "accountant": "rdp"},
+        ),
+        ["params", "count_noise"],
+        "must be > σ/2 = 1 so that the update noise stays finite (σ_Δ = (σ⁻² − (2σ_b)⁻²)^(−½)); got 0.5.",
+        id="dp_fedavg-count_noise",
+    ),
+    pytest.param(
+        form_spec(
+            "uldp_avg_w",
+            participation=5,
+            dataset=FORM["dataset"] | {"users": {"kind": "uniform", "count": 100}},
+            params={"secure_weighting": True},
+        ),
+        ["participation"],
+        "must be all silos with `params.secure_weighting`.",
+        id="uldp_avg_w-secure-participation",
+    ),
+    pytest.param(
+        form_spec(
+            "sdp_mbsgd",
+            params={"randomizer": "binomial"},
+            privacy={"noise_multiplier": 0.05, "delta": 1e-5, "accountant": "pld"},
+        ),
+        ["privacy", "noise_multiplier"],
+        "must be ≥ 0.06667 for `params.randomizer: binomial` (a round's ε′ = 1/σ ≤ 15, Cheu et al.'s "
+        "theorem); got 0.05.",
+        id="sdp_mbsgd-binomial-sigma",
+    ),
 ]
 
 
