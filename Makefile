@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 export DPFL_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: install up test test-fast lint bench bench-api clean
+.PHONY: install up test test-fast lint bench bench-api plotly-bundle clean
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -38,6 +38,11 @@ bench: install
 # The API under load: needs PostgreSQL and Redis on 127.0.0.1 (.ci/services.sh starts them).
 bench-api: install
 	$(PY) benchmarks/api.py
+
+# Rebuilds backend/vendor/plotly.min.js (committed, so nothing else needs Node): after changing the
+# trace types in scripts/plotly-bundle/entry.js or the plotly.js version in its package.json.
+plotly-bundle:
+	cd scripts/plotly-bundle && npm ci --no-audit --no-fund && node build.js
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -49,4 +49,7 @@ class Options(BaseModel):
     user_kinds: list[KindOption] = Field(description="`dataset.users.kind`")
     accountants: list[AccountantOption]
     default_accountant: str = Field(description="the accountant a spec gets when it names none")
+    calibrations: list[str] = Field(
+        description="`privacy.calibration`: how σ is chosen for an ε target (the first is the default)"
+    )
     notions: list[str] = Field(description="the privacy notions algorithms declare; `none` is not private")

@@ -7,7 +7,7 @@ kind's keyword-only parameters, bounded by the RunSpec's schema (`PartitionSpec`
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, get_args
 
 from dpfl.algorithms.base import NOTIONS
 from dpfl.data.partition_kinds import KINDS
@@ -132,5 +132,6 @@ def catalogue() -> dict[str, Any]:
         "user_kinds": _user_kinds(),
         "accountants": _accountants(),
         "default_accountant": PrivacySpec.model_fields["accountant"].default,
+        "calibrations": list(get_args(PrivacySpec.model_fields["calibration"].annotation)),
         "notions": list(NOTIONS),
     }

@@ -1,8 +1,9 @@
 // Draws figure JSON built by the API (dpfl/plots.py) and holds chart interactions only.
 
 const CONFIG = { responsive: true, displaylogo: false };
-// Plotly is 4.8 MB: fetched on the first draw only, so pages without charts never load it. The
-// server redirects this URL to a versioned one the browser caches for good (backend/assets.py).
+// Plotly (1.4 MB: our bundle of the trace types we draw) is fetched only by pages that draw, so
+// pages without charts never load it. The server redirects this URL to a versioned one the
+// browser caches for good (backend/assets.py).
 const PLOTLY_SRC = "/vendor/plotly.min.js";
 let plotly = null;
 
@@ -16,6 +17,14 @@ function loadPlotly() {
     document.head.append(script);
   });
   return plotly;
+}
+
+/**
+ * Starts fetching and evaluating Plotly now, for a page that will draw: it then loads while the
+ * page waits for its data, not after. A failure shows on the first draw.
+ */
+export function preloadCharts() {
+  loadPlotly().catch(() => {});
 }
 
 /** Draws (or redraws) a figure `{data, layout}` into `el`. */

@@ -25,6 +25,7 @@ def test_every_registered_name_is_offered(options):
     assert [k["name"] for k in options["user_kinds"]] == ["uniform", "balanced", "zipf", "natural"]
     assert options["notions"] == ["none", "record", "user", "agent", "instance", "gdp"]
     assert options["default_accountant"] == "rdp"
+    assert options["calibrations"] == ["accountant", "paper"]
 
 
 def test_models_say_whether_they_take_hidden(options):

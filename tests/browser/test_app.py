@@ -8,16 +8,14 @@ import re
 from urllib.parse import urlparse
 
 import httpx
-import plotly
 import pytest
 from playwright.sync_api import Page, expect
 
+from backend.assets import PLOTLY_FILE, PLOTLY_URL
+from tests.backend.test_plotly_bundle import bundled_trace_types
 from tests.browser.axe import serious_violations
 
 pytestmark = pytest.mark.browser
-
-PLOTLY_URL = f"/vendor/plotly-{plotly.__version__}.min.js"
-
 
 def pages(small_runs) -> dict[str, str]:
     """Each page of the app: its hash, and what shows once it has loaded."""
@@ -84,10 +82,17 @@ def test_plotly_is_served_gzip_with_a_long_cache_at_a_versioned_url(server):
         assert res.headers["content-encoding"] == "gzip"
         assert res.headers["cache-control"] == "public, max-age=31536000, immutable"
         assert res.headers["content-type"].startswith("text/javascript")
-    assert len(raw) < 1_600_000  # 4.8 MB uncompressed
-    assert gzip.decompress(raw).startswith(b"/**")
+    assert len(raw) < 500_000  # 1.4 MB uncompressed
+    assert gzip.decompress(raw) == PLOTLY_FILE.read_bytes()
     plain = httpx.get(f"{server}{PLOTLY_URL}", headers={"accept-encoding": "identity"})
-    assert "content-encoding" not in plain.headers and len(plain.content) > 4_000_000
+    assert "content-encoding" not in plain.headers and plain.content == PLOTLY_FILE.read_bytes()
+
+
+def test_the_served_plotly_knows_exactly_the_bundled_trace_types(page: Page, small_runs):
+    page.goto(f"/#/runs/{small_runs['small']}")
+    expect(page.locator("#chart-learning .main-svg").first).to_be_visible(timeout=20_000)
+    traces = page.evaluate("Object.keys(Plotly.PlotSchema.get().traces).sort()")
+    assert traces == sorted(bundled_trace_types())
 
 
 def test_pages_without_charts_never_fetch_plotly_and_charts_still_draw(page: Page, small_runs):

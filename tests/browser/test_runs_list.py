@@ -148,14 +148,14 @@ def test_search_narrows_the_list_to_a_named_run(page: Page, server, own_runs):
     page.goto("/#/runs")
     expect(page.locator(ROWS).first).to_be_visible(timeout=20_000)
     assert page.locator(ROWS).count() > 1
-    page.get_by_label("search").fill("NEEDLE in")
+    page.get_by_role("searchbox", name="search").fill("NEEDLE in")
     expect(page.locator(ROWS)).to_have_count(1)
     expect(page.locator(ROWS)).to_have_attribute("data-run", own_runs[0])
     expect(page.locator(f"{ROWS} a").first).to_have_text("needle in the runs")
     assert "q=NEEDLE+in" in page.url
     page.reload()
     expect(page.locator(ROWS)).to_have_count(1, timeout=20_000)
-    expect(page.get_by_label("search")).to_have_value("NEEDLE in")
+    expect(page.get_by_role("searchbox", name="search")).to_have_value("NEEDLE in")
 
 
 def test_a_tag_chip_filters_by_its_tag(page: Page, server, own_runs):

@@ -3,7 +3,7 @@
 // for one sweep, its own panel. The view's state lives in the URL (`sweeps=a,b`, `runs=x,y`,
 // `log`; an old link's `sweep=a` is read as `sweeps=a`); export PNG, and CSV and JSON of one sweep.
 import { api } from "../api.js";
-import { draw, exportPng, onPointClick } from "../charts.js";
+import { draw, exportPng, onPointClick, preloadCharts } from "../charts.js";
 import { banner, download, h, replace, setTitle } from "../dom.js";
 import { current, setParams } from "../state.js";
 import { plottedPoints, pointsTable, showPoint } from "./compare/drilldown.js";
@@ -32,6 +32,7 @@ async function showLeftOut(el, ids) {
 export async function render(root) {
   setTitle("Compare");
   const params = current().params;
+  if (params.sweep || params.sweeps || params.runs) preloadCharts();
   // `sweep=` is how links made before multi-sweep compare name their sweep
   const state = { sweeps: list([params.sweep, params.sweeps].filter(Boolean).join(",")), runs: list(params.runs), log: params.log ?? "1" };
   const url = () => ({ log: state.log, sweeps: state.sweeps.join(","), runs: state.runs.join(",") });

@@ -47,7 +47,7 @@ function privacyFields(privacy, catalogue, changed) {
     field("μ (μ-GDP target)", "privacy.mu", number("privacy.mu", privacy?.mu ?? 1.0, { min: 0 })),
     field("δ", "privacy.delta", number("privacy.delta", privacy?.delta ?? 1e-5, { min: 0, max: 1 })),
     field("accountant", "privacy.accountant", select("privacy.accountant", accountantOptions(catalogue.accountants), privacy?.accountant ?? catalogue.default_accountant)),
-    field("calibration", "privacy.calibration", select("privacy.calibration", ["accountant", "paper"], privacy?.calibration ?? "accountant"),
+    field("calibration", "privacy.calibration", select("privacy.calibration", catalogue.calibrations, privacy?.calibration ?? catalogue.calibrations[0]),
       "paper: the paper's closed-form noise; the ledger still reports the true ε"));
 }
 

@@ -3,7 +3,7 @@
 // its name, tags and notes.
 import { annotationEditor } from "../annotations.js";
 import { api, subscribe } from "../api.js";
-import { draw } from "../charts.js";
+import { draw, preloadCharts } from "../charts.js";
 import { banner, chip, fmt, h, replace, setTitle } from "../dom.js";
 import { setParams } from "../state.js";
 import { runHeader } from "./run-header.js";
@@ -125,6 +125,7 @@ export function toYaml(value, indent = "") {
 
 export async function render(root, { id, params }) {
   setTitle(`Run ${id}`);
+  preloadCharts();
   const accountant = params.accountant ?? "";
   const header = runHeader(id, () => loadHeader());
   const charts = { learning: h("div", { class: "chart", id: "chart-learning" }), epsilon: h("div", { class: "chart", id: "chart-epsilon" }),
