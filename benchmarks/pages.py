@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import statistics
 import subprocess
@@ -150,6 +151,10 @@ EVALUATE = """async () => {
 }"""
 
 
+def _serve(body: bytes, route) -> None:
+    route.fulfill(body=body, content_type="text/javascript")
+
+
 def plotly_evaluation(base: str, repeats: int) -> list[dict]:
     """Median seconds from inserting each Plotly build's <script> to its onload, served from memory."""
     rows = []
@@ -159,8 +164,7 @@ def plotly_evaluation(base: str, repeats: int) -> list[dict]:
             body, seconds = path.read_bytes(), []
             for _ in range(repeats):
                 context = browser.new_context()
-                script = {"body": body, "content_type": "text/javascript"}
-                context.route("**/plotly-under-test.js", lambda r, s=script: r.fulfill(**s))
+                context.route("**/plotly-under-test.js", functools.partial(_serve, body))
                 page = context.new_page()
                 page.goto(f"{base}/css/app.css")  # any page of the app's origin
                 seconds.append(page.evaluate(EVALUATE) / 1000)

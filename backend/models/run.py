@@ -7,10 +7,11 @@ import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false, text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false, select, text
 from sqlalchemy.orm import Mapped, column_property, mapped_column
 
 from backend.db import Base, UtcDateTime, utcnow
+from backend.models.sweep import Sweep
 
 __all__ = ["Run", "RunStatus"]
 
@@ -46,6 +47,11 @@ class Run(Base):
     # without loading whole specs (deferred: loaded when read, or undeferred by the list).
     seed: Mapped[int | None] = column_property(spec.column["seed"].as_integer(), deferred=True)
     params: Mapped[Any] = column_property(spec.column["params"], deferred=True)
+    # Its sweep's name, for the runs list's sweep column (deferred like seed and params).
+    sweep_name: Mapped[str | None] = column_property(
+        select(Sweep.name).where(Sweep.id == sweep_id).correlate_except(Sweep).scalar_subquery(),
+        deferred=True,
+    )
     rounds: Mapped[int] = mapped_column(Integer)
     current_round: Mapped[int] = mapped_column(Integer, default=0)
     progress: Mapped[float] = mapped_column(Float, default=0.0)

@@ -173,6 +173,7 @@ def _select(query: RunQuery):
             defer(Run.timings),
             undefer(Run.seed),
             undefer(Run.params),
+            undefer(Run.sweep_name),
         )
         .order_by(*query.order())
     )

@@ -38,6 +38,7 @@ CSV_COLUMNS = (
     "algorithm",
     "dataset",
     "sweep_id",
+    "sweep_name",
     "notion",
     "target_epsilon",
     "epsilon",

@@ -89,6 +89,7 @@ class RunRead(BaseModel):
     algorithm: str
     dataset: str
     sweep_id: str | None
+    sweep_name: str | None = Field(None, description="its sweep's name")
     seed: int | None = Field(None, description="the spec's seed")
     params: dict[str, Any] | None = Field(None, description="the spec's algorithm params")
     created_at: dt.datetime

@@ -181,11 +181,11 @@ def test_a_tag_chip_filters_by_its_tag(page: Page, server, own_runs):
     assert "tag=" not in page.url
 
 
-def test_a_runs_sweep_cell_links_to_the_list_of_that_sweep(page: Page, sweep):
+def test_a_runs_sweep_cell_names_its_sweep_and_links_to_the_list_of_that_sweep(page: Page, sweep):
     sweep_id, run_ids = sweep
     page.goto("/#/runs")
     link = page.locator(f"tr[data-run='{run_ids[0]}'] td.sweep a")
-    expect(link).to_have_text(sweep_id[:8], timeout=20_000)
+    expect(link).to_have_text(SWEEP["name"], timeout=20_000)
     link.click()
     expect(page.locator(ROWS)).to_have_count(2)
     assert sorted(page.locator(ROWS).evaluate_all("rows => rows.map(r => r.dataset.run)")) == sorted(run_ids)

@@ -111,7 +111,7 @@ export async function render(root) {
       return h("td", { class: "tags" }, run.tags.map((t) => h("button", { type: "button", class: "tag-chip", "aria-label": `filter by tag ${t}`, onclick: () => addTagFilter(t) }, t)));
     }
     if (key === "sweep") {
-      return h("td", { class: "sweep" }, run.sweep_id ? h("a", { href: `#/runs?sweep=${encodeURIComponent(run.sweep_id)}`, "aria-label": `runs of sweep ${run.sweep_id}` }, run.sweep_id.slice(0, 8)) : "–");
+      return h("td", { class: "sweep" }, run.sweep_id ? h("a", { href: `#/runs?sweep=${encodeURIComponent(run.sweep_id)}`, "aria-label": `runs of sweep ${run.sweep_name || run.sweep_id}` }, run.sweep_name || run.sweep_id.slice(0, 8)) : "–");
     }
     return h("td", { class: col.cls ?? null, dataset: { col: key } }, col.cell(run));
   }

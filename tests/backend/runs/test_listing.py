@@ -24,6 +24,7 @@ CSV_COLUMNS = [
     "algorithm",
     "dataset",
     "sweep_id",
+    "sweep_name",
     "notion",
     "target_epsilon",
     "epsilon",
@@ -97,15 +98,30 @@ def test_items_carry_the_columns_a_table_can_choose(client, settings):
         "rounds": 20,
         "duration_s": 10.0,
     }
-    assert (item["sweep_id"], item["accountant"], item["delta"], item["notes"], item["archived"]) == (
+    assert (
+        item["sweep_id"],
+        item["sweep_name"],
+        item["accountant"],
+        item["delta"],
+        item["notes"],
+        item["archived"],
+    ) == (
         "sw",
+        "grid",
         "rdp",
         1e-5,
         "",
         False,
     )
     detail = client.get("/api/runs/a1").json()
-    assert (detail["seed"], detail["params"], detail["tags"]) == (11, {"lr": 0.2}, ["paper", "Δ-test"])
+    assert (detail["seed"], detail["params"], detail["tags"], detail["sweep_name"]) == (
+        11,
+        {"lr": 0.2},
+        ["paper", "Δ-test"],
+        "grid",
+    )
+    assert client.patch("/api/sweeps/sw", json={"name": "renamed grid"}).status_code == 200
+    assert client.get("/api/runs", params={"q": "a1"}).json()["items"][0]["sweep_name"] == "renamed grid"
 
 
 def test_archived_runs_are_hidden_unless_asked_for(client, settings):
@@ -200,6 +216,7 @@ def test_csv_exports_every_match_with_its_columns(client, settings):
         "algorithm": "isrl_mbsgd",
         "dataset": "digits",
         "sweep_id": "sw",
+        "sweep_name": "grid",
         "notion": "record",
         "target_epsilon": "",
         "epsilon": "2.0",
