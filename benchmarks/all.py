@@ -78,6 +78,12 @@ BENCHMARKS: dict[str, Benchmark] = {
             ("-m", "benchmarks.ledger"),
         ),
         Benchmark(
+            "calibration",
+            "each of 25 silos its own σ for ε = 3: pruned RDP orders vs every order, and a cache hit",
+            "Calibration: each of 25 silos its own σ",
+            ("-m", "benchmarks.calibration"),
+        ),
+        Benchmark(
             "audit",
             "ε lower bound (10⁶ trials) vs ledger ε at ε = 4, per Gaussian family, and a planted bug",
             "Audit: ε lower bound vs ledger ε at ε = 4",

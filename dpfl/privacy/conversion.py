@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CONVERSIONS", "rdp_to_epsilon"]
+__all__ = ["CONVERSIONS", "conversion_offsets", "kl_zero_threshold", "rdp_to_epsilon"]
 
 CONVERSIONS = ("tight", "classic")
 
@@ -31,21 +31,32 @@ def rdp_to_epsilon(
     Returns:
         ε ≥ 0 with shape rdp.shape[:-1]; +inf where no order gives a finite bound.
     """
-    orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)
-    # ε(α) = rdp(α) + offset(α): the offsets depend on the orders only, so one add per element.
-    with np.errstate(divide="ignore"):
-        if conversion == "classic":
-            offset = -np.log(delta) / (orders - 1)
-        elif conversion == "tight":
-            offset = np.where(
-                orders > 1.01, np.log1p(-1 / orders) - np.log(delta * orders) / (orders - 1), np.inf
-            )
-        else:
-            raise ValueError(f"`conversion` must be one of {', '.join(CONVERSIONS)}; got {conversion!r}.")
-    eps = (rdp + offset).min(axis=-1)
+    eps = (rdp + conversion_offsets(orders, delta=delta, conversion=conversion)).min(axis=-1)
     if conversion == "tight":
-        # KL bound: δ ≥ √(1 − e^{−rdp(α)}) at any order gives ε = 0, i.e. rdp < −log(1 − δ²).
-        eps = np.where((rdp < -np.log1p(-(delta**2))).any(axis=-1), 0.0, eps)
+        eps = np.where((rdp < kl_zero_threshold(delta)).any(axis=-1), 0.0, eps)
     eps = np.where(np.isnan(eps), np.inf, eps)
     return np.maximum(eps, 0.0)
+
+
+def conversion_offsets(orders: np.ndarray, *, delta: float, conversion: str = "tight") -> np.ndarray:
+    """Returns offset(α) with ε(α) = rdp(α) + offset(α): the conversion at each order, before the minimum.
+
+    The offsets depend on the orders and δ only, so converting a curve is one add per order.
+    """
+    orders = np.asarray(orders, dtype=float)
+    with np.errstate(divide="ignore"):
+        if conversion == "classic":
+            return -np.log(delta) / (orders - 1)
+        if conversion == "tight":
+            tight = np.log1p(-1 / orders) - np.log(delta * orders) / (orders - 1)
+            return np.where(orders > 1.01, tight, np.inf)
+    raise ValueError(f"`conversion` must be one of {', '.join(CONVERSIONS)}; got {conversion!r}.")
+
+
+def kl_zero_threshold(delta: float) -> float:
+    """Returns t with ε = 0 under the tight conversion when rdp(α) < t at any order.
+
+    The KL bound: δ ≥ √(1 − e^{−rdp(α)}) gives ε = 0, i.e. rdp(α) < −log(1 − δ²).
+    """
+    return float(-np.log1p(-(delta**2)))

@@ -12,6 +12,7 @@ from backend.main import create_app
 from dpfl import runner
 from dpfl.algorithms import registered_algorithms
 from dpfl.spec import parse_spec
+from tests.backend.runs.test_listing import CSV_COLUMNS
 
 pytestmark = pytest.mark.service
 
@@ -24,26 +25,6 @@ BASE = {
     "privacy": {"delta": 1e-5},
 }
 GRID = {"algorithm": ["isrl_mbsgd", "fedavg"], "privacy.epsilon": [0.5, 1, 2], "seed": [0, 1]}
-RUN_COLUMNS = [
-    "id",
-    "name",
-    "tags",
-    "status",
-    "algorithm",
-    "dataset",
-    "sweep_id",
-    "notion",
-    "target_epsilon",
-    "epsilon",
-    "delta",
-    "accountant",
-    "noise_multiplier",
-    "final_accuracy",
-    "rounds",
-    "seed",
-    "duration_s",
-    "created_at",
-]
 NO_RUNS = {"queued": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
 
 
@@ -296,7 +277,7 @@ def test_runs_csv_is_its_own_path_with_the_runs_filters(client):
     assert res.headers["content-type"] == "text/csv; charset=utf-8"
     assert res.headers["x-total-count"] == "9"
     table = list(csv.DictReader(io.StringIO(res.text)))
-    assert list(table[0]) == RUN_COLUMNS and len(table) == 9
+    assert list(table[0]) == CSV_COLUMNS and len(table) == 9
     assert table[0]["id"] == other.json()["id"]  # newest first, as GET /api/runs
     assert (table[0]["sweep_id"], table[0]["target_epsilon"], table[0]["status"]) == ("", "", "queued")
     only = list(csv.DictReader(io.StringIO(client.get("/api/runs.csv", params={"sweep": sweep["id"]}).text)))

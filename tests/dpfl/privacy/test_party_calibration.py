@@ -140,3 +140,30 @@ def test_rtol_bounds_the_bracket():
     for plan, sigma in zip(plans.values(), sigmas, strict=True):
         assert _eps(plan, sigma) <= 2.0
         assert _eps(plan, sigma / (1 + 1e-2)) > 2.0
+
+
+def test_twenty_five_silos_each_meet_the_target_under_the_full_accountant_and_no_less_noise_does():
+    # the MNIST spec's shape: 25 silos of distinct sizes, batches of 128, 50 rounds, ε = 3
+    sizes = np.random.default_rng(0).integers(1800, 3000, 25)
+    plans = {f"silo-{i}": (128 / n, 50) for i, n in enumerate(sizes)}
+    sigmas = _calibrate(plans, target=3.0)
+    assert len(set(sigmas.tolist())) == 25
+    for plan, sigma in zip(plans.values(), sigmas, strict=True):
+        assert _eps(plan, sigma) <= 3.0  # `epsilon` is the whole accountant: every tracked order
+        assert _eps(plan, sigma * (1 - 1e-3)) > 3.0
+
+
+def test_a_repeated_calibration_is_remembered():
+    plans = {"a": (0.03, 60), "b": (0.07, 60)}
+    first_calls, again_calls = [], []
+    first = _calibrate(plans, target=1.5, calls=first_calls)
+    again = _calibrate(plans, target=1.5, calls=again_calls)
+    np.testing.assert_array_equal(again, first)
+    assert len(again_calls) == 2 < len(first_calls)  # the schedule at two σ: its key
+    again[:] = 0  # the caller's copy: the remembered σ is untouched
+    np.testing.assert_array_equal(_calibrate(plans, target=1.5), first)
+    # another target, tolerance, δ or schedule is another calibration
+    assert np.all(_calibrate(plans, target=3.0) < first)
+    assert np.all(_calibrate(plans, target=1.5, rtol=1e-2) != first)
+    longer = _calibrate({"a": (0.03, 61), "b": (0.07, 60)}, target=1.5)
+    assert longer[0] > first[0] and longer[1] == pytest.approx(first[1], rel=2e-4)

@@ -1,0 +1,95 @@
+"""The pruned RDP ε equals the full accountant's, from few orders, for the events it admits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dpfl.privacy.accountants.rdp_pruned as rdp_pruned
+from dpfl.errors import AccountingError
+from dpfl.privacy.accountants import DEFAULT_ORDERS
+from dpfl.privacy.accountants.rdp_pruned import prunable, pruned_epsilon
+from dpfl.privacy.calibration import epsilon, sgd_event
+from dpfl.privacy.events import (
+    ComposedEvent,
+    GaussianEvent,
+    GroupEvent,
+    LaplaceEvent,
+    ParallelEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+)
+
+
+def _random_events(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        q = float(10 ** rng.uniform(-3, 0))
+        sigma = float(10 ** rng.uniform(-0.5, 1.3))
+        steps = int(10 ** rng.uniform(0, 4))
+        delta = float(10 ** rng.uniform(-9, -3))
+        yield sgd_event(noise_multiplier=sigma, sampling_rate=q, steps=steps), delta
+
+
+@pytest.mark.parametrize("conversion", ["tight", "classic"])
+def test_it_equals_the_full_accountant_on_random_dp_sgd_schedules(conversion):
+    for event, delta in _random_events(40, seed=7 if conversion == "tight" else 8):
+        try:
+            full = epsilon(event, delta=delta, conversion=conversion)
+        except AccountingError:
+            with pytest.raises(AccountingError):
+                pruned_epsilon(event, delta=delta, orders=DEFAULT_ORDERS, conversion=conversion)
+            continue
+        eps, order = pruned_epsilon(event, delta=delta, orders=DEFAULT_ORDERS, conversion=conversion)
+        assert eps == pytest.approx(full, rel=1e-12, abs=1e-15), (event, delta)
+        assert order in DEFAULT_ORDERS
+
+
+def test_it_equals_the_full_accountant_on_compositions_and_parallel_releases():
+    sampled = PoissonSampledEvent(0.03, GaussianEvent(0.9))
+    events = [
+        ComposedEvent((SelfComposedEvent(sampled, 200), SelfComposedEvent(GaussianEvent(4.0), 3))),
+        ParallelEvent((SelfComposedEvent(sampled, 500), SelfComposedEvent(GaussianEvent(2.0), 10))),
+        GaussianEvent(50.0),  # enough noise for the KL test to give ε = 0 at the smallest order
+    ]
+    for event in events:
+        for delta in (1e-5, 1e-8):
+            eps, _ = pruned_epsilon(event, delta=delta, orders=DEFAULT_ORDERS)
+            assert eps == pytest.approx(epsilon(event, delta=delta), rel=1e-12, abs=1e-15)
+    assert pruned_epsilon(GaussianEvent(1e5), delta=1e-5, orders=DEFAULT_ORDERS)[0] == 0.0
+
+
+def test_it_computes_few_orders_and_fewer_from_a_nearby_start(monkeypatch):
+    computed: list[int] = []
+    real = rdp_pruned.event_rdp
+
+    def counting(event, orders):
+        computed.append(len(orders))
+        return real(event, orders)
+
+    monkeypatch.setattr(rdp_pruned, "event_rdp", counting)
+    event = sgd_event(noise_multiplier=1.05, sampling_rate=0.05, steps=50)
+    eps, order = pruned_epsilon(event, delta=1e-5, orders=DEFAULT_ORDERS)
+    cold = sum(computed)
+    computed.clear()
+    nearby = sgd_event(noise_multiplier=1.06, sampling_rate=0.051, steps=50)
+    pruned_epsilon(nearby, delta=1e-5, orders=DEFAULT_ORDERS, near=order)
+    warm = sum(computed)
+    assert eps == pytest.approx(epsilon(event, delta=1e-5), rel=1e-12)
+    assert cold <= 20 and warm <= 12, (cold, warm)  # of 161 orders
+    assert warm < cold
+
+
+def test_only_divergences_of_fixed_distributions_are_pruned():
+    gaussian = GaussianEvent(1.0)
+    assert prunable(SelfComposedEvent(PoissonSampledEvent(0.1, gaussian), 5))
+    assert prunable(ParallelEvent((gaussian, ComposedEvent((gaussian, gaussian)))))
+    # group privacy's curve is a bound (3^c·D at 2^c·α), not a divergence: its shape is not assumed
+    assert not prunable(GroupEvent(gaussian, 4))
+    assert not prunable(ComposedEvent((gaussian, GroupEvent(gaussian, 2))))
+    assert not prunable(PoissonSampledEvent(0.1, LaplaceEvent(1.0)))
+
+
+def test_orders_must_increase():
+    with pytest.raises(ValueError, match="increasing"):
+        pruned_epsilon(GaussianEvent(1.0), delta=1e-5, orders=(3.0, 2.0))
