@@ -84,6 +84,12 @@ BENCHMARKS: dict[str, Benchmark] = {
             ("-m", "benchmarks.calibration"),
         ),
         Benchmark(
+            "cli",
+            "CLI start-up: `dpfl --help` and `dpfl privacy epsilon`, against the eager imports",
+            "CLI start-up",
+            ("-m", "benchmarks.cli"),
+        ),
+        Benchmark(
             "audit",
             "ε lower bound (10⁶ trials) vs ledger ε at ε = 4, per Gaussian family, and a planted bug",
             "Audit: ε lower bound vs ledger ε at ε = 4",

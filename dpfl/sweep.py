@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dpfl.algorithms import algorithm_class
 from dpfl.errors import SpecError, UnknownNameError
 
 __all__ = ["PER_ALGORITHM", "Point", "PointError", "expand", "locate"]
@@ -118,6 +117,13 @@ def _check_grid(grid: Mapping[str, Any]) -> None:
                 raise PointError(("grid", other), f"overlaps the grid key `{key}`; sweep each field once.")
 
 
+def _algorithm_class(name: str) -> Any:
+    # imported when a grid is expanded, so that naming the papers (`dpfl --help`) needs no torch
+    from dpfl.algorithms import algorithm_class
+
+    return algorithm_class(name)
+
+
 def _per_algorithm(base: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     raw = base.get(PER_ALGORITHM)
     if raw is None:
@@ -126,7 +132,7 @@ def _per_algorithm(base: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         raise PointError(("base", PER_ALGORITHM), f"must map algorithm names to their params; got {raw!r}.")
     for name, params in raw.items():
         try:
-            algorithm_class(name)
+            _algorithm_class(name)
         except UnknownNameError as exc:
             raise PointError(("base", PER_ALGORITHM, name), str(exc)) from None
         if not isinstance(params, Mapping):
@@ -138,7 +144,7 @@ def _notion(algorithm: Any, overrides: Mapping[str, Any]) -> str | None:
     if not isinstance(algorithm, str):
         return None  # the spec's own validation names the field
     try:
-        return algorithm_class(algorithm).notion
+        return _algorithm_class(algorithm).notion
     except UnknownNameError as exc:
         raise PointError(
             ("grid", "algorithm") if "algorithm" in overrides else ("base", "algorithm"), str(exc)

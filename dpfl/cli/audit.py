@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dpfl.audit.rounds import audit_first_round, audit_json
 from dpfl.cli.run import _read_spec
 from dpfl.cli.settings import data_dirs
 
@@ -28,6 +27,8 @@ def audit(
     ] = None,
 ) -> None:
     """Audit a spec's first round: how far one unit moves each release, and a 95 % lower bound on ε."""
+    from dpfl.audit.rounds import audit_first_round, audit_json
+
     spec = _read_spec(spec_path, set_ or [])
     results = audit_first_round(spec, data_dirs=data_dirs(), trials=trials)
     if as_json:

@@ -1,4 +1,8 @@
-"""`dpfl privacy …`: ε of a schedule, calibration, GDP, votes, group privacy and shuffling."""
+"""`dpfl privacy …`: ε of a schedule, calibration, GDP, votes, group privacy and shuffling.
+
+The accountants are imported by the commands that use them, not here: `dpfl --help` and the
+other commands do not pay for dp_accounting and scipy (issue 19: `dpfl --help` under 1 s).
+"""
 
 from __future__ import annotations
 
@@ -7,21 +11,8 @@ from typing import Annotated
 
 import typer
 
-from dpfl.algorithms.voting.accounting import vote_sensitivity
 from dpfl.cli.output import emit
 from dpfl.errors import SpecError
-from dpfl.privacy import calibration, shuffle
-from dpfl.privacy.accountants import (
-    GroupAccountant,
-    accountant_class,
-    gdp_delta,
-    gdp_epsilon,
-    gdp_mu,
-    headline_problem,
-    make_accountant,
-    registered_accountants,
-)
-from dpfl.privacy.events import GroupEvent, SelfComposedEvent, VoteEvent
 
 app = typer.Typer(help="Privacy accounting without running anything.", no_args_is_help=True)
 
@@ -52,6 +43,8 @@ def _schedule(*, steps: int, sampling_rate: float) -> None:
 
 
 def _accountant(name: str) -> None:
+    from dpfl.privacy.accountants import registered_accountants
+
     if name not in registered_accountants():
         raise SpecError(
             "--accountant", f"must be one of {', '.join(registered_accountants())}; got {name!r}."
@@ -61,6 +54,8 @@ def _accountant(name: str) -> None:
 @app.command()
 def accountants(table: Table = False) -> None:
     """List the accountants and what each one computes."""
+    from dpfl.privacy.accountants import accountant_class, registered_accountants
+
     emit(
         {name: accountant_class(name).description for name in registered_accountants()},
         table=table,
@@ -80,6 +75,9 @@ def epsilon(
     table: Table = False,
 ) -> None:
     """ε of `steps` Gaussian releases at noise multiplier σ on Poisson samples of rate q."""
+    from dpfl.privacy import calibration
+    from dpfl.privacy.accountants import make_accountant
+
     _positive("--noise-multiplier", noise_multiplier)
     _schedule(steps=steps, sampling_rate=sampling_rate)
     _delta(delta)
@@ -112,6 +110,9 @@ def calibrate(
     table: Table = False,
 ) -> None:
     """The smallest noise multiplier whose schedule meets the target (ε, δ)."""
+    from dpfl.privacy import calibration
+    from dpfl.privacy.accountants import headline_problem
+
     _positive("--epsilon", epsilon)
     _schedule(steps=steps, sampling_rate=sampling_rate)
     _delta(delta)
@@ -151,6 +152,8 @@ def gdp(
     table: Table = False,
 ) -> None:
     """μ-GDP ↔ (ε, δ): give two of --mu, --epsilon, --delta and get the third (exact conversion)."""
+    from dpfl.privacy.accountants import gdp_delta, gdp_epsilon, gdp_mu
+
     given = [name for name, v in (("--mu", mu), ("--epsilon", epsilon), ("--delta", delta)) if v is not None]
     if len(given) != 2:
         raise SpecError(
@@ -184,6 +187,10 @@ def vote(
     table: Table = False,
 ) -> None:
     """Data-independent ε of Q noisy-argmax votes (AE-DPFL, kNN-DPFL; voting paper Thm 5)."""
+    from dpfl.privacy.accountants import make_accountant
+    from dpfl.privacy.events import SelfComposedEvent, VoteEvent
+    from dpfl.privacy.gnmax import vote_sensitivity
+
     _positive("--sigma", sigma)
     _delta(delta)
     if queries < 1:
@@ -232,6 +239,10 @@ def group(
     table: Table = False,
 ) -> None:
     """User-level ε of record-level DP-SGD through group privacy (ULDP-GROUP-k)."""
+    from dpfl.privacy import calibration
+    from dpfl.privacy.accountants import GroupAccountant
+    from dpfl.privacy.events import GroupEvent
+
     _positive("--noise-multiplier", noise_multiplier)
     _schedule(steps=steps, sampling_rate=sampling_rate)
     _delta(delta)
@@ -271,6 +282,8 @@ def shuffle_(
     table: Table = False,
 ) -> None:
     """Central ε of n shuffled ε₀-LDP reports (Feldman, McMillan & Talwar 2021, numerical)."""
+    from dpfl.privacy import shuffle
+
     _positive("--local-epsilon", local_epsilon)
     _delta(delta)
     if users < 1:

@@ -7,24 +7,23 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dpfl import runner
 from dpfl.cli.settings import cache_dir, data_dirs
 from dpfl.errors import DpflError, SpecError
 from dpfl.reproduce import PAPERS, Outcome, Sweep, default_config_dir, load_paper
-from dpfl.reproduce import server as remote
-from dpfl.reproduce.calibration import local_projector, paper_calibrations
-from dpfl.reproduce.local import missing_datasets, run_sweeps
-from dpfl.reproduce.markdown import markdown, splice
-from dpfl.reproduce.report import Report, write_csv, write_html
 from dpfl.reproduce.summary import corrections, summary_rows, verdicts
-from dpfl.spec import RunSpec
+
+# What runs, reports and talks to a server imports torch or plotly: imported by the command.
+if TYPE_CHECKING:
+    from dpfl import runner
+    from dpfl.reproduce import server as remote
+    from dpfl.spec import RunSpec
 
 __all__ = ["reproduce"]
 
@@ -67,6 +66,11 @@ def reproduce(
     ] = None,
 ) -> None:
     """Reproduce a paper's experiments; write DIR/report.html (offline), summary.csv and reproduction.md."""
+    from dpfl.reproduce import server as remote
+    from dpfl.reproduce.calibration import local_projector, paper_calibrations
+    from dpfl.reproduce.markdown import markdown, splice
+    from dpfl.reproduce.report import Report, write_csv, write_html
+
     start, started = time.perf_counter(), dt.datetime.now().astimezone()
     if seeds is not None and seeds < 1:
         raise SpecError("--seeds", f"must be an integer ≥ 1; got {seeds}.")
@@ -152,6 +156,8 @@ def reproduce(
 
 def _check_data(sweeps: Sequence[Sweep]) -> None:
     """Refuses to start when a dataset's files are not found, in one line naming DPFL_DATA_DIR."""
+    from dpfl.reproduce.local import missing_datasets
+
     missing = missing_datasets(sweeps, data_dirs=data_dirs(), cache_dir=cache_dir())
     if missing:
         now = os.environ.get("DPFL_DATA_DIR") or "unset"
@@ -163,6 +169,8 @@ def _check_data(sweeps: Sequence[Sweep]) -> None:
 
 def _run_here(sweeps: Sequence[Sweep], console: Console) -> list[Outcome]:
     """Returns the outcomes of running every point here, with a bar over points and one over rounds."""
+    from dpfl.reproduce.local import run_sweeps
+
     columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -196,6 +204,8 @@ def _run_on_server(
     client: remote.Client, sweeps: Sequence[Sweep], *, paper: str, quick: bool, console: Console
 ) -> tuple[list[Outcome], dict[str, str]]:
     """Returns the outcomes of the sweeps run on the server, and each setting's dashboard link."""
+    from dpfl.reproduce import server as remote
+
     ids, links = [], {}
     for sweep in sweeps:
         name = f"reproduce {paper}: {sweep.setting}" + (" (quick)" if quick else "")

@@ -1,27 +1,33 @@
-"""`dpfl run SPEC` and `dpfl datasets`."""
+"""`dpfl run SPEC` and `dpfl datasets`.
+
+The runner (torch and every algorithm) is imported by the commands, not here, so that
+`dpfl --help` stays fast.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, track
 from rich.table import Table
 
-from dpfl import runner
 from dpfl.cli.settings import cache_dir, data_dirs
-from dpfl.data import dataset_info, registered_datasets
-from dpfl.data.files import locate
 from dpfl.errors import DatasetUnavailable, SpecError
-from dpfl.spec import RunSpec, load_spec, parse_spec
+
+if TYPE_CHECKING:
+    from dpfl import runner
+    from dpfl.spec import RunSpec
 
 __all__ = ["datasets", "demo", "run"]
 
 
 def _read_spec(path: Path, overrides: list[str]) -> RunSpec:
+    from dpfl.spec import load_spec
+
     if not path.is_file():
         raise SpecError("SPEC", f"file {str(path)!r} does not exist.")
     return load_spec(path.read_text(), overrides=overrides)
@@ -38,6 +44,8 @@ def run(
     ] = False,
 ) -> None:
     """Run one federated experiment with a progress bar; print a summary, write JSON with --out."""
+    from dpfl import runner
+
     spec = _read_spec(spec_path, set_ or [])
     console = Console(stderr=True)
     columns = [
@@ -88,6 +96,9 @@ def datasets(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List the datasets, where each is found, and how to get it."""
+    from dpfl.data import dataset_info, registered_datasets
+    from dpfl.data.files import locate
+
     rows = []
     for name in registered_datasets():
         info = dataset_info(name)
@@ -133,6 +144,9 @@ def datasets(
 
 def demo() -> None:
     """Runs a small sweep on the bundled digits data and prints accuracy against ε."""
+    from dpfl import runner
+    from dpfl.spec import parse_spec
+
     console = Console()
     base = {
         "dataset": {"name": "digits", "silos": 10},
@@ -162,4 +176,3 @@ def demo() -> None:
             f"{result.final.accuracy:.3f}",
         )
     console.print(table)
-    console.print("The dashboard (API, workers, browser app) is being built; see README.md, 'Status'.")

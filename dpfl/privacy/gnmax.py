@@ -31,6 +31,7 @@ __all__ = [
     "gnmax_rdp",
     "gnmax_rdp_data_independent",
     "gnmax_rdp_from_log_q",
+    "vote_sensitivity",
 ]
 
 
@@ -210,3 +211,22 @@ def gnmax_rdp(
 def _log1mexp(x: float) -> float:
     """``log(1 - e^x)`` for ``x < 0``, accurate at both ends (Maechler 2012's switch at -log 2)."""
     return math.log(-math.expm1(x)) if x > -math.log(2.0) else math.log1p(-math.exp(x))
+
+
+def vote_sensitivity(method: str, level: str, *, k: int | None = None) -> float:
+    """Returns the L2 sensitivity of the summed vote histogram (reference §3.2).
+
+    - Agent level (one agent's whole vote added or removed): 1 for a one-hot vote and for a
+      kNN frequency vector (on the simplex, so its L2 norm is at most 1).
+    - Instance level, AE-DPFL: one record can flip an agent's predicted label, e_a → e_b: √2.
+    - Instance level, kNN-DPFL: adding or removing one record changes at most one of the
+      agent's k neighbours, (e_new − e_old)/k: √2/k. The paper prints √(2/k) (Theorem 5,
+      Δ² = 2/k), a slip the note explains (§3.2); with k fixed, √2/k is exact.
+    """
+    if level == "agent":
+        return 1.0
+    if method == "ae":
+        return math.sqrt(2.0)
+    if k is None:
+        raise ValueError("instance-level kNN sensitivity needs k")
+    return math.sqrt(2.0) / k

@@ -38,7 +38,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 import dpfl
-from dpfl.algorithms import algorithm_class
 from dpfl.errors import DpflError, SpecError, UnknownNameError
 from dpfl.spec import parse_spec, spec_error, yaml_load
 from dpfl.sweep import PER_ALGORITHM, Point, PointError, expand, locate
@@ -269,6 +268,8 @@ class Setting:
 
 def _validate(index: int, points: Sequence[Point], base: Mapping[str, Any]) -> None:
     """Refuses a point whose spec or params are invalid, naming the field it came from."""
+    from dpfl.algorithms import algorithm_class  # here: naming the papers (`dpfl --help`) needs no torch
+
     point = points[index]
     try:
         spec = parse_spec(point.data)

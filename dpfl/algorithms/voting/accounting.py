@@ -18,28 +18,10 @@ from dpfl.privacy import gnmax
 from dpfl.privacy.accountants.rdp import DEFAULT_ORDERS, event_rdp
 from dpfl.privacy.conversion import rdp_to_epsilon
 from dpfl.privacy.events import VoteEvent
+from dpfl.privacy.gnmax import vote_sensitivity
 from dpfl.privacy.ledger import Ledger
 
 __all__ = ["paper_sigma", "query_table", "vote_sensitivity"]
-
-
-def vote_sensitivity(method: str, level: str, *, k: int | None = None) -> float:
-    """Returns the L2 sensitivity of the summed vote histogram (reference §3.2).
-
-    - Agent level (one agent's whole vote added or removed): 1 for a one-hot vote and for a
-      kNN frequency vector (on the simplex, so its L2 norm is at most 1).
-    - Instance level, AE-DPFL: one record can flip an agent's predicted label, e_a → e_b: √2.
-    - Instance level, kNN-DPFL: adding or removing one record changes at most one of the
-      agent's k neighbours, (e_new − e_old)/k: √2/k. The paper prints √(2/k) (Theorem 5,
-      Δ² = 2/k), a slip the note explains (§3.2); with k fixed, √2/k is exact.
-    """
-    if level == "agent":
-        return 1.0
-    if method == "ae":
-        return math.sqrt(2.0)
-    if k is None:
-        raise ValueError("instance-level kNN sensitivity needs k")
-    return math.sqrt(2.0) / k
 
 
 def paper_sigma(*, epsilon: float, delta: float, queries: int, sensitivity: float) -> float:

@@ -1,0 +1,57 @@
+"""The CLI imports what a command needs when it runs: `dpfl --help` loads neither torch nor the
+accountants, and `dpfl privacy …` loads the accountants but not torch (their times are in
+benchmarks/cli.py; here, what is imported, which does not depend on the machine)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "dp_accounting", "scipy", "plotly", "sklearn", "backend")
+
+PROBE = """
+import json, sys
+from dpfl.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in {heavy} if m in sys.modules)), file=sys.stderr)
+"""
+
+
+def loaded(*argv: str) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["run", "--help"],
+        ["reproduce", "--help"],
+        ["privacy", "--help"],
+        ["up", "--help"],
+        ["audit", "--help"],
+    ],
+)
+def test_help_loads_no_heavy_module(argv):
+    assert loaded(*argv) == []
+
+
+def test_privacy_commands_load_the_accountants_but_not_torch():
+    argv = ["privacy", "epsilon", "--noise-multiplier", "1.1", "--steps", "10", "--delta", "1e-5"]
+    assert loaded(*argv) == ["dp_accounting", "scipy"]
+    assert "torch" not in loaded("privacy", "vote", "--sigma", "40", "--queries", "100", "--delta", "1e-5")
