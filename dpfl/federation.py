@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,7 +67,9 @@ class FederatedData:
             fitted=dataset.fitted,
         )
 
-    @property
+    @functools.cached_property
     def silo_sizes(self) -> np.ndarray:
-        """Returns the number of training records of each silo."""
-        return np.array([len(s) for s in self.silos])
+        """Returns the number of training records of each silo (read-only; computed once)."""
+        sizes = np.array([len(s) for s in self.silos])
+        sizes.setflags(write=False)
+        return sizes

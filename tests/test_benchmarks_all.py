@@ -23,10 +23,28 @@ INFO = {
 
 
 def test_only_and_skip_select_benchmarks_in_the_summary_order():
-    assert parse_args([]).selected == ["engine", "uldp", "ledger", "calibration", "cli", "audit", "api", "pages", "reproduce"]
+    assert parse_args([]).selected == [
+        "engine",
+        "uldp",
+        "ledger",
+        "calibration",
+        "cli",
+        "audit",
+        "api",
+        "pages",
+        "reproduce",
+    ]
     assert parse_args(["--only", "ledger,engine"]).selected == ["engine", "ledger"]
     assert parse_args(["--only", "api", "--only", "uldp"]).selected == ["uldp", "api"]
-    assert parse_args(["--skip", "api,reproduce"]).selected == ["engine", "uldp", "ledger", "calibration", "cli", "audit", "pages"]
+    assert parse_args(["--skip", "api,reproduce"]).selected == [
+        "engine",
+        "uldp",
+        "ledger",
+        "calibration",
+        "cli",
+        "audit",
+        "pages",
+    ]
     assert parse_args(["--only", "engine,api", "--skip", "api", "--no-write"]).no_write
 
 
@@ -35,7 +53,8 @@ def test_only_and_skip_select_benchmarks_in_the_summary_order():
     [
         (
             ["--only", "engine,speed"],
-            "unknown benchmark 'speed'; known: engine, uldp, ledger, calibration, cli, audit, api, pages, reproduce",
+            "unknown benchmark 'speed'; known: "
+            "engine, uldp, ledger, calibration, cli, audit, api, pages, reproduce",
         ),
         (["--only", "api", "--skip", "api"], "no benchmark left to run"),
     ],

@@ -42,8 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpfl.errors import AccountingError, SpecError
-from dpfl.privacy.accountants import DEFAULT_ORDERS, RDPAccountant, accountant_class, make_accountant
-from dpfl.privacy.accountants.rdp_pruned import prunable, pruned_epsilon
+from dpfl.privacy.accountants import accountant_class, make_accountant, rdp_pruned
 from dpfl.privacy.events import (
     Event,
     GaussianEvent,
@@ -338,21 +337,12 @@ class _Target:
     # the RDP order of the last ε computed: similar parties' and σ's minima lie near it
     near: list[float | None] = dataclasses.field(default_factory=lambda: [None])
 
-    @property
-    def pruned(self) -> bool:
-        """Whether ε may come from `pruned_epsilon`: the plain RDP accountant, the same number faster."""
-        return accountant_class(self.accountant) is RDPAccountant
-
     def gap(self, event: Event) -> float:
         """Returns log(ε / target ε) of one party's events: ≤ 0 meets the target; +inf if unaccountable."""
         try:
-            if self.pruned and prunable(event):
-                eps, self.near[0] = pruned_epsilon(
-                    event,
-                    delta=self.delta,
-                    orders=tuple(self.options.get("orders", DEFAULT_ORDERS)),
-                    conversion=self.options.get("conversion", "tight"),
-                    near=self.near[0],
+            if rdp_pruned.applies(self.accountant, [event]):
+                eps, self.near[0] = rdp_pruned.pruned_epsilon(
+                    event, delta=self.delta, near=self.near[0], **rdp_pruned.pruned_options(self.options)
                 )
             else:
                 eps = epsilon(event, delta=self.delta, accountant=self.accountant, **self.options)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from dpfl.privacy.accountants import make_accountant
+from dpfl.privacy.accountants import make_accountant, rdp_pruned
 from dpfl.privacy.events import ComposedEvent, Event, SelfComposedEvent, from_json, public_event, to_json
 
 __all__ = ["Ledger", "LedgerEntry"]
@@ -119,8 +119,14 @@ class Ledger:
                 used, local = np.unique(history[:, 1], return_inverse=True)
                 counts = np.zeros((len(rounds), len(used)))
                 np.add.at(counts, (history[:, 0], local), 1.0)
-                acc = make_accountant(accountant, **options)
-                curves[key] = acc.epsilon_curve([events[i] for i in used], counts, delta=delta)
+                history_events = [events[i] for i in used]
+                if rdp_pruned.applies(accountant, history_events):  # the same ε from few RDP orders
+                    curves[key] = rdp_pruned.pruned_epsilon_curve(
+                        history_events, counts, delta=delta, **rdp_pruned.pruned_options(options)
+                    )
+                else:
+                    acc = make_accountant(accountant, **options)
+                    curves[key] = acc.epsilon_curve(history_events, counts, delta=delta)
             out[party] = curves[key]
         return out
 

@@ -12,6 +12,7 @@ the whole flattened per-sample gradient is clipped before any averaging, referen
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -55,9 +56,10 @@ class ISRLMinibatchSGD(Algorithm):
     # each silo is calibrated to its own ledger: larger silos sample less and need less noise.
     party_of_silo = staticmethod(silo_party)
 
-    @property
+    @functools.cached_property
     def rates(self) -> np.ndarray:
-        """Returns each silo's Poisson sampling rate q_i = min(1, K / n_i)."""
+        """Returns each silo's Poisson sampling rate q_i = min(1, K / n_i) (computed once: a plan asks
+        for it per silo per round)."""
         return np.minimum(1.0, self.params.batch_size / np.maximum(self.data.silo_sizes, 1))
 
     def releases_per_round(self, silo: int, sigma: float) -> list[Event]:

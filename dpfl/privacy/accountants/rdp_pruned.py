@@ -25,10 +25,13 @@ distributions. Other events (group privacy, shuffling, votes) take the full curv
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+
 import numpy as np
 
 from dpfl.errors import AccountingError
-from dpfl.privacy.accountants.rdp import event_rdp
+from dpfl.privacy.accountants.base import accountant_class
+from dpfl.privacy.accountants.rdp import DEFAULT_ORDERS, RDPAccountant, event_rdp
 from dpfl.privacy.conversion import conversion_offsets, kl_zero_threshold
 from dpfl.privacy.events import (
     ComposedEvent,
@@ -39,7 +42,7 @@ from dpfl.privacy.events import (
     SelfComposedEvent,
 )
 
-__all__ = ["prunable", "pruned_epsilon"]
+__all__ = ["applies", "prunable", "pruned_epsilon", "pruned_epsilon_curve", "pruned_options"]
 
 # Where the search starts: a spread of orders, then it refines towards the minimum.
 _FIRST = (2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
@@ -47,6 +50,20 @@ _FIRST = (2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 # when its bound clears the best ε by more than this (relative), so rounding cannot hide a
 # minimum by more than a rounding error.
 _SLACK = 1e-9
+
+
+def applies(accountant: str, events: Sequence[Event]) -> bool:
+    """Returns whether `accountant`'s ε of `events` may come from here: the plain rdp accountant
+    (not pate, whose data-dependent vote curves are not divergences) and `prunable` events."""
+    return accountant_class(accountant) is RDPAccountant and all(prunable(e) for e in events)
+
+
+def pruned_options(options: Mapping[str, object]) -> dict[str, object]:
+    """Returns the rdp accountant's `orders` and `conversion` from its options, defaults filled in."""
+    return {
+        "orders": tuple(options.get("orders", DEFAULT_ORDERS)),  # type: ignore[arg-type]
+        "conversion": options.get("conversion", "tight"),
+    }
 
 
 def prunable(event: Event) -> bool:
@@ -79,63 +96,143 @@ def pruned_epsilon(
     Raises:
         AccountingError: no order gives a finite ε.
     """
+    grid = _grid(orders)
+    if near is None:
+        start = _spread(grid)
+    else:
+        start = np.clip(np.searchsorted(grid, near) + np.array([-1, 0, 1]), 0, len(grid) - 1)
+    eps, best = _minimum(
+        grid,
+        lambda cols: event_rdp(event, tuple(grid[cols].tolist()))[None, :],
+        rows=1,
+        start=start,
+        delta=delta,
+        conversion=conversion,
+    )
+    return float(eps[0]), float(grid[best[0]])
+
+
+def pruned_epsilon_curve(
+    events: Sequence[Event],
+    counts: np.ndarray,
+    *,
+    delta: float,
+    orders: tuple[float, ...],
+    conversion: str = "tight",
+) -> np.ndarray:
+    """Returns the cumulative ε after each round of a history of `prunable` events, from few orders.
+
+    The same numbers as `RDPAccountant().epsilon_curve(events, counts, delta=delta)`: round r's
+    curve is Σ_e (releases of e up to r)·rdp_e, a sum of divergence curves, so the bounds hold.
+
+    Args:
+        events: the distinct events of the history.
+        counts: [rounds, len(events)] how often each event was released in each round.
+
+    Raises:
+        AccountingError: no order gives a finite ε at some round.
+    """
+    grid = _grid(orders)
+    totals = np.cumsum(np.asarray(counts, dtype=float), axis=0)  # [rounds, events]
+
+    def fill(cols: np.ndarray) -> np.ndarray:
+        key = tuple(grid[cols].tolist())
+        per_event = np.stack([event_rdp(e, key) for e in events]) if events else np.zeros((0, len(cols)))
+        infinite = np.isinf(per_event)  # an order where an event has no bound (0 × inf must stay 0)
+        out = totals @ np.where(infinite, 0.0, per_event)
+        out[(totals @ infinite) > 0] = np.inf
+        return out
+
+    eps, _ = _minimum(grid, fill, rows=len(totals), start=_spread(grid), delta=delta, conversion=conversion)
+    return eps
+
+
+def _grid(orders: tuple[float, ...]) -> np.ndarray:
     grid = np.asarray(orders, dtype=float)
     if np.any(np.diff(grid) <= 0) or grid[0] <= 1:
         raise ValueError("`orders` must be increasing and > 1")
+    return grid
+
+
+def _spread(grid: np.ndarray) -> np.ndarray:
+    return np.unique(np.clip(np.searchsorted(grid, _FIRST), 0, len(grid) - 1))
+
+
+def _minimum(
+    grid: np.ndarray,
+    fill: Callable[[np.ndarray], np.ndarray],
+    *,
+    rows: int,
+    start: np.ndarray,
+    delta: float,
+    conversion: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Returns each row's min over the grid of curve(α) + offset(α), and the index of its α.
+
+    `fill(cols)` computes every row's curve at the grid columns `cols` ([rows, len(cols)]);
+    columns are computed for all rows at once, the most promising ones first, until no
+    uncomputed column's lower bound beats any row's best.
+    """
     offsets = conversion_offsets(grid, delta=delta, conversion=conversion)
-    rdp = np.full(len(grid), np.nan)  # nan: not computed
+    values = np.full((rows, len(grid)), np.nan)  # nan: not computed
+    computed = np.zeros(len(grid), dtype=bool)
 
-    def compute(indices: np.ndarray) -> None:
-        rdp[indices] = event_rdp(event, tuple(grid[indices].tolist()))
+    def compute(cols: np.ndarray) -> None:
+        values[:, cols] = fill(cols)
+        computed[cols] = True
 
-    first = _FIRST if near is None else (near,)
-    start = np.clip(np.searchsorted(grid, first), 0, len(grid) - 1)
-    if near is not None:
-        start = np.clip(start + np.array([-1, 0, 1]), 0, len(grid) - 1)
     compute(np.unique(start))
     while True:
-        eps = rdp + offsets
-        best = np.nanmin(np.where(np.isnan(eps), np.inf, eps))
-        candidates = np.flatnonzero(np.isnan(rdp) & (offsets < best))  # rdp ≥ 0: offset alone
+        eps = np.where(computed, values + offsets, np.inf)
+        best = eps.min(axis=1)
+        # rdp ≥ 0: a column whose offset alone is above every row's best is out
+        candidates = np.flatnonzero(~computed & (offsets < best.max()))
         if not candidates.size:
             break
-        bound = _lower_bounds(grid, rdp)[candidates] + offsets[candidates]
-        if bound.min() >= best - _SLACK * max(1.0, abs(best)):
+        bound = _lower_bounds(grid, values, computed)[:, candidates] + offsets[candidates]
+        beats = bound < (best - _SLACK * np.maximum(1.0, np.abs(best)))[:, None]
+        if not beats.any():
             break
-        compute(candidates[[np.argmin(bound)]])  # the most promising order next
+        rows_left = beats.any(axis=1)
+        promising = np.argmin(np.where(beats, bound, np.inf)[rows_left], axis=1)
+        compute(np.unique(candidates[promising]))  # each row's most promising column next
+    eps = np.where(computed, values + offsets, np.inf)
+    best, where = eps.min(axis=1), eps.argmin(axis=1)
     if conversion == "tight":
-        known = rdp[np.isfinite(rdp)]
-        if known.size and known.min() < 1e-3:  # only then can the smallest order pass the KL test
-            if np.isnan(rdp[0]):
-                compute(np.array([0]))
-            if rdp[0] < kl_zero_threshold(delta):
-                return 0.0, float(grid[0])
-    if not np.isfinite(best):
+        # The KL test (ε = 0) passes first at the smallest order, where rdp is smallest; look
+        # there only when some row's curve is already tiny.
+        finite = np.where(np.isfinite(values), values, np.inf)
+        if not computed[0] and (finite.min(axis=1) < 1e-3).any():
+            compute(np.array([0]))
+        zero = computed[0] & (values[:, 0] < kl_zero_threshold(delta))
+        best, where = np.where(zero, 0.0, best), np.where(zero, 0, where)
+    if not np.all(np.isfinite(best)):
         raise AccountingError(
             f"rdp: no tracked RDP order gives a finite ε at δ={delta:g}; the releases are too weak for "
             "RDP accounting at these orders (try the pld accountant, or more noise)"
         )
-    return max(float(best), 0.0), float(grid[np.nanargmin(np.where(np.isnan(eps), np.inf, eps))])
+    return np.maximum(best, 0.0), where
 
 
-def _lower_bounds(grid: np.ndarray, rdp: np.ndarray) -> np.ndarray:
-    """Returns a lower bound on rdp at every order from the finite computed ones (see the module doc)."""
-    known = np.flatnonzero(np.isfinite(rdp))
-    # h(α) = (α − 1)·rdp(α) at the computed orders, with the point (1, 0) in front
+def _lower_bounds(grid: np.ndarray, values: np.ndarray, computed: np.ndarray) -> np.ndarray:
+    """Returns a lower bound on each row's curve at every order from its computed columns (module doc).
+
+    A secant through a column where a row's value is not finite gives that row no bound there.
+    """
+    known = np.flatnonzero(computed)
+    # h(α) = (α − 1)·curve(α) at the computed orders, with the point (1, 0) in front
     xs = np.concatenate([[1.0], grid[known]])
-    hs = np.concatenate([[0.0], (grid[known] - 1) * rdp[known]])
+    hs = np.concatenate([np.zeros((len(values), 1)), (grid[known] - 1) * values[:, known]], axis=1)
     pos = np.searchsorted(xs, grid)  # xs[pos − 1] < α ≤ xs[pos]; pos ≥ 1 since every α > 1
     n = len(xs)
-    bound = np.zeros(len(grid))
     with np.errstate(divide="ignore", invalid="ignore"):
         # from below: the secant through the two nearest computed points under α
         a, b = np.maximum(pos - 2, 0), pos - 1
-        below = np.where(a < b, hs[b] + (grid - xs[b]) * (hs[b] - hs[a]) / (xs[b] - xs[a]), 0.0)
-        bound = np.maximum(bound, below)
+        below = hs[:, b] + (grid - xs[b]) * (hs[:, b] - hs[:, a]) / np.where(a < b, xs[b] - xs[a], 1.0)
+        below = np.where(a < b, below, 0.0)
         # from above: the secant through the two nearest computed points over α, extended down
-        c, d = pos, pos + 1
-        ok = d < n
-        c, d = np.minimum(c, n - 1), np.minimum(d, n - 1)
-        above = np.where(ok, hs[c] + (grid - xs[c]) * (hs[d] - hs[c]) / (xs[d] - xs[c]), 0.0)
-        bound = np.maximum(bound, np.where(ok, above, 0.0))
-    return bound / (grid - 1)
+        c, d = np.minimum(pos, n - 1), np.minimum(pos + 1, n - 1)
+        above = hs[:, c] + (grid - xs[c]) * (hs[:, d] - hs[:, c]) / np.where(c < d, xs[d] - xs[c], 1.0)
+        above = np.where(pos + 1 < n, above, 0.0)
+        bound = np.maximum(np.where(np.isfinite(below), below, 0.0), np.where(np.isfinite(above), above, 0.0))
+    return np.maximum(bound, 0.0) / (grid - 1)

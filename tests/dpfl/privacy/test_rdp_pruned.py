@@ -7,8 +7,8 @@ import pytest
 
 import dpfl.privacy.accountants.rdp_pruned as rdp_pruned
 from dpfl.errors import AccountingError
-from dpfl.privacy.accountants import DEFAULT_ORDERS
-from dpfl.privacy.accountants.rdp_pruned import prunable, pruned_epsilon
+from dpfl.privacy.accountants import DEFAULT_ORDERS, RDPAccountant
+from dpfl.privacy.accountants.rdp_pruned import applies, prunable, pruned_epsilon, pruned_epsilon_curve
 from dpfl.privacy.calibration import epsilon, sgd_event
 from dpfl.privacy.events import (
     ComposedEvent,
@@ -18,7 +18,9 @@ from dpfl.privacy.events import (
     ParallelEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
+    VoteEvent,
 )
+from dpfl.privacy.ledger import Ledger
 
 
 def _random_events(n: int, seed: int):
@@ -93,3 +95,40 @@ def test_only_divergences_of_fixed_distributions_are_pruned():
 def test_orders_must_increase():
     with pytest.raises(ValueError, match="increasing"):
         pruned_epsilon(GaussianEvent(1.0), delta=1e-5, orders=(3.0, 2.0))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_curve_over_rounds_equals_the_full_accountants(seed):
+    rng = np.random.default_rng(seed)
+    events = [
+        PoissonSampledEvent(
+            float(10 ** rng.uniform(-3, -0.5)), GaussianEvent(float(10 ** rng.uniform(-0.3, 1)))
+        )
+        for _ in range(int(rng.integers(1, 4)))
+    ]
+    rounds = int(rng.integers(1, 300))
+    counts = rng.integers(0, 3, size=(rounds, len(events))).astype(float)
+    counts[: int(rng.integers(0, 5))] = 0  # rounds before the first release: ε = 0
+    delta = float(10 ** rng.uniform(-8, -4))
+    full = RDPAccountant().epsilon_curve(events, counts, delta=delta)
+    pruned = pruned_epsilon_curve(events, counts, delta=delta, orders=DEFAULT_ORDERS)
+    np.testing.assert_allclose(pruned, full, rtol=1e-12, atol=1e-15)
+
+
+def test_the_ledger_takes_the_pruned_curve_only_where_it_applies():
+    ledger = Ledger()
+    for r in range(1, 41):
+        ledger.record(r, "silo-0", PoissonSampledEvent(0.05, GaussianEvent(1.1)))
+        ledger.record(r, "silo-1", PoissonSampledEvent(0.02, GaussianEvent(0.9)))
+    by_round = ledger.epsilon_by_round(delta=1e-5)
+    reference = [
+        RDPAccountant().epsilon_curve(
+            [PoissonSampledEvent(q, GaussianEvent(s))], np.ones((40, 1)), delta=1e-5
+        )
+        for q, s in ((0.05, 1.1), (0.02, 0.9))
+    ]
+    np.testing.assert_allclose(by_round, np.maximum(*reference), rtol=1e-12)
+    assert applies("rdp", [PoissonSampledEvent(0.05, GaussianEvent(1.1))])
+    assert not applies("pate", [GaussianEvent(1.0)])  # data-dependent votes: not divergences
+    assert not applies("pld", [GaussianEvent(1.0)])
+    assert not applies("rdp", [VoteEvent(noise_std=10.0, sensitivity=1.0)])
