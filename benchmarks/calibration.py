@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.report import print_headline, write_section
 from dpfl.privacy import calibration
-from dpfl.privacy.accountants.rdp import event_rdp
+from dpfl.privacy.accountants import rdp_pruned
 from dpfl.privacy.calibration import calibrate_party_noise_multipliers, epsilon, sgd_event
 
 SILOS, BATCH, ROUNDS, EPSILON, DELTA = 25, 128, 50, 3.0, 1e-5
@@ -58,13 +58,13 @@ def calibrate() -> np.ndarray:
 
 
 def cold() -> np.ndarray:
-    event_rdp.cache_clear()
+    rdp_pruned.cache_clear()
     calibration._RESULTS.clear()
     return calibrate()
 
 
 def every_order() -> np.ndarray:
-    with mock.patch.object(calibration.rdp_pruned, "applies", lambda *_: False):
+    with mock.patch.object(rdp_pruned, "applies", lambda *_: False):
         return cold()
 
 

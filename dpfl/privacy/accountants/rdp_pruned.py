@@ -25,6 +25,7 @@ distributions. Other events (group privacy, shuffling, votes) take the full curv
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -42,7 +43,7 @@ from dpfl.privacy.events import (
     SelfComposedEvent,
 )
 
-__all__ = ["applies", "prunable", "pruned_epsilon", "pruned_epsilon_curve", "pruned_options"]
+__all__ = ["applies", "cache_clear", "prunable", "pruned_epsilon", "pruned_epsilon_curve", "pruned_options"]
 
 # Where the search starts: a spread of orders, then it refines towards the minimum.
 _FIRST = (2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
@@ -132,8 +133,24 @@ def pruned_epsilon_curve(
     Raises:
         AccountingError: no order gives a finite ε at some round.
     """
+    counts = np.ascontiguousarray(counts, dtype=float)
+    curve = _curve(tuple(events), counts.shape, counts.tobytes(), delta, tuple(orders), conversion)
+    return curve.copy()
+
+
+@functools.lru_cache(maxsize=4096)
+def _curve(
+    events: tuple[Event, ...],
+    shape: tuple[int, ...],
+    counts: bytes,
+    delta: float,
+    orders: tuple,
+    conversion: str,
+) -> np.ndarray:
+    """`pruned_epsilon_curve`, remembered: a run's projection and its final ledger, and the
+    dashboard's every view of it, ask for the same history again."""
     grid = _grid(orders)
-    totals = np.cumsum(np.asarray(counts, dtype=float), axis=0)  # [rounds, events]
+    totals = np.cumsum(np.frombuffer(counts).reshape(shape), axis=0)  # [rounds, events]
 
     def fill(cols: np.ndarray) -> np.ndarray:
         key = tuple(grid[cols].tolist())
@@ -145,6 +162,12 @@ def pruned_epsilon_curve(
 
     eps, _ = _minimum(grid, fill, rows=len(totals), start=_spread(grid), delta=delta, conversion=conversion)
     return eps
+
+
+def cache_clear() -> None:
+    """Forgets every remembered curve and RDP value (benchmarks time the cold path with it)."""
+    _curve.cache_clear()
+    event_rdp.cache_clear()
 
 
 def _grid(orders: tuple[float, ...]) -> np.ndarray:
@@ -182,20 +205,23 @@ def _minimum(
         computed[cols] = True
 
     compute(np.unique(start))
-    while True:
-        eps = np.where(computed, values + offsets, np.inf)
-        best = eps.min(axis=1)
-        # rdp ≥ 0: a column whose offset alone is above every row's best is out
+    # A row is settled once no uncomputed column can beat its best: more columns only raise the
+    # bounds (secants through nearer points of a convex function) and lower the best, so it
+    # stays settled and later rounds of the search look at the open rows only.
+    open_rows = np.arange(rows)
+    while open_rows.size:
+        sub = values[open_rows]
+        best = np.where(computed, sub + offsets, np.inf).min(axis=1)
+        # rdp ≥ 0: a column whose offset alone is above every open row's best is out
         candidates = np.flatnonzero(~computed & (offsets < best.max()))
         if not candidates.size:
             break
-        bound = _lower_bounds(grid, values, computed)[:, candidates] + offsets[candidates]
+        bound = _lower_bounds(grid, sub, computed, candidates) + offsets[candidates]
         beats = bound < (best - _SLACK * np.maximum(1.0, np.abs(best)))[:, None]
-        if not beats.any():
-            break
-        rows_left = beats.any(axis=1)
-        promising = np.argmin(np.where(beats, bound, np.inf)[rows_left], axis=1)
-        compute(np.unique(candidates[promising]))  # each row's most promising column next
+        still = beats.any(axis=1)
+        open_rows, beats, bound = open_rows[still], beats[still], bound[still]
+        if open_rows.size:  # each open row's most promising column next
+            compute(np.unique(candidates[np.argmin(np.where(beats, bound, np.inf), axis=1)]))
     eps = np.where(computed, values + offsets, np.inf)
     best, where = eps.min(axis=1), eps.argmin(axis=1)
     if conversion == "tight":
@@ -214,25 +240,27 @@ def _minimum(
     return np.maximum(best, 0.0), where
 
 
-def _lower_bounds(grid: np.ndarray, values: np.ndarray, computed: np.ndarray) -> np.ndarray:
-    """Returns a lower bound on each row's curve at every order from its computed columns (module doc).
+def _lower_bounds(grid: np.ndarray, values: np.ndarray, computed: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Returns a lower bound on each row's curve at the columns `cols`, from its computed columns.
 
-    A secant through a column where a row's value is not finite gives that row no bound there.
+    See the module doc; a secant through a column where a row's value is not finite gives that
+    row no bound there. Shape [rows, len(cols)].
     """
     known = np.flatnonzero(computed)
     # h(α) = (α − 1)·curve(α) at the computed orders, with the point (1, 0) in front
     xs = np.concatenate([[1.0], grid[known]])
     hs = np.concatenate([np.zeros((len(values), 1)), (grid[known] - 1) * values[:, known]], axis=1)
-    pos = np.searchsorted(xs, grid)  # xs[pos − 1] < α ≤ xs[pos]; pos ≥ 1 since every α > 1
+    at = grid[cols]
+    pos = np.searchsorted(xs, at)  # xs[pos − 1] < α ≤ xs[pos]; pos ≥ 1 since every α > 1
     n = len(xs)
     with np.errstate(divide="ignore", invalid="ignore"):
         # from below: the secant through the two nearest computed points under α
         a, b = np.maximum(pos - 2, 0), pos - 1
-        below = hs[:, b] + (grid - xs[b]) * (hs[:, b] - hs[:, a]) / np.where(a < b, xs[b] - xs[a], 1.0)
+        below = hs[:, b] + (at - xs[b]) * (hs[:, b] - hs[:, a]) / np.where(a < b, xs[b] - xs[a], 1.0)
         below = np.where(a < b, below, 0.0)
         # from above: the secant through the two nearest computed points over α, extended down
         c, d = np.minimum(pos, n - 1), np.minimum(pos + 1, n - 1)
-        above = hs[:, c] + (grid - xs[c]) * (hs[:, d] - hs[:, c]) / np.where(c < d, xs[d] - xs[c], 1.0)
+        above = hs[:, c] + (at - xs[c]) * (hs[:, d] - hs[:, c]) / np.where(c < d, xs[d] - xs[c], 1.0)
         above = np.where(pos + 1 < n, above, 0.0)
         bound = np.maximum(np.where(np.isfinite(below), below, 0.0), np.where(np.isfinite(above), above, 0.0))
-    return np.maximum(bound, 0.0) / (grid - 1)
+    return np.maximum(bound, 0.0) / (at - 1)
