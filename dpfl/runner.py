@@ -32,15 +32,14 @@ from dpfl.data import (
     Dataset,
     Partition,
     UserAllocation,
-    apply_features,
     dataset_info,
-    load_dataset,
     natural_users,
     partition,
     registered_datasets,
     users,
     users_first,
 )
+from dpfl.data.prepared import load_prepared
 from dpfl.engine import evaluate
 from dpfl.errors import AccountingError, SpecError, UnknownNameError
 from dpfl.federation import FederatedData
@@ -327,11 +326,14 @@ def prepare(
     """
     cls = check(spec)
     ds = spec.dataset
-    dataset = load_dataset(
-        ds.name, search_dirs=list(data_dirs), cache_dir=cache_dir, download=download, **ds.options
+    dataset = load_prepared(
+        ds.name,
+        options=ds.options,
+        features=ds.features,
+        search_dirs=list(data_dirs),
+        cache_dir=cache_dir,
+        download=download,
     )
-    if ds.features:
-        dataset = apply_features(dataset, ds.features)
     _check_classes(cls, ds.name, dataset.num_classes)  # a csv's classes are known only now
     split, owners = _silos_and_users(dataset, ds, seed=spec.seed)
     data = FederatedData.build(dataset, split, image=spec.model.name in _IMAGE_MODELS, users=owners)
