@@ -614,7 +614,7 @@ def run(
         timings["train_s"] += t1 - t0
         epsilon = privacy.planned_epsilon[r - 1] if privacy.planned_epsilon else None
         record = None
-        if r % spec.eval_every == 0 or r == spec.rounds:
+        if r % spec.evaluation_interval == 0 or r == spec.rounds:
             w = algorithm.global_params
             loss, acc = evaluate(
                 algorithm.model, algorithm.layout, w, data.x_test, data.y_test, batch_size=_EVAL_BATCH

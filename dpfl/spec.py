@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 MAX_ROUNDS = 10_000
+# A run's curve needs a few points, not one per round: evaluation cost as much as training did.
+DEFAULT_EVALUATIONS = 20
 MAX_SILOS = 1_000
 
 
@@ -165,8 +168,18 @@ class RunSpec(_Strict):
     rounds: int = Field(20, ge=1, le=MAX_ROUNDS)
     participation: int | None = Field(None, ge=1, le=MAX_SILOS)
     privacy: PrivacySpec | None = None
-    eval_every: int = Field(1, ge=1)
+    eval_every: int | None = Field(
+        None,
+        ge=1,
+        description="evaluate every this many rounds, and always after the last; "
+        f"default: often enough for at most {DEFAULT_EVALUATIONS} evaluations",
+    )
     seed: int = Field(0, ge=0, lt=2**31)
+
+    @property
+    def evaluation_interval(self) -> int:
+        """Returns the rounds between evaluations: `eval_every`, or the default's ⌈rounds / 20⌉."""
+        return self.eval_every or math.ceil(self.rounds / DEFAULT_EVALUATIONS)
 
     @model_validator(mode="after")
     def _participation_fits(self) -> RunSpec:

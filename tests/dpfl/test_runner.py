@@ -27,6 +27,14 @@ def test_same_spec_and_seed_give_identical_results():
     assert other.final.loss != a.final.loss
 
 
+def test_by_default_a_run_is_evaluated_at_most_20_times_and_after_its_last_round():
+    spec = digits_spec(rounds=41).model_dump() | {"eval_every": None}
+    result = run(parse_spec(spec))
+    assert [r.round for r in result.rounds] == [*range(3, 40, 3), 41]  # ⌈41/20⌉ = 3
+    assert [r.round for r in run(digits_spec(rounds=5, eval_every=2)).rounds] == [2, 4, 5]
+    assert parse_spec({"algorithm": "fedavg", "rounds": 10_000}).evaluation_interval == 500
+
+
 def test_isrl_ledger_epsilon_equals_independent_dp_accounting():
     result = run(isrl_digits_spec(rounds=12, eval_every=4))
     sigmas = result.privacy.noise_multiplier  # one per silo: each silo is calibrated on its own

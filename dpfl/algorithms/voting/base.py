@@ -195,7 +195,7 @@ class VotingAlgorithm(Algorithm):
         self.released[lo:hi] = labels
         events = [VoteEvent(self.sigma, self.sensitivity, tuple(c.tolist())) for c in counts]
         self.vote_ledger.record_round(r, {self.party: events})
-        if r % self.spec.eval_every == 0 or r == self.spec.rounds:
+        if r % self.spec.evaluation_interval == 0 or r == self.spec.rounds:
             self.student = self.train_student(hi)
         return RoundOutput(metrics=self.metrics(lo, hi), releases={self.party: events})
 

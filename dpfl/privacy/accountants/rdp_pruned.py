@@ -217,7 +217,11 @@ def _minimum(
         if not candidates.size:
             break
         bound = _lower_bounds(grid, sub, computed, candidates) + offsets[candidates]
-        beats = bound < (best - _SLACK * np.maximum(1.0, np.abs(best)))[:, None]
+        with np.errstate(invalid="ignore"):  # a row with no finite ε yet: every bound beats it
+            beats = (
+                bound
+                < np.where(np.isinf(best), np.inf, best - _SLACK * np.maximum(1.0, np.abs(best)))[:, None]
+            )
         still = beats.any(axis=1)
         open_rows, beats, bound = open_rows[still], beats[still], bound[still]
         if open_rows.size:  # each open row's most promising column next

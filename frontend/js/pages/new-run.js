@@ -70,7 +70,7 @@ function dataFields(initial, datasets, catalogue) {
       placeholder: (catalogue.models.find((m) => m.takes_hidden)?.options.hidden ?? []).join(", ") }), "widths separated by commas; blank: the model's default"),
     field("rounds", "rounds", number("rounds", initial.rounds, { min: 1, step: 1 })),
     field("silos per round (blank: all)", "participation", number("participation", initial.participation, { min: 1, step: 1 })),
-    field("evaluate every", "eval_every", number("eval_every", initial.eval_every ?? 1, { min: 1, step: 1 })),
+    field("evaluate every", "eval_every", number("eval_every", initial.eval_every, { min: 1, step: 1, placeholder: "auto: ≤ 20 times" })),
     field("seed", "seed", number("seed", initial.seed ?? 0, { min: 0, step: 1 })));
 }
 

@@ -167,3 +167,12 @@ def test_a_repeated_calibration_is_remembered():
     assert np.all(_calibrate(plans, target=1.5, rtol=1e-2) != first)
     longer = _calibrate({"a": (0.03, 61), "b": (0.07, 60)}, target=1.5)
     assert longer[0] > first[0] and longer[1] == pytest.approx(first[1], rel=2e-4)
+
+
+def test_a_large_target_is_met_at_the_smallest_noise_too():
+    # ε = 100: σ ≈ 0.35, where the RDP minimum sits at orders near 1 (the form's slider end)
+    plans = {"a": (64 / 143, 20), "b": (64 / 144, 20)}
+    sigmas = _calibrate(plans, target=100.0)
+    for plan, sigma in zip(plans.values(), sigmas, strict=True):
+        assert 0.3 < sigma < 0.4
+        assert _eps(plan, sigma) <= 100.0 < _eps(plan, sigma * (1 - 1e-3))

@@ -132,3 +132,12 @@ def test_the_ledger_takes_the_pruned_curve_only_where_it_applies():
     assert not applies("pate", [GaussianEvent(1.0)])  # data-dependent votes: not divergences
     assert not applies("pld", [GaussianEvent(1.0)])
     assert not applies("rdp", [VoteEvent(noise_std=10.0, sensitivity=1.0)])
+
+
+def test_a_start_where_every_order_fails_to_converge_still_finds_the_minimum():
+    # dp_accounting gives no value (inf) at orders near 1 for this (q, σ): a search that starts
+    # there has no finite ε yet, and every other order must still be looked at
+    event = sgd_event(noise_multiplier=1.0, sampling_rate=0.4476, steps=20)
+    eps, order = pruned_epsilon(event, delta=1e-5, orders=DEFAULT_ORDERS, near=1.1)
+    assert eps == pytest.approx(epsilon(event, delta=1e-5), rel=1e-12)
+    assert order == 2.4
