@@ -56,8 +56,8 @@ def test_a_running_run_survives_a_long_write_transaction(sqlite_settings, tmp_pa
 
 def test_a_sweep_projects_its_points_before_it_takes_the_write_lock(sqlite_settings, tmp_path):
     # every point needs its own plan accounted (its own σ, not an ε target): nothing is shared
-    base = service_spec(rounds=200, privacy={"noise_multiplier": 1.5, "delta": 1e-5})
-    grid = {"privacy.noise_multiplier": [round(1.5 + 0.01 * i, 2) for i in range(12)]}
+    base = service_spec(rounds=1000, privacy={"noise_multiplier": 1.5, "delta": 1e-5})
+    grid = {"privacy.noise_multiplier": [round(1.5 + 0.01 * i, 2) for i in range(24)]}
     waits: list[float] = []
     with TestClient(create_app(sqlite_settings)) as client:
         done = threading.Event()

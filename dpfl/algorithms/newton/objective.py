@@ -67,7 +67,7 @@ def client_data(data: FederatedData, *, radius: float | None) -> ClientData:
         # and adds no sensitivity of its own.
         x_all = x_all * torch.clamp(radius / norms.clamp(min=1e-300), max=1.0)
     y_all = data.y_train.to(DTYPE) * 2 - 1
-    counts = torch.as_tensor(data.silo_sizes, dtype=torch.long)
+    counts = torch.tensor(data.silo_sizes, dtype=torch.long)  # a copy: silo_sizes is read-only
     k, width, d = len(data.silos), int(counts.max()), x_all.shape[1]
     rows = torch.cat(data.silos)
     silo = torch.repeat_interleave(torch.arange(k), counts)
