@@ -17,15 +17,26 @@ both. From the orders computed so far, each other order gets a lower bound on it
 
 An order whose bound plus offset cannot beat the best ε found is never computed. The result
 is always the ε of an order that was computed, so it is an upper bound on the full
-accountant's ε whatever happens; it equals it when the bounds hold, which they do for the
-events admitted here (`prunable`): Gaussian and Poisson-sampled Gaussian releases and their
-compositions, whose curves dp_accounting computes as the divergence of one fixed pair of
-distributions. Other events (group privacy, shuffling, votes) take the full curve.
+accountant's ε whatever happens; it equals it when the bounds hold.
+
+Only integer orders serve as anchors. At integer α dp_accounting computes the divergence of
+the Poisson-sampled Gaussian pair exactly; at fractional α its series gives an upper bound,
+which is not monotone nor convex (q = 0.3, σ = 10: rdp(1.9) = 0.0035 > rdp(2) = 0.0009), and
+secants through such points once ruled out the true minimum. A bound from exact values bounds
+the true divergence, hence also dp_accounting's larger value, at every order. The events
+admitted (`prunable`) are Gaussian and Poisson-sampled Gaussian releases and their
+compositions; others (group privacy, shuffling, votes) take the full curve.
+
+The tight conversion's ε = 0 (some order with rdp below −log(1 − δ²)) is decided on every
+order that could pass it: none can when Pinsker's inequality puts the KL divergence, below
+every order's rdp, above the threshold (the usual case), and otherwise every order whose
+bound is below it is computed.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -43,7 +54,15 @@ from dpfl.privacy.events import (
     SelfComposedEvent,
 )
 
-__all__ = ["applies", "cache_clear", "prunable", "pruned_epsilon", "pruned_epsilon_curve", "pruned_options"]
+__all__ = [
+    "applies",
+    "cache_clear",
+    "kl_floor",
+    "prunable",
+    "pruned_epsilon",
+    "pruned_epsilon_curve",
+    "pruned_options",
+]
 
 # Where the search starts: a spread of orders, then it refines towards the minimum.
 _FIRST = (2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
@@ -65,6 +84,26 @@ def pruned_options(options: Mapping[str, object]) -> dict[str, object]:
         "orders": tuple(options.get("orders", DEFAULT_ORDERS)),  # type: ignore[arg-type]
         "conversion": options.get("conversion", "tight"),
     }
+
+
+def kl_floor(event: Event) -> float:
+    """Returns a lower bound on the KL divergence of a `prunable` event's pair (Pinsker: KL ≥ 2·TV²).
+
+    TV of one Gaussian release of sensitivity 1 is 2Φ(1/(2σ)) − 1; Poisson sampling at rate q
+    scales it by q; KL adds over composition and takes the maximum over parallel releases.
+    """
+    if isinstance(event, GaussianEvent):
+        return 2 * math.erf(1 / (2 * math.sqrt(2) * event.noise_multiplier)) ** 2
+    if isinstance(event, PoissonSampledEvent):
+        tv = event.sampling_rate * math.erf(1 / (2 * math.sqrt(2) * event.event.noise_multiplier))
+        return 2 * tv**2
+    if isinstance(event, SelfComposedEvent):
+        return event.count * kl_floor(event.event)
+    if isinstance(event, ComposedEvent):
+        return sum(kl_floor(e) for e in event.events)
+    if isinstance(event, ParallelEvent):
+        return max((kl_floor(e) for e in event.events), default=0.0)
+    raise ValueError(f"no KL floor for {event.kind!r} events")
 
 
 def prunable(event: Event) -> bool:
@@ -101,7 +140,9 @@ def pruned_epsilon(
     if near is None:
         start = _spread(grid)
     else:
-        start = np.clip(np.searchsorted(grid, near) + np.array([-1, 0, 1]), 0, len(grid) - 1)
+        # the orders around it, and the integer orders around it: only those are anchors
+        around = np.searchsorted(grid, [near, math.floor(near), math.floor(near) + 1, math.floor(near) + 2])
+        start = np.clip(np.concatenate([around[:1] + np.array([-1, 0, 1]), around[1:]]), 0, len(grid) - 1)
     eps, best = _minimum(
         grid,
         lambda cols: event_rdp(event, tuple(grid[cols].tolist()))[None, :],
@@ -109,6 +150,7 @@ def pruned_epsilon(
         start=start,
         delta=delta,
         conversion=conversion,
+        kl=np.array([kl_floor(event)]),
     )
     return float(eps[0]), float(grid[best[0]])
 
@@ -160,7 +202,10 @@ def _curve(
         out[(totals @ infinite) > 0] = np.inf
         return out
 
-    eps, _ = _minimum(grid, fill, rows=len(totals), start=_spread(grid), delta=delta, conversion=conversion)
+    kl = totals @ np.array([kl_floor(e) for e in events]) if events else np.zeros(len(totals))
+    eps, _ = _minimum(
+        grid, fill, rows=len(totals), start=_spread(grid), delta=delta, conversion=conversion, kl=kl
+    )
     return eps
 
 
@@ -189,12 +234,13 @@ def _minimum(
     start: np.ndarray,
     delta: float,
     conversion: str,
+    kl: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Returns each row's min over the grid of curve(α) + offset(α), and the index of its α.
 
     `fill(cols)` computes every row's curve at the grid columns `cols` ([rows, len(cols)]);
     columns are computed for all rows at once, the most promising ones first, until no
-    uncomputed column's lower bound beats any row's best.
+    uncomputed column's lower bound beats any row's best. `kl` is each row's `kl_floor`.
     """
     offsets = conversion_offsets(grid, delta=delta, conversion=conversion)
     values = np.full((rows, len(grid)), np.nan)  # nan: not computed
@@ -229,13 +275,19 @@ def _minimum(
     eps = np.where(computed, values + offsets, np.inf)
     best, where = eps.min(axis=1), eps.argmin(axis=1)
     if conversion == "tight":
-        # The KL test (ε = 0) passes first at the smallest order, where rdp is smallest; look
-        # there only when some row's curve is already tiny.
-        finite = np.where(np.isfinite(values), values, np.inf)
-        if not computed[0] and (finite.min(axis=1) < 1e-3).any():
-            compute(np.array([0]))
-        zero = computed[0] & (values[:, 0] < kl_zero_threshold(delta))
-        best, where = np.where(zero, 0.0, best), np.where(zero, 0, where)
+        # The KL test (ε = 0): no order's rdp is below the KL divergence, so a row whose KL
+        # floor clears the threshold cannot pass it; for the others, compute every order whose
+        # bound is below the threshold, then test every computed one.
+        threshold = kl_zero_threshold(delta)
+        maybe = kl < threshold
+        if maybe.any() and (~computed).any():
+            cols = np.flatnonzero(~computed)
+            low = (_lower_bounds(grid, values[maybe], computed, cols) < threshold).any(axis=0)
+            if low.any():
+                compute(cols[low])
+        passes = maybe[:, None] & computed & (np.where(np.isnan(values), np.inf, values) < threshold)
+        zero = passes.any(axis=1)
+        best, where = np.where(zero, 0.0, best), np.where(zero, np.argmax(passes, axis=1), where)
     if not np.all(np.isfinite(best)):
         raise AccountingError(
             f"rdp: no tracked RDP order gives a finite ε at δ={delta:g}; the releases are too weak for "
@@ -250,8 +302,8 @@ def _lower_bounds(grid: np.ndarray, values: np.ndarray, computed: np.ndarray, co
     See the module doc; a secant through a column where a row's value is not finite gives that
     row no bound there. Shape [rows, len(cols)].
     """
-    known = np.flatnonzero(computed)
-    # h(α) = (α − 1)·curve(α) at the computed orders, with the point (1, 0) in front
+    known = np.flatnonzero(computed & (grid == np.round(grid)))  # exact values only (module doc)
+    # h(α) = (α − 1)·curve(α) at the computed integer orders, with the point (1, 0) in front
     xs = np.concatenate([[1.0], grid[known]])
     hs = np.concatenate([np.zeros((len(values), 1)), (grid[known] - 1) * values[:, known]], axis=1)
     at = grid[cols]
