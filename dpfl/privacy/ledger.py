@@ -27,7 +27,7 @@ from dpfl.privacy.events import ComposedEvent, Event, SelfComposedEvent, from_js
 
 __all__ = ["Ledger", "LedgerEntry"]
 
-_PRUNED_ROUNDS = 2_000  # histories this long or shorter take rdp_pruned's curve
+_PRUNED_ROUNDS = 300  # histories this long or shorter take rdp_pruned's curve
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +122,7 @@ class Ledger:
                 counts = np.zeros((len(rounds), len(used)))
                 np.add.at(counts, (history[:, 0], local), 1.0)
                 history_events = [events[i] for i in used]
-                # the same ε from few RDP orders; past a few thousand rounds the search over every
+                # the same ε from few RDP orders; past some 400 rounds the search over every
                 # round costs more than whole curves (docs/benchmarks.md, ledger)
                 if len(rounds) <= _PRUNED_ROUNDS and rdp_pruned.applies(accountant, history_events):
                     curves[key] = rdp_pruned.pruned_epsilon_curve(
