@@ -130,7 +130,8 @@ def reproduce(
         )
     if report.corrections:
         console.print(
-            f"[bold yellow]privacy:[/] {len(report.corrections)} runs spent more than their stated ε"
+            f"[bold yellow]privacy:[/] the stated ε of {len(report.corrections)} runs does not cover all "
+            "they released (report.html, privacy corrections, says why)"
         )
     under = [c for c in calibrations if c.under_protects]
     if under:

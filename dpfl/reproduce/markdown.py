@@ -190,7 +190,11 @@ def _privacy(report: Report) -> list[str]:
         lines += [f"- {line}" for line in report.unprojected]
         lines.append("")
     if report.corrections:
-        lines += ["These runs released more than the ε they state (the ledger's ε is the true one):", ""]
+        lines += [
+            "The stated ε of these runs does not cover all they released: the ledger's ε is above it, "
+            "or something was computed from private data that no ε covers (each line says which):",
+            "",
+        ]
         lines += [f"- {line}" for line in report.corrections]
         lines.append("")
     else:

@@ -279,8 +279,9 @@ def _privacy_html(report: Report) -> str:
     if report.corrections:
         items = "".join(f"<li>{_e(line)}</li>" for line in report.corrections)
         parts.append(
-            "<p class=warn>These runs released more than the ε they state; "
-            f"the ε they really spent is the ledger's:</p><ul>{items}</ul>"
+            "<p class=warn>The stated ε of these runs does not cover all they released: the ledger's ε "
+            "is above it, or something was computed from private data that no ε covers (each line "
+            f"says which):</p><ul>{items}</ul>"
         )
     else:
         parts.append(
