@@ -108,6 +108,12 @@ BENCHMARKS: dict[str, Benchmark] = {
             ("-m", "benchmarks.pages"),
         ),
         Benchmark(
+            "sweep",
+            "`dpfl reproduce isrl`'s 63 runs in one process against their own training and evaluation",
+            "Sweep: a reproduction's runs against their own training",
+            ("-m", "benchmarks.sweep"),
+        ),
+        Benchmark(
             "reproduce",
             "`dpfl reproduce PAPER --quick`, wall time per paper",
             "Quick reproductions",

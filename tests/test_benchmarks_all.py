@@ -32,6 +32,7 @@ def test_only_and_skip_select_benchmarks_in_the_summary_order():
         "audit",
         "api",
         "pages",
+        "sweep",
         "reproduce",
     ]
     assert parse_args(["--only", "ledger,engine"]).selected == ["engine", "ledger"]
@@ -44,6 +45,7 @@ def test_only_and_skip_select_benchmarks_in_the_summary_order():
         "cli",
         "audit",
         "pages",
+        "sweep",
     ]
     assert parse_args(["--only", "engine,api", "--skip", "api", "--no-write"]).no_write
 
@@ -54,7 +56,7 @@ def test_only_and_skip_select_benchmarks_in_the_summary_order():
         (
             ["--only", "engine,speed"],
             "unknown benchmark 'speed'; known: "
-            "engine, uldp, ledger, calibration, cli, audit, api, pages, reproduce",
+            "engine, uldp, ledger, calibration, cli, audit, api, pages, sweep, reproduce",
         ),
         (["--only", "api", "--skip", "api"], "no benchmark left to run"),
     ],
