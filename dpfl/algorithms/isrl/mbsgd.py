@@ -68,10 +68,13 @@ class ISRLMinibatchSGD(Algorithm):
 
     def plan(self, noise_multiplier: float | np.ndarray) -> Ledger:
         sigmas = np.broadcast_to(np.asarray(noise_multiplier, dtype=float), (self.spec.dataset.silos,))
+        # a silo releases the same events every round it takes part in: made once per plan, as
+        # calibration asks for hundreds of plans
+        releases = [self.releases_per_round(s, float(sigma)) for s, sigma in enumerate(sigmas)]
         ledger = Ledger()
         for r in range(1, self.spec.rounds + 1):
             for s in participants(self.spec, r):
-                for event in self.releases_per_round(int(s), float(sigmas[s])):
+                for event in releases[s]:
                     ledger.record(r, silo_party(s), event)
         return ledger
 
