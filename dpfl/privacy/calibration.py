@@ -36,7 +36,6 @@ and a worker's later runs calibrate the same schedules again.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import math
@@ -139,18 +138,8 @@ def calibrate_noise_multiplier(
     key = _result_key("one", (probe, parties(2 * probe_sigma)), (), target, rtol)
     if (known := _RESULTS.get(key)) is not None:
         return known
-    x, shape = 0.0, _Shape()
-    if (coarse := _exact_orders(target, probe)) is not None:  # start at σ on the exact orders
-        with contextlib.suppress(SpecError):
-            rough = calibrate_noise_multiplier(
-                make_events,
-                target_epsilon=target_epsilon,
-                target_delta=target_delta,
-                accountant=accountant,
-                rtol=rtol,
-                **(options | {"orders": coarse}),
-            )
-            x = math.log(rough)
+    rough = _on_exact_orders(calibrate_noise_multiplier, target, probe, make_events, rtol=rtol)
+    x, shape = (0.0 if rough is None else math.log(rough)), _Shape()
     values = gaps(math.exp(x))
     while True:
         worst = max(range(len(values)), key=values.__getitem__)
@@ -220,20 +209,18 @@ def calibrate_party_noise_multipliers(
     leader = {p: members[0] for members in groups.values() for p in members}
     first, *others = [members[0] for members in groups.values()]
     # each schedule's search starts at its σ on the exact (integer) orders, when that pays
-    start: dict[str, float] = {}
-    if (coarse := _exact_orders(target, list(probe.values()))) is not None:
-        with contextlib.suppress(SpecError):
-            rough = calibrate_party_noise_multipliers(
-                make_events,
-                parties=parties,
-                target_epsilon=target_epsilon,
-                target_delta=target_delta,
-                accountant=accountant,
-                rtol=rtol,
-                **(options | {"orders": coarse}),
-            )
-            rough = np.broadcast_to(np.asarray(rough, dtype=float), (len(parties),))
-            start = {p: math.log(rough[position[p]]) for p in [first, *others]}
+    rough = _on_exact_orders(
+        calibrate_party_noise_multipliers,
+        target,
+        list(probe.values()),
+        make_events,
+        rtol=rtol,
+        parties=parties,
+    )
+    start = {}
+    if rough is not None:
+        rough = np.broadcast_to(np.asarray(rough, dtype=float), (len(parties),))
+        start = {p: math.log(rough[position[p]]) for p in [first, *others]}
 
     def alone(party: str, x0: float, shape: _Shape) -> tuple[float, _Shape]:
         def f(x: float) -> float:
@@ -314,20 +301,33 @@ def _meets(target: _Target, events: Mapping[str, Event] | Sequence[Event] | None
     return all(target.gap(event) <= 0 for event in distinct)
 
 
-def _exact_orders(target: _Target, events: Sequence[Event]) -> tuple[float, ...] | None:
-    """Returns the integer orders of the target's grid when a search should start on them.
+def _on_exact_orders(
+    calibrate: Callable, target: _Target, events: Sequence[Event], make_events: Callable, **kwargs
+):
+    """Returns what `calibrate` gives for the target on the integer orders of its grid alone.
 
-    Under the rdp accountant, ε on the integer orders alone is cheap (dp-accounting's exact
-    values, few computed) and an upper bound on ε over the whole grid: its σ meets the target
-    too and lies a few per cent above the answer, a start from which the whole grid's search
-    needs two or three evaluations instead of five or six. None when it would not pay: another
-    accountant or event kind, or a grid without fractional orders.
+    Under the rdp accountant, ε on the integer orders is cheap (dp-accounting's exact values,
+    few computed) and an upper bound on ε over the whole grid: its σ meets the target too and
+    lies a few per cent above the answer, where the whole grid's search starts. None when that
+    does not pay (another accountant or event kind, a grid without fractional orders) or fails.
     """
     if not rdp_pruned.applies(target.accountant, events):
         return None
     orders = rdp_pruned.pruned_options(target.options)["orders"]
     integers = tuple(a for a in orders if a == int(a))
-    return integers if integers and len(integers) < len(orders) else None
+    if not integers or len(integers) == len(orders):
+        return None
+    try:
+        return calibrate(
+            make_events,
+            target_epsilon=target.epsilon,
+            target_delta=target.delta,
+            accountant=target.accountant,
+            **kwargs,
+            **(target.options | {"orders": integers}),
+        )
+    except SpecError:
+        return None
 
 
 def _check_target(target_epsilon: float) -> None:
