@@ -28,17 +28,22 @@ log = logging.getLogger(__name__)
 
 
 def send(database: Database, celery: Celery, run_ids: Sequence[str]) -> bool:
-    """Sends the runs' messages and records when; returns False (and logs) if the broker refused.
+    """Sends the runs' messages, one per batch for runs of a batch, and records when; returns
+    False (and logs) if the broker refused.
 
     A run whose message could not be sent stays queued, and `dispatch` sends it later.
     """
     if not run_ids:
         return True
+    with database.session() as session:
+        batch_of = dict(session.execute(select(Run.id, Run.batch_id).where(Run.id.in_(run_ids))).all())
+    alone = [i for i in run_ids if batch_of.get(i) is None]
+    batch_ids = list(dict.fromkeys(batch_of[i] for i in run_ids if batch_of.get(i) is not None))
     try:
-        if len(run_ids) == 1:
-            enqueue_run(celery, run_ids[0])
+        if len(alone) == 1 and not batch_ids:
+            enqueue_run(celery, alone[0])
         else:
-            enqueue_runs(celery, run_ids)
+            enqueue_runs(celery, alone, batch_ids)
     except Exception as exc:  # the broker is down: the dispatcher sends the runs when it is back
         log.warning("broker unreachable, %d run(s) stay queued until it is back: %s", len(run_ids), exc)
         return False
@@ -56,8 +61,8 @@ def dispatch(database: Database, celery: Celery, settings: Settings) -> list[str
     """Sends again the messages of queued runs whose message is lost; returns their ids."""
     cutoff = utcnow() - dt.timedelta(seconds=settings.dispatch_timeout_s)
     with database.session() as session:
-        candidates = session.scalars(
-            select(Run.id)
+        candidates = session.execute(
+            select(Run.id, Run.batch_id)
             .where(
                 Run.status == RunStatus.queued,
                 or_(
@@ -68,6 +73,7 @@ def dispatch(database: Database, celery: Celery, settings: Settings) -> list[str
             )
             .order_by(Run.created_at, Run.id)
         ).all()
+        candidates = [tuple(row) for row in candidates]
     if not candidates:
         return []
     try:
@@ -75,8 +81,12 @@ def dispatch(database: Database, celery: Celery, settings: Settings) -> list[str
     except Exception as exc:  # the broker is down: nothing can be sent now anyway
         log.warning("broker unreachable, %d queued run(s) wait for it: %s", len(candidates), exc)
         return []
-    lost = [run_id for run_id in candidates if pending is None or run_id not in pending]
-    held = [run_id for run_id in candidates if run_id not in lost]
+    lost = [
+        run_id
+        for run_id, batch_id in candidates
+        if pending is None or (run_id not in pending and batch_id not in pending)
+    ]
+    held = [run_id for run_id, _ in candidates if run_id not in lost]
     if held:  # still waiting in the broker (a long backlog): look again a timeout later
         with database.session() as session:
             session.execute(

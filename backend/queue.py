@@ -18,6 +18,7 @@ from backend.settings import Settings
 
 __all__ = [
     "AUDIT_RUN",
+    "EXECUTE_BATCH",
     "EXECUTE_RUN",
     "enqueue_audit",
     "enqueue_run",
@@ -29,10 +30,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 EXECUTE_RUN = "dpfl.execute_run"
+EXECUTE_BATCH = "dpfl.execute_batch"  # the queued runs of one batch (`Run.batch_id`), trained together
 AUDIT_RUN = "dpfl.audit_run"
-# A run's message carries the run id in its task id, so the dispatcher can tell which queued
-# runs still have a message in the broker (`pending_runs`).
-_RUN_TASK = "run:{run_id}:{token}"
+# A run's (or batch's) message carries its id in its task id, so the dispatcher can tell which
+# queued runs still have a message in the broker (`pending_runs`).
+_TASK_ID = "{kind}:{id}:{token}"
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -71,26 +73,30 @@ def make_celery(settings: Settings) -> Celery:
     return app
 
 
-def _task_id(run_id: str) -> str:
-    return _RUN_TASK.format(run_id=run_id, token=uuid.uuid4().hex[:8])
+def _signature(celery: Celery, kind: str, id: str):
+    task = EXECUTE_RUN if kind == "run" else EXECUTE_BATCH
+    return celery.signature(
+        task, args=[id], task_id=_TASK_ID.format(kind=kind, id=id, token=uuid.uuid4().hex[:8])
+    )
 
 
 def enqueue_run(celery: Celery, run_id: str) -> None:
     """Queues one run by id (the only argument a task takes)."""
-    celery.send_task(EXECUTE_RUN, args=[run_id], task_id=_task_id(run_id))
+    _signature(celery, "run", run_id).apply_async()
 
 
-def enqueue_runs(celery: Celery, run_ids: Sequence[str]) -> None:
-    """Queues many runs as one Celery group: the broker connection is opened once for all."""
+def enqueue_runs(celery: Celery, run_ids: Sequence[str], batch_ids: Sequence[str] = ()) -> None:
+    """Queues runs, and batches of runs, by id as one Celery group: the broker connection is
+    opened once for all."""
     group(
-        celery.signature(EXECUTE_RUN, args=[run_id], task_id=_task_id(run_id)) for run_id in run_ids
+        [_signature(celery, "run", i) for i in run_ids] + [_signature(celery, "batch", i) for i in batch_ids]
     ).apply_async()
 
 
 def pending_runs(celery: Celery, settings: Settings) -> set[str] | None:
-    """Returns the ids of runs with a message in the broker, waiting or delivered but not
-    acknowledged; None when this broker cannot be looked into (then every old message counts
-    as lost, and a duplicate is harmless: a worker's claim takes a run once)."""
+    """Returns the ids of runs and of batches with a message in the broker, waiting or delivered
+    but not acknowledged; None when this broker cannot be looked into (then every old message
+    counts as lost, and a duplicate is harmless: a worker's claim takes a run once)."""
     if settings.embedded:
         messages = []
         for path in (settings.broker_folder / "queue").glob("*.msg"):
@@ -113,7 +119,7 @@ def pending_runs(celery: Celery, settings: Settings) -> set[str] | None:
     found = set()
     for message in messages:
         task_id = str((message.get("headers") or {}).get("id", ""))
-        if task_id.startswith("run:"):
+        if task_id.startswith(("run:", "batch:")):
             found.add(task_id.split(":")[1])
     return found
 

@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     max_rounds: int = Field(2000, ge=1, description="largest `rounds` a submitted run may ask for")
     max_silos: int = Field(500, ge=1)
     max_sweep_points: int = Field(500, ge=1)
+    batch_runs: int = Field(
+        8, ge=1, description="most runs of a sweep that train together in one worker task (1: each alone)"
+    )
     max_upload_bytes: int = Field(50_000_000, ge=1)
     max_body_bytes: int = Field(
         1_000_000, ge=1, description="largest request body but an upload's; a larger one gets 413 unread"

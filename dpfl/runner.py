@@ -28,6 +28,8 @@ import numpy as np
 import torch
 
 from dpfl.algorithms import Algorithm, algorithm_class
+from dpfl.algorithms.base import RoundOutput
+from dpfl.batching import batch_key
 from dpfl.data import (
     Dataset,
     Partition,
@@ -57,6 +59,7 @@ __all__ = [
     "Progress",
     "RoundRecord",
     "RunResult",
+    "Started",
     "accepted_datasets",
     "accepted_models",
     "caveats",
@@ -66,6 +69,9 @@ __all__ = [
     "prepare",
     "project",
     "run",
+    "run_batch",
+    "start",
+    "train",
 ]
 
 _TRAIN_EVAL_RECORDS = 5_000  # training loss is measured on a fixed subsample of this size
@@ -128,6 +134,7 @@ class Privacy:
     def guaranteed(self) -> bool | None:
         """Returns whether the ledger's ε bounds what the run leaks (None for a non-private run)."""
         return None if self.notion == "none" else not any(c.breaks_guarantee for c in self.caveats)
+
     neighbouring: str = "add_remove"  # the relation the guarantee holds for (`Algorithm.neighbouring`)
 
     def warning(self, epsilon: float | None) -> str | None:
@@ -218,7 +225,6 @@ class RunResult:
             "timings": self.timings,
             "spec": self.spec.to_json(),
         }
-
 
     def diagnostics(self) -> dict[str, Any]:
         """Returns the run-level outputs computed on private data without noise, labelled as such
@@ -556,6 +562,175 @@ def _gdp_noise_multiplier(algorithm: Algorithm, *, mu: float) -> float:
     return sigma
 
 
+@dataclass
+class Started:
+    """A run ready to train (`start`): data prepared, σ projected, the algorithm set up."""
+
+    spec: RunSpec  # as given (a protected run's algorithm holds a secret seed instead)
+    algorithm: Algorithm
+    privacy: Privacy
+    withhold: bool  # diagnostics withheld (protected, or noise from OS entropy)
+    timings: dict[str, float]
+    began: float  # perf_counter() when `start` was called
+    train_rows: torch.Tensor = field(repr=False)  # the fixed training subsample `train_loss` is measured on
+    ledger: Ledger = field(default_factory=Ledger)
+    records: list[RoundRecord] = field(default_factory=list)
+    stopped: bool = False
+
+
+def start(
+    spec: RunSpec,
+    *,
+    data_dirs: Sequence[Path] = (),
+    cache_dir: Path | None = None,
+    download: bool = False,
+    protected: bool = False,
+) -> Started:
+    """Returns the run of `spec` ready to train: its data prepared, its σ projected, its algorithm
+    set up. Raises what `prepare` and `project` raise (a SpecError names the field).
+
+    Args:
+        data_dirs: folders searched for dataset files.
+        cache_dir: where downloads go (None: no downloads).
+        download: allow fetching a missing dataset (checksummed).
+        protected: the dataset has a privacy budget: randomness from OS entropy, diagnostics
+            withheld (a spec asking for seeded noise raises SpecError).
+    """
+    began = time.perf_counter()
+    source = noise_source(spec, protected=protected)
+    algorithm = prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download)
+    if source == "entropy":
+        # The data and the model's initialisation stay those of the spec (public choices); every
+        # draw the algorithm makes from here on (participation, sampling, noise) is keyed by a
+        # 128-bit secret that lives only in this process. The spec's own range (< 2³¹) is no
+        # bound on it: the engine hashes the key into each generator's seed.
+        algorithm.spec = spec.model_copy(update={"seed": secrets.randbits(128)})
+    privacy = project(algorithm, source=source)
+    noise = privacy.noise_multiplier
+    algorithm.setup(
+        None if noise is None else np.asarray(noise, dtype=float) if isinstance(noise, list) else noise
+    )
+    train_rows = torch.randperm(
+        len(algorithm.data.y_train), generator=torch.Generator().manual_seed(spec.seed)
+    )
+    # The threads go with the times: a run's times mean little without them.
+    timings = {
+        "setup_s": time.perf_counter() - began,
+        "train_s": 0.0,
+        "eval_s": 0.0,
+        "threads": torch.get_num_threads(),
+        "batch_runs": 1,
+    }
+    return Started(
+        spec,
+        algorithm,
+        privacy,
+        withhold=protected or source == "entropy",
+        timings=timings,
+        began=began,
+        train_rows=train_rows[:_TRAIN_EVAL_RECORDS],
+    )
+
+
+def train(
+    runs: Sequence[Started],
+    *,
+    on_round: Sequence[Callable[[Progress], None] | None] | None = None,
+    should_stop: Sequence[Callable[[], bool] | None] | None = None,
+) -> list[RunResult]:
+    """Returns the result of each started run, trained together round by round (a *batch*).
+
+    Runs of one batch share their `batch_key` (algorithm, params, data, model, schedule): they
+    differ only in privacy target, noise multiplier and seed. Each round of the batch is one
+    `Algorithm.round_many` call, which a family that vectorises over runs computes at once; each
+    run keeps its own σ, generators, ledger and records, so its numbers are those it gets alone.
+    `on_round[i]` hears run i's every round; `should_stop[i]()` ends run i alone, between rounds.
+
+    A run's `train_s` is its share of the batch's rounds (their time over the runs in them).
+    """
+    if not runs:
+        return []
+    keys = {batch_key(run.spec) for run in runs}
+    if len(runs) > 1 and (None in keys or len(keys) > 1):
+        raise ValueError("runs trained together must share one batch key (dpfl.batching.batch_key)")
+    hear = list(on_round) if on_round is not None else [None] * len(runs)
+    stop = list(should_stop) if should_stop is not None else [None] * len(runs)
+    cls = type(runs[0].algorithm)
+    rounds = runs[0].spec.rounds
+    for run in runs:
+        run.timings["batch_runs"] = len(runs)
+    for r in range(1, rounds + 1):
+        for run, asked in zip(runs, stop, strict=True):
+            if not run.stopped and asked is not None and asked():
+                run.stopped = True
+        active = [i for i, run in enumerate(runs) if not run.stopped]
+        if not active:
+            break
+        t0 = time.perf_counter()
+        outputs = cls.round_many([runs[i].algorithm for i in active], r)
+        share = (time.perf_counter() - t0) / len(active)
+        for i, out in zip(active, outputs, strict=True):
+            run = runs[i]
+            run.ledger.record_round(r, out.releases)
+            run.timings["train_s"] += share
+            epsilon = run.privacy.planned_epsilon[r - 1] if run.privacy.planned_epsilon else None
+            record = None
+            if r % run.spec.evaluation_interval == 0 or r == rounds:
+                record = _evaluated(run, r, out, epsilon)
+                run.records.append(record)
+            if hear[i] is not None:
+                hear[i](Progress(r, rounds, epsilon, record, out.releases))
+    return [_result(run) for run in runs]
+
+
+def _evaluated(run: Started, r: int, out: RoundOutput, epsilon: float | None) -> RoundRecord:
+    """Returns round r's record of `run`: test metrics, ε planned so far, the algorithm's private
+    metrics, and its diagnostics with `train_loss` unless withheld."""
+    t0 = time.perf_counter()
+    algorithm, data = run.algorithm, run.algorithm.data
+    w = algorithm.global_params
+    loss, acc = evaluate(
+        algorithm.model, algorithm.layout, w, data.x_test, data.y_test, batch_size=_EVAL_BATCH
+    )
+    metrics, diagnostics = split_metrics(out.metrics, algorithm.private_metrics)
+    if run.withhold:
+        diagnostics = {}
+    else:
+        rows = run.train_rows
+        diagnostics["train_loss"], _ = evaluate(
+            algorithm.model,
+            algorithm.layout,
+            w,
+            data.x_train[rows],
+            data.y_train[rows],
+            batch_size=_EVAL_BATCH,
+        )
+    run.timings["eval_s"] += time.perf_counter() - t0
+    return RoundRecord(r, acc, loss, epsilon, metrics, diagnostics)
+
+
+def _result(run: Started) -> RunResult:
+    """Returns a trained run's result, its ε per record recomputed from its ledger."""
+    records = _with_ledger_epsilon(run.records, run.ledger, run.privacy)
+    run.timings["total_s"] = time.perf_counter() - run.began
+    data, withhold = run.algorithm.data, run.withhold
+    return RunResult(
+        run.spec,
+        records,
+        run.privacy,
+        run.ledger,
+        run.timings,
+        run.stopped,
+        None if withhold else data.label_histogram,
+        None if data.users is None or withhold else data.users.summary(),
+        protected=withhold,
+        final_params=run.algorithm.global_params.detach().clone(),
+        test_label_histogram=None
+        if withhold
+        else torch.bincount(data.y_test, minlength=data.num_classes).tolist(),
+    )
+
+
 def run(
     spec: RunSpec,
     *,
@@ -566,93 +741,26 @@ def run(
     should_stop: Callable[[], bool] | None = None,
     protected: bool = False,
 ) -> RunResult:
-    """Returns the result of running `spec`; stops cleanly between rounds when `should_stop()`.
+    """Returns the result of running `spec` alone (`start`, then `train` of one run); stops
+    cleanly between rounds when `should_stop()`. The arguments are `start`'s and `train`'s."""
+    started = start(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download, protected=protected)
+    return train([started], on_round=[on_round], should_stop=[should_stop])[0]
 
-    Args:
-        data_dirs: folders searched for dataset files.
-        cache_dir: where downloads go (None: no downloads).
-        download: allow fetching a missing dataset (checksummed).
-        on_round: called after every round with its progress.
-        should_stop: polled between rounds; True ends the run with the rounds done so far.
-        protected: the dataset has a privacy budget: randomness from OS entropy, diagnostics
-            withheld (a spec asking for seeded noise raises SpecError).
-    """
-    start = time.perf_counter()
-    source = noise_source(spec, protected=protected)
-    algorithm = prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download)
-    if source == "entropy":
-        # The data and the model's initialisation stay those of the spec (public choices); every
-        # draw the algorithm makes from here on (participation, sampling, noise) is keyed by a
-        # 128-bit secret that lives only in this process. The spec's own range (< 2³¹) is no
-        # bound on it: the engine hashes the key into each generator's seed.
-        algorithm.spec = spec.model_copy(update={"seed": secrets.randbits(128)})
-    withhold = protected or source == "entropy"
-    privacy = project(algorithm, source=source)
-    noise = privacy.noise_multiplier
-    algorithm.setup(
-        None if noise is None else np.asarray(noise, dtype=float) if isinstance(noise, list) else noise
-    )
-    data = algorithm.data
-    train_rows = torch.randperm(len(data.y_train), generator=torch.Generator().manual_seed(spec.seed))
-    train_rows = train_rows[:_TRAIN_EVAL_RECORDS]
-    # The threads go with the times: a run's times mean little without them.
-    timings = {
-        "setup_s": time.perf_counter() - start,
-        "train_s": 0.0,
-        "eval_s": 0.0,
-        "threads": torch.get_num_threads(),
-    }
-    ledger, records, stopped = Ledger(), [], False
-    for r in range(1, spec.rounds + 1):
-        if should_stop is not None and should_stop():
-            stopped = True
-            break
-        t0 = time.perf_counter()
-        out = algorithm.round(r)
-        ledger.record_round(r, out.releases)
-        t1 = time.perf_counter()
-        timings["train_s"] += t1 - t0
-        epsilon = privacy.planned_epsilon[r - 1] if privacy.planned_epsilon else None
-        record = None
-        if r % spec.evaluation_interval == 0 or r == spec.rounds:
-            w = algorithm.global_params
-            loss, acc = evaluate(
-                algorithm.model, algorithm.layout, w, data.x_test, data.y_test, batch_size=_EVAL_BATCH
-            )
-            metrics, diagnostics = split_metrics(out.metrics, algorithm.private_metrics)
-            if withhold:
-                diagnostics = {}
-            else:
-                diagnostics["train_loss"], _ = evaluate(
-                    algorithm.model,
-                    algorithm.layout,
-                    w,
-                    data.x_train[train_rows],
-                    data.y_train[train_rows],
-                    batch_size=_EVAL_BATCH,
-                )
-            record = RoundRecord(r, acc, loss, epsilon, metrics, diagnostics)
-            records.append(record)
-            timings["eval_s"] += time.perf_counter() - t1
-        if on_round is not None:
-            on_round(Progress(r, spec.rounds, epsilon, record, out.releases))
-    records = _with_ledger_epsilon(records, ledger, privacy)
-    timings["total_s"] = time.perf_counter() - start
-    users_summary = None if data.users is None or withhold else data.users.summary()
-    return RunResult(
-        spec,
-        records,
-        privacy,
-        ledger,
-        timings,
-        stopped,
-        None if withhold else data.label_histogram,
-        users_summary,
-        protected=withhold,
-        final_params=algorithm.global_params.detach().clone(),
-        test_label_histogram=None
-        if withhold
-        else torch.bincount(data.y_test, minlength=data.num_classes).tolist(),
+
+def run_batch(
+    specs: Sequence[RunSpec],
+    *,
+    data_dirs: Sequence[Path] = (),
+    cache_dir: Path | None = None,
+    download: bool = False,
+    protected: bool = False,
+) -> list[RunResult]:
+    """Returns the results of specs that share one batch key, started one by one and trained together."""
+    return train(
+        [
+            start(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download, protected=protected)
+            for spec in specs
+        ]
     )
 
 

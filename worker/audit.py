@@ -50,9 +50,7 @@ def execute(database: Database, settings: Settings, audit_id: str) -> None:
             error=f"internal error in worker (audit {audit_id}); see worker log",
         )
         return
-    _finish(
-        database, audit_id, status=AuditStatus.succeeded, result=audit_json(releases)
-    )
+    _finish(database, audit_id, status=AuditStatus.succeeded, result=audit_json(releases))
 
 
 def _finish(database: Database, audit_id: str, *, status: AuditStatus, **values) -> None:

@@ -1,8 +1,10 @@
-"""One run's life in a worker: claim it, run it through `dpfl.runner.run`, record every round.
+"""A run's life in a worker: claim it, start and train it through `dpfl.runner`, record every round.
 
-Metrics and ledger rows are upserted on (run, round[, party]), so a run that is re-queued
-after its worker died and runs again writes nothing twice. A heartbeat thread keeps the
-row's `heartbeat_at` fresh; the API re-queues runs whose heartbeat stops.
+The runs of a batch (`Run.batch_id`) are claimed together and trained together
+(`runner.train`); each keeps its own rows, progress, cancel flag and outcome, and a run that
+fails to start fails alone. Metrics and ledger rows are upserted on (run, round[, party]), so a
+run that is re-queued after its worker died and runs again writes nothing twice. A heartbeat
+thread keeps the rows' `heartbeat_at` fresh; the API re-queues runs whose heartbeat stops.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dpfl.privacy.events import public_event, to_json, withheld_fields
 from dpfl.spec import parse_spec
 from worker import logs
 
-__all__ = ["claim", "execute"]
+__all__ = ["claim", "claim_batch", "execute", "execute_many"]
 
 log = logging.getLogger(__name__)
 HEARTBEAT_S = 5.0
@@ -62,6 +64,20 @@ def claim(database: Database, run_id: str, *, worker: str) -> bool:
     """Moves the run queued → running in one UPDATE, its progress afresh; False if another
     delivery got it first."""
     return _written(database, run_id, lambda session: _claim(session, run_id, worker=worker))
+
+
+def claim_batch(database: Database, batch_id: str, *, worker: str) -> list[str]:
+    """Returns the ids of the batch's runs this call moved queued → running, in creation order."""
+
+    def take(session: Session) -> list[str]:
+        queued = session.scalars(
+            select(Run.id)
+            .where(Run.batch_id == batch_id, Run.status == RunStatus.queued)
+            .order_by(Run.created_at, Run.id)
+        ).all()
+        return [run_id for run_id in queued if _claim(session, run_id, worker=worker)]
+
+    return _written(database, batch_id, take)
 
 
 def _claim(session: Session, run_id: str, *, worker: str) -> bool:
@@ -107,29 +123,88 @@ def _metric_rows(run_id: str, records: list[runner.RoundRecord]) -> list[dict[st
 
 
 class _Heartbeat(threading.Thread):
-    def __init__(self, database: Database, run_id: str):
-        super().__init__(daemon=True, name=f"heartbeat-{run_id}")
-        self.database, self.run_id, self.done = database, run_id, threading.Event()
+    def __init__(self, database: Database, run_ids: list[str]):
+        super().__init__(daemon=True, name=f"heartbeat-{run_ids[0]}")
+        self.database, self.run_ids, self.done = database, run_ids, threading.Event()
 
     def run(self) -> None:
         while not self.done.wait(HEARTBEAT_S):
             try:
                 with self.database.session() as session:
-                    session.execute(update(Run).where(Run.id == self.run_id).values(heartbeat_at=utcnow()))
+                    session.execute(update(Run).where(Run.id.in_(self.run_ids)).values(heartbeat_at=utcnow()))
             except Exception:  # a missed beat is harmless; the next one retries
-                log.warning("%s: heartbeat failed", self.run_id, exc_info=True)
+                log.warning("%s: heartbeat failed", self.run_ids[0], exc_info=True)
 
 
 def execute(database: Database, settings: Settings, run_id: str) -> None:
     """Runs a claimed run to its end and records the outcome on its row."""
+    execute_many(database, settings, [run_id])
+
+
+def execute_many(database: Database, settings: Settings, run_ids: list[str]) -> None:
+    """Starts the claimed runs (of one batch), trains those that started together, and records
+    each outcome on its own row; a run that cannot start fails alone."""
+    heartbeat = _Heartbeat(database, run_ids)
+    heartbeat.start()
+    try:
+        started = {}
+        for run_id in run_ids:
+            with logs.running(run_id):
+                outcome = _guarded(database, run_id, lambda run_id=run_id: _start(database, settings, run_id))
+            if outcome is not None:
+                started[run_id] = outcome
+        if not started:
+            return
+        ids = list(started)
+        with logs.running(ids[0]):
+            results = _guarded(
+                database,
+                ids,
+                lambda: runner.train(
+                    list(started.values()),
+                    on_round=[_round_recorder(database, i) for i in ids],
+                    should_stop=[_stop_asked(database, i) for i in ids],
+                ),
+            )
+    finally:
+        heartbeat.done.set()
+    for run_id, result in zip(ids, results or [], strict=False):
+        _record_result(database, run_id, result)
+
+
+def _start(database: Database, settings: Settings, run_id: str) -> runner.Started:
     with database.session() as session:
         row = session.get(Run, run_id)
         spec = parse_spec(row.spec)
         # A budget added after admission protects the run too: its noise must be independent.
         protected = row.protected or budgets.exists(session, row.dataset)
+    check_dataset_files(spec, settings)  # admission checked it; a row may predate that check
+    return runner.start(spec, data_dirs=settings.data_dirs, cache_dir=settings.cache_dir, protected=protected)
 
-    def on_round(p: runner.Progress) -> None:
-        _written(database, run_id, lambda session: record_round(session, p))
+
+def _guarded(database: Database, run_ids: str | list[str], body: Callable[[], T]) -> T | None:
+    """Returns what `body` returns; on an error, fails the runs (with its message if it is the
+    user's, a pointer to the log if it is ours) and returns None."""
+    ids = [run_ids] if isinstance(run_ids, str) else run_ids
+    try:
+        return body()
+    except DpflError as exc:
+        for run_id in ids:
+            _finish(database, run_id, status=RunStatus.failed, error=str(exc))
+    except Exception:
+        log.exception("%s: internal error", ", ".join(ids))
+        for run_id in ids:
+            _finish(
+                database,
+                run_id,
+                status=RunStatus.failed,
+                error=f"internal error in worker (run {run_id}); see worker log",
+            )
+    return None
+
+
+def _round_recorder(database: Database, run_id: str) -> Callable[[runner.Progress], None]:
+    """Returns the `on_round` that writes a run's round: its metrics, ledger rows and progress."""
 
     def record_round(session: Session, p: runner.Progress) -> None:
         if p.record is not None:
@@ -159,38 +234,17 @@ def execute(database: Database, settings: Settings, run_id: str) -> None:
             values |= {"final_accuracy": p.record.accuracy, "final_loss": p.record.loss}
         session.execute(update(Run).where(Run.id == run_id).values(**values))
 
-    def should_stop() -> bool:
+    return lambda p: _written(database, run_id, lambda session: record_round(session, p))
+
+
+def _stop_asked(database: Database, run_id: str) -> Callable[[], bool]:
+    """Returns the `should_stop` that reads the run's cancel flag."""
+
+    def asked() -> bool:
         with database.session() as session:
             return bool(session.scalar(select(Run.cancel_requested).where(Run.id == run_id)))
 
-    heartbeat = _Heartbeat(database, run_id)
-    heartbeat.start()
-    try:
-        check_dataset_files(spec, settings)  # admission checked it; a row may predate that check
-        with logs.running(run_id):
-            result = runner.run(
-                spec,
-                data_dirs=settings.data_dirs,
-                cache_dir=settings.cache_dir,
-                on_round=on_round,
-                should_stop=should_stop,
-                protected=protected,
-            )
-    except DpflError as exc:
-        _finish(database, run_id, status=RunStatus.failed, error=str(exc))
-        return
-    except Exception:
-        log.exception("%s: internal error", run_id)
-        _finish(
-            database,
-            run_id,
-            status=RunStatus.failed,
-            error=f"internal error in worker (run {run_id}); see worker log",
-        )
-        return
-    finally:
-        heartbeat.done.set()
-    _record_result(database, run_id, result)
+    return asked
 
 
 def _withheld(events: list) -> list | None:

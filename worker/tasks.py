@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from backend.db import Database
-from backend.queue import AUDIT_RUN, EXECUTE_RUN
+from backend.queue import AUDIT_RUN, EXECUTE_BATCH, EXECUTE_RUN
 from backend.settings import get_settings
 from worker import audit, execution
 from worker.app import app
@@ -24,6 +24,15 @@ def execute_run(run_id: str) -> None:
     if not execution.claim(database, run_id, worker=execute_run.request.hostname or "worker"):
         return
     execution.execute(database, get_settings(), run_id)
+
+
+@app.task(name=EXECUTE_BATCH)
+def execute_batch(batch_id: str) -> None:
+    """Runs a batch's queued runs together; those another delivery claimed are left to it."""
+    database = _database()
+    claimed = execution.claim_batch(database, batch_id, worker=execute_batch.request.hostname or "worker")
+    if claimed:
+        execution.execute_many(database, get_settings(), claimed)
 
 
 @app.task(name=AUDIT_RUN)

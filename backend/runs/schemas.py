@@ -90,6 +90,9 @@ class RunRead(BaseModel):
     dataset: str
     sweep_id: str | None
     sweep_name: str | None = Field(None, description="its sweep's name")
+    batch_id: str | None = Field(
+        None, description="the batch of its sweep it trains in, in one worker task (null: alone)"
+    )
     seed: int | None = Field(None, description="the spec's seed")
     params: dict[str, Any] | None = Field(None, description="the spec's algorithm params")
     created_at: dt.datetime
@@ -121,7 +124,8 @@ class RunRead(BaseModel):
 class RunDetail(RunRead):
     """One run as its own page shows it: the list's fields and where its time went."""
 
-    # setup_s, train_s, eval_s, total_s and the torch threads the run had; None until it ends
+    # setup_s, train_s, eval_s, total_s, the torch threads the run had and the runs it trained
+    # with (batch_runs, 1: alone); None until it ends
     timings: dict[str, int | float] | None
     # what the ε rests on or does not cover: [{kind, text, breaks_guarantee}]; None until it ends
     caveats: list[dict[str, Any]] | None = None

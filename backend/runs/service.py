@@ -231,7 +231,9 @@ def admit(session: Session, *, spec: RunSpec, settings: Settings) -> Admission:
     return Admission(spec=spec, dataset=dataset, protected=protected, projection=project(spec, settings))
 
 
-def add_run(session: Session, admission: Admission, *, sweep_id: str | None = None) -> Run:
+def add_run(
+    session: Session, admission: Admission, *, sweep_id: str | None = None, batch_id: str | None = None
+) -> Run:
     """Adds the admitted run, queued, and reserves its projected ε against its dataset's budget."""
     spec, projection, privacy = admission.spec, admission.projection, admission.spec.privacy
     dataset = admission.dataset
@@ -240,6 +242,7 @@ def add_run(session: Session, admission: Admission, *, sweep_id: str | None = No
         algorithm=spec.algorithm,
         dataset=dataset,
         sweep_id=sweep_id,
+        batch_id=batch_id,
         spec=spec.to_json(),
         rounds=spec.rounds,
         notion=projection["notion"],

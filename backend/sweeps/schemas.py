@@ -84,8 +84,19 @@ class SweepCreated(SweepRead):
     run_ids: list[str]
 
 
+class SweepBatch(BaseModel):
+    """Runs of the sweep that train together in one worker task (`dpfl.batching`)."""
+
+    id: str
+    algorithm: str
+    run_ids: list[str]
+
+
 class SweepDetail(SweepRead):
     runs: list[RunRead]
+    batches: list[SweepBatch] = Field(
+        description="the runs that train together, in order of creation; the other runs train alone"
+    )
 
 
 class SweepPage(BaseModel):

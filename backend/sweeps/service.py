@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -24,6 +25,7 @@ from backend.runs.listing import Archived, archived_filter, text_clause
 from backend.settings import Settings
 from backend.sweeps.summary import Outcome, pareto_front, reference, summary_rows
 from dpfl import runner
+from dpfl.batching import batches
 from dpfl.errors import SpecError, UnknownNameError
 from dpfl.spec import RunSpec, parse_spec
 from dpfl.sweep import Point, PointError, expand, locate
@@ -43,7 +45,8 @@ _UNKNOWN_FIELDS = {
 def create_sweep(
     session: Session, *, name: str, base: Mapping[str, Any], grid: Mapping[str, Any], settings: Settings
 ) -> tuple[Sweep, list[Run]]:
-    """Expands the grid, validates every point, and adds the sweep and its queued runs.
+    """Expands the grid, validates every point, and adds the sweep and its queued runs, those that
+    can train together in batches (`dpfl.batching`, at most `settings.batch_runs` a batch).
 
     Raises:
         PointError: a field of the base, the grid or one point is invalid (422).
@@ -64,10 +67,14 @@ def create_sweep(
     sweep = Sweep(name=name, base=dict(base), grid=dict(grid), num_runs=len(specs))
     session.add(sweep)
     session.flush()
+    batch_of: dict[int, str] = {}
+    for group in batches(specs, max_runs=settings.batch_runs):
+        if len(group) > 1:
+            batch_of |= dict.fromkeys(group, str(uuid.uuid4()))
     created_runs = []
     for i, admission in enumerate(admissions):
         try:
-            created_runs.append(runs.add_run(session, admission, sweep_id=sweep.id))
+            created_runs.append(runs.add_run(session, admission, sweep_id=sweep.id, batch_id=batch_of.get(i)))
         except BudgetExceeded as exc:
             raise BudgetExceeded(
                 f"{exc.message} (point {i + 1} of {len(specs)}); no run of the sweep was created"
@@ -135,7 +142,8 @@ def created(sweep: Sweep, created_runs: Sequence[Run]) -> dict[str, Any]:
 
 
 def detail(session: Session, sweep_id: str) -> dict[str, Any]:
-    """Returns the sweep with its runs (oldest first), their status counts and mean progress."""
+    """Returns the sweep with its runs (oldest first), their status counts and mean progress, and
+    the batches its runs train in."""
     sweep = get_sweep(session, sweep_id)
     rows = session.scalars(
         select(Run)
@@ -147,7 +155,14 @@ def detail(session: Session, sweep_id: str) -> dict[str, Any]:
     for run in rows:
         counts[run.status] += 1
     progress = math.fsum(r.progress for r in rows) / len(rows) if rows else 0.0
-    return _view(sweep, counts, progress) | {"runs": rows}
+    batches: dict[str, dict[str, Any]] = {}
+    for run in rows:
+        if run.batch_id is not None:
+            batch = batches.setdefault(
+                run.batch_id, {"id": run.batch_id, "algorithm": run.algorithm, "run_ids": []}
+            )
+            batch["run_ids"].append(run.id)
+    return _view(sweep, counts, progress) | {"runs": rows, "batches": list(batches.values())}
 
 
 def summary(session: Session, sweep_id: str) -> dict[str, Any]:

@@ -19,6 +19,8 @@ Hooks, in the order the runner calls them:
 - `setup(noise_multiplier)`: initial state; `noise_multiplier` is None for non-private runs.
 - `round(r)` → RoundOutput: one round (r counts from 1); `releases` lists the events each
   party released in it, which the runner records in the ledger.
+- `round_many(runs, r)` (a classmethod) → one RoundOutput per run: round r of runs that differ
+  only in σ and seed, trained together; a loop over `round` unless the class is `batched`.
 - `global_params` → the model the server holds now, flat [P], for evaluation.
 - `privacy_caveat()` → what the ledger does not cover (e.g. a step size read from raw data),
   or None; the runner marks such a run's privacy as not guaranteed.
@@ -32,7 +34,7 @@ component the guarantee trusts. Four say what a spec must give it (`models`, `bi
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -107,6 +109,10 @@ class Algorithm(abc.ABC):
     # The datasets its *default* params run on (None: every one that meets the above). Advertised,
     # not enforced: a spec's own params are checked against the loaded data.
     default_datasets: ClassVar[frozenset[str] | None] = None
+    # True when `round_many` trains several runs in one vectorised computation (a run axis
+    # beside the silos); the runs of a sweep that share a `dpfl.batching.batch_key` are then
+    # batched. False: `round_many` is a loop, and such runs train one by one.
+    batched: ClassVar[bool] = False
 
     def __init__(self, spec: RunSpec, data: FederatedData, model: nn.Module):
         self.spec = spec
@@ -156,6 +162,17 @@ class Algorithm(abc.ABC):
     @abc.abstractmethod
     def round(self, r: int) -> RoundOutput:
         """Runs round r (from 1) and returns its metrics and releases."""
+
+    @classmethod
+    def round_many(cls, runs: Sequence[Algorithm], r: int) -> list[RoundOutput]:
+        """Runs round r of several set-up runs of this class that share a batch key (they differ
+        only in σ and seed) and returns each one's output, in order.
+
+        Each run must get what `round` gives it alone: the same releases, and the same numbers
+        up to floating-point summation order. This default runs them one by one; a family that
+        sets `batched` computes them at once.
+        """
+        return [run.round(r) for run in runs]
 
     @property
     @abc.abstractmethod

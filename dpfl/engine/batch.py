@@ -63,6 +63,25 @@ class SiloBatch:
         return SiloBatch(self.x[index][keep][None], self.y[index][keep][None], keep[keep][None])
 
     @classmethod
+    def concat(cls, batches: Sequence[SiloBatch]) -> SiloBatch:
+        """Returns the batches' silos stacked in order, padded (and masked) to the widest batch."""
+        if not batches:
+            raise ValueError("SiloBatch.concat needs at least one batch")
+        width = max(b.batch_size for b in batches)
+
+        def padded(t: torch.Tensor, b: SiloBatch) -> torch.Tensor:
+            if b.batch_size == width:
+                return t
+            pad = torch.zeros(t.shape[0], width - b.batch_size, *t.shape[2:], dtype=t.dtype)
+            return torch.cat([t, pad], dim=1)
+
+        return cls(
+            torch.cat([padded(b.x, b) for b in batches]),
+            torch.cat([padded(b.y, b) for b in batches]),
+            torch.cat([padded(b.mask, b) for b in batches]),
+        )
+
+    @classmethod
     def full(cls, x: torch.Tensor, y: torch.Tensor) -> SiloBatch:
         """Returns a batch with every sample real, from x [S, B, *features] and y [S, B]."""
         return cls(x, y.long(), torch.ones(y.shape, dtype=torch.bool))
@@ -102,13 +121,32 @@ class SiloBatch:
             index = torch.stack(rows)
             mask = torch.ones(index.shape, dtype=torch.bool)
             return cls(_gather(xs, index), _gather(ys, index).long(), mask)
-        bx = torch.zeros(len(rows), width, *xs.shape[1:], dtype=xs.dtype)
-        by = torch.zeros(len(rows), width, dtype=torch.long)
-        mask = torch.zeros(len(rows), width, dtype=torch.bool)
-        for s, row in enumerate(rows):
-            bx[s, : len(row)] = xs.index_select(0, row)
-            by[s, : len(row)] = ys.index_select(0, row)
-            mask[s, : len(row)] = True
+        return cls.from_concatenated(xs, ys, torch.cat(rows), torch.tensor(lengths), dtype=dtype)
+
+    @classmethod
+    def from_concatenated(
+        cls,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        rows: torch.Tensor,
+        sizes: torch.Tensor,
+        *,
+        dtype: torch.dtype = torch.float32,
+    ) -> SiloBatch:
+        """Returns the batch of silos whose record indices are `rows` split into consecutive runs
+        of `sizes` [S] (silo s takes the next sizes[s] indices), padded and masked.
+
+        One padded index (padding points at record 0) and one gather, then the padding zeroed,
+        rather than a gather per silo.
+        """
+        xs = x if x.dtype == dtype else x.to(dtype)
+        width = int(sizes.max()) if len(sizes) else 0
+        mask = torch.arange(width)[None, :] < sizes[:, None]
+        index = torch.zeros(len(sizes), width, dtype=torch.long)
+        index[mask] = rows
+        bx, by = _gather(xs, index), _gather(y, index).long()
+        bx[~mask] = 0
+        by[~mask] = 0
         return cls(bx, by, mask)
 
 

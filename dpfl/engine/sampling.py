@@ -31,12 +31,21 @@ def poisson_batch(
     Poisson sampling is what the accountants' sub-sampled Gaussian assumes (add/remove-one
     neighbours), so the ledger's ε is exact for the batches actually used.
     """
-    rows = []
-    for silo, q in zip(silos, rates, strict=True):
-        idx = silo_indices[silo]
-        keep = torch.rand(len(idx), generator=silo_generator(seed, int(silo), round, SAMPLING_STREAM)) < q
-        rows.append(idx[keep])
-    return SiloBatch.from_indices(x, y, rows)
+    records = [silo_indices[s] for s in silos]
+    sizes = torch.tensor([r.shape[0] for r in records])
+    # one draw per record from its silo's own generator; the comparison and the selection are
+    # done once for all silos
+    draws = torch.cat(
+        [
+            torch.rand(r.shape[0], generator=silo_generator(seed, int(s), round, SAMPLING_STREAM))
+            for s, r in zip(silos, records, strict=True)
+        ]
+    )
+    keep = draws < torch.as_tensor(rates, dtype=draws.dtype).repeat_interleave(sizes)
+    kept = torch.zeros(len(records), dtype=torch.long).index_add_(
+        0, torch.arange(len(records)).repeat_interleave(sizes), keep.long()
+    )
+    return SiloBatch.from_concatenated(torch.as_tensor(x), torch.as_tensor(y), torch.cat(records)[keep], kept)
 
 
 def minibatches(

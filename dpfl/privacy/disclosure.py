@@ -25,9 +25,7 @@ from typing import Any, Literal
 
 __all__ = ["DIAGNOSTICS_LABEL", "Caveat", "CaveatKind", "split_metrics"]
 
-DIAGNOSTICS_LABEL = (
-    "not private: computed from the private data without noise, not covered by the ledger's ε"
-)
+DIAGNOSTICS_LABEL = "not private: computed from the private data without noise, not covered by the ledger's ε"
 
 CaveatKind = Literal["simulation", "preprocessing", "trusted", "approximation", "data_dependent"]
 

@@ -60,7 +60,8 @@ def test_runs_side_by_side_split_the_cores(client, settings, tmp_path, concurren
         worker.stop()
     assert [b["status"] for b in bodies] == ["succeeded"] * 2
     assert [b["timings"]["threads"] for b in bodies] == [expected] * 2
-    assert set(bodies[0]["timings"]) == {"setup_s", "train_s", "eval_s", "total_s", "threads"}
+    assert set(bodies[0]["timings"]) == {"setup_s", "train_s", "eval_s", "total_s", "threads", "batch_runs"}
+    assert bodies[0]["timings"]["batch_runs"] == 1  # single runs train alone
     assert bodies[0]["timings"]["total_s"] >= bodies[0]["timings"]["train_s"] > 0
 
 

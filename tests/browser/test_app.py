@@ -17,6 +17,7 @@ from tests.browser.axe import serious_violations
 
 pytestmark = pytest.mark.browser
 
+
 def pages(small_runs) -> dict[str, str]:
     """Each page of the app: its hash, and what shows once it has loaded."""
     return {

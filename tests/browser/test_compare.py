@@ -176,7 +176,10 @@ def test_the_points_table_opens_the_same_panel_from_the_keyboard(page: Page, swe
     expect(rows).to_have_count(4)
     cells = rows.evaluate_all("rs => rs.map(r => [...r.cells].slice(0, 4).map(c => c.textContent))")
     assert [(c[0], c[1], c[3]) for c in cells] == [
-        ("isrl_mbsgd", "1", "2"), ("isrl_mbsgd", "8", "2"), ("uldp_avg", "1", "2"), ("uldp_avg", "8", "2")
+        ("isrl_mbsgd", "1", "2"),
+        ("isrl_mbsgd", "8", "2"),
+        ("uldp_avg", "1", "2"),
+        ("uldp_avg", "8", "2"),
     ]
     assert all(re.fullmatch(r"0\.\d{3} ± 0\.\d{3}", c[2]) for c in cells), cells
     point = next(p for p in mean_points(page) if p[0] == "uldp_avg" and p[1] == 1.0)
@@ -201,7 +204,9 @@ def test_a_sweeps_name_tags_and_notes_are_edited_in_its_panel(page: Page, server
     expect(page.get_by_role("checkbox", name="cmp user renamed")).to_be_checked()  # the picker follows
     body = httpx.get(f"{server}/api/sweeps/{sweep_id}").json()
     assert (body["name"], body["tags"], body["notes"]) == (
-        "cmp user renamed", ["paper", "users"], "uniform users"
+        "cmp user renamed",
+        ["paper", "users"],
+        "uniform users",
     )
     page.reload()
     expect(form.get_by_label("name")).to_have_value("cmp user renamed")
@@ -213,6 +218,26 @@ def test_a_sweeps_name_tags_and_notes_are_edited_in_its_panel(page: Page, server
     )
     expect(form.locator(".annotation-status")).to_have_text("not saved")
     httpx.patch(f"{server}/api/sweeps/{sweep_id}", json={"name": "cmp user", "tags": [], "notes": ""})
+
+
+def test_a_sweeps_panel_shows_the_batches_its_runs_train_in(page: Page, server, sweeps):
+    sweep_id = sweeps["record"]
+    body = httpx.get(f"{server}/api/sweeps/{sweep_id}").json()
+    [batch] = body["batches"]  # isrl_mbsgd at ε 1 and 8, seeds 0 and 1; fedavg alone
+    assert len(batch["run_ids"]) == 4
+    page.goto(f"/#/compare?sweeps={sweep_id}")
+    batches = page.locator("section.sweep-panel .batches")
+    expect(batches.locator("p")).to_have_text(
+        "4 runs train in 1 batch (each batch in one worker task, one computation per round); 2 alone."
+    )
+    expect(batches.locator("li")).to_have_text(
+        ["Batch 1 · isrl_mbsgd · 4 runs (ε 1, 8 · seeds 0, 1) · 4 succeeded"]
+    )
+    page.goto(f"/#/compare?sweeps={sweeps['user']}")  # uldp_avg does not batch
+    expect(batches.locator("p")).to_have_text(
+        "Every run trains alone: no two share an algorithm that batches, "
+        "its params, data, model and schedule."
+    )
 
 
 def test_a_sweep_can_be_archived_and_restored_from_its_panel(page: Page, server, sweeps):
@@ -242,8 +267,9 @@ def test_a_single_sweep_shows_its_parallel_coordinates_and_importance(page: Page
     )
     assert page.evaluate("document.getElementById('chart-parcoords').data[0].type") == "parcoords"
     expected = httpx.get(f"{server}/api/sweeps/{sweep_id}/figures/importance").json()
-    assert page.evaluate("document.getElementById('chart-importance').layout.meta.importance") == (
-        expected["layout"]["meta"]["importance"]
+    assert (
+        page.evaluate("document.getElementById('chart-importance').layout.meta.importance")
+        == (expected["layout"]["meta"]["importance"])
     )
     page.get_by_role("checkbox", name="cmp user").check()
     expect(page.locator("section.sweep-panel")).to_be_hidden()

@@ -63,8 +63,15 @@ def test_sortable_headers_are_buttons_with_aria_sort_and_an_arrow(page: Page, sm
         )
 
     assert sorts() == {
-        "name": "none", "status": "none", "algorithm": "none", "dataset": "none", "ε target": "none",
-        "ε spent": "none", "accuracy": "none", "duration": "none", "created ▼": "descending",
+        "name": "none",
+        "status": "none",
+        "algorithm": "none",
+        "dataset": "none",
+        "ε target": "none",
+        "ε spent": "none",
+        "accuracy": "none",
+        "duration": "none",
+        "created ▼": "descending",
     }
     page.get_by_role("button", name="accuracy").focus()
     page.keyboard.press("Enter")

@@ -36,6 +36,8 @@ class LocalSGDParams(MBSGDParams):
 class ISRLLocalSGD(ISRLMinibatchSGD):
     """ISRL-DP Local SGD: K noisy clipped local steps per silo per round, then model averaging."""
 
+    batched = False  # its own `round`: runs of it train one by one
+
     Params = LocalSGDParams
     summary = "ISRL-DP Local SGD: every local step of every silo is a noisy clipped release"
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -55,6 +56,7 @@ class ISRLMinibatchSGD(Algorithm):
     # A silo's releases carry its own σ_i only and it is accounted on its own (ISRL-DP), so
     # each silo is calibrated to its own ledger: larger silos sample less and need less noise.
     party_of_silo = staticmethod(silo_party)
+    batched = True
 
     @functools.cached_property
     def rates(self) -> np.ndarray:
@@ -122,13 +124,41 @@ class ISRLMinibatchSGD(Algorithm):
         return w - self.params.lr * direction
 
     def round(self, r: int) -> RoundOutput:
-        p = self.params
         silos = participants(self.spec, r)
         batch = self.batch(silos, r)
-        clipped = clipped_grad_sum(self.model, self.layout, self.w, batch, clip=p.clip)
-        messages = self.release(clipped.sum, silos, r, sensitivity=p.clip)
+        clipped = clipped_grad_sum(self.model, self.layout, self.w, batch, clip=self.params.clip)
+        return self.conclude(r, silos, batch, clipped.sum, clipped.norms)
+
+    def conclude(
+        self, r: int, silos: np.ndarray, batch: SiloBatch, clipped_sum: torch.Tensor, norms: torch.Tensor
+    ) -> RoundOutput:
+        """Returns round r's output once the silos' clipped sums [S, P] (and per-sample norms
+        [S, B]) are known: each silo releases its noisy mean, and the server steps."""
+        messages = self.release(clipped_sum, silos, r, sensitivity=self.params.clip)
         self.w = self.step(self.w, messages.mean(0))
-        return RoundOutput(metrics=self.batch_metrics(batch, clipped.norms), releases=self.released(silos))
+        return RoundOutput(metrics=self.batch_metrics(batch, norms), releases=self.released(silos))
+
+    @classmethod
+    def round_many(cls, runs: Sequence[ISRLMinibatchSGD], r: int) -> list[RoundOutput]:
+        """Round r of several runs at once: every run's silos are rows of one gradient call, each
+        row with its own run's model; then each run `conclude`s under its own σ and generators.
+        A subclass that changes `round` itself is not `batched`, and loops."""
+        if not cls.batched or len(runs) == 1:
+            return super().round_many(runs, r)
+        first = runs[0]
+        chosen = [participants(run.spec, r) for run in runs]
+        batches = [run.batch(silos, r) for run, silos in zip(runs, chosen, strict=True)]
+        models = torch.cat([run.w.expand(len(silos), -1) for run, silos in zip(runs, chosen, strict=True)])
+        clipped = clipped_grad_sum(
+            first.model, first.layout, models, SiloBatch.concat(batches), clip=first.params.clip
+        )
+        out, row = [], 0
+        for run, silos, batch in zip(runs, chosen, batches, strict=True):
+            rows = slice(row, row + len(silos))
+            row += len(silos)
+            norms = clipped.norms[rows, : batch.batch_size]
+            out.append(run.conclude(r, silos, batch, clipped.sum[rows], norms))
+        return out
 
     def batch_metrics(self, batch: SiloBatch, norms: torch.Tensor) -> dict[str, float]:
         """Returns the fraction of clipped samples and the mean real batch size per silo."""

@@ -86,6 +86,8 @@ class SDPParams(MBSGDParams):
 class SDPMinibatchSGD(ISRLMinibatchSGD):
     """Shuffle-DP minibatch SGD: each record's clipped gradient randomized, shuffled and averaged."""
 
+    batched = False  # its own `round`: runs of it train one by one
+
     Params = SDPParams
     summary = "shuffle-DP minibatch SGD: per-record randomized messages, amplified by shuffling"
     private_metrics = frozenset({"round_epsilon", "local_epsilon", "noise_bits"})  # functions of σ, sizes

@@ -40,6 +40,8 @@ class SpiderParams(MBSGDParams):
 class ISRLSpider(ISRLMinibatchSGD):
     """ISRL-DP FedProx-SPIDER: fresh noisy gradients at phase starts, noisy differences in between."""
 
+    batched = False  # its own `round`: runs of it train one by one
+
     Params = SpiderParams
     summary = "ISRL-DP FedProx-SPIDER: variance-reduced noisy gradients; phase 1 is MB-SGD"
     private_metrics = frozenset({"phase_start"})  # the schedule, fixed before any data is seen

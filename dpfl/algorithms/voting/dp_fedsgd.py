@@ -17,10 +17,10 @@ import math
 import numpy as np
 from pydantic import Field
 
-from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
+from dpfl.algorithms.base import RoundOutput, register_algorithm
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.algorithms.voting.split import carve_public_pool
-from dpfl.engine import clipped_grad_sum, release_noise
+from dpfl.engine import release_noise
 
 __all__ = ["DPFedSGD", "DPFedSGDParams"]
 
@@ -57,20 +57,17 @@ class DPFedSGD(ISRLMinibatchSGD):
     def paper_noise_multiplier(self, *, epsilon: float, delta: float) -> np.ndarray | None:
         return None  # the paper tunes σ to a budget and gives no closed form
 
-    def round(self, r: int) -> RoundOutput:
-        p = self.params
-        silos = participants(self.spec, r)
-        batch = self.batch(silos, r)
-        clipped = clipped_grad_sum(self.model, self.layout, self.w, batch, clip=p.clip)
+    def conclude(self, r, silos, batch, clipped_sum, norms) -> RoundOutput:
+        """Each agent adds its noise share to its clipped sum; only their sum is revealed."""
         shares = release_noise(
-            clipped.sum,
-            self.sigmas[silos] * p.clip / math.sqrt(len(silos)),
+            clipped_sum,
+            self.sigmas[silos] * self.params.clip / math.sqrt(len(silos)),
             seed=self.spec.seed,
             silos=silos,
             round=r,
             secure_sum=True,
         )
         expected = float(np.sum(self.rates[silos] * self.data.silo_sizes[silos]))
-        direction = (clipped.sum.sum(0) + shares.sum(0)) / expected
+        direction = (clipped_sum.sum(0) + shares.sum(0)) / expected
         self.w = self.step(self.w, direction)
-        return RoundOutput(metrics=self.batch_metrics(batch, clipped.norms), releases=self.released(silos))
+        return RoundOutput(metrics=self.batch_metrics(batch, norms), releases=self.released(silos))

@@ -5,10 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import statistics
+import time
 
 import pytest
 
 from backend.sweeps.export import SUMMARY_COLUMNS
+from dpfl.runner import run as run_locally
+from dpfl.spec import parse_spec
 from tests.backend.conftest import wait_for
 
 pytestmark = pytest.mark.service
@@ -36,6 +39,23 @@ def test_sweep_runs_to_completion_and_is_summarised(client, worker):
 
     detail = client.get(f"/api/sweeps/{created['id']}").json()
     assert detail["counts"]["succeeded"] == 6 and detail["progress"] == 1.0
+    # the four isrl_mbsgd runs differ only in ε and seed: one batch, in one worker task; fedavg's
+    # two runs have no batch (it does not vectorise over runs) and train alone
+    private = [r["id"] for r in runs if r["algorithm"] == "isrl_mbsgd"]
+    [batch] = detail["batches"]
+    assert (batch["algorithm"], batch["run_ids"]) == ("isrl_mbsgd", private)
+    assert {r["id"]: r["batch_id"] for r in detail["runs"]} == {
+        r["id"]: batch["id"] if r["id"] in private else None for r in runs
+    }
+    assert [r["timings"]["batch_runs"] for r in runs] == [4 if r["id"] in private else 1 for r in runs]
+    # each run of the batch has the numbers it has alone (simulation: digits has no budget)
+    for body in runs:
+        alone = run_locally(parse_spec(client.get(f"/api/runs/{body['id']}/spec").json()))
+        assert body["final_accuracy"] == alone.final.accuracy
+        if alone.epsilon is None:  # fedavg
+            assert body["epsilon"] is None
+        else:
+            assert body["epsilon"] == pytest.approx(alone.epsilon, rel=1e-12)
 
     summary = client.get(f"/api/sweeps/{created['id']}/summary").json()
     assert summary["counts"]["succeeded"] == 6
@@ -82,3 +102,23 @@ def test_sweep_runs_to_completion_and_is_summarised(client, worker):
     assert len(exported) == 6 and {r["id"] for r in exported} == set(created["run_ids"])
     assert {r["status"] for r in exported} == {"succeeded"}
     assert all(float(r["duration_s"]) > 0 and 0 <= float(r["final_accuracy"]) <= 1 for r in exported)
+
+
+def test_cancelling_one_run_of_a_batch_stops_it_alone(client, worker):
+    base = BASE | {"rounds": 300, "eval_every": 50}
+    created = client.post(
+        "/api/sweeps", json={"name": "long", "base": base, "grid": {"seed": [0, 1, 2]}}
+    ).json()
+    first, second, third = created["run_ids"]
+    [batch] = client.get(f"/api/sweeps/{created['id']}").json()["batches"]
+    assert batch["run_ids"] == [first, second, third]
+    deadline = time.time() + 60
+    while client.get(f"/api/runs/{second}").json()["current_round"] < 3 and time.time() < deadline:
+        time.sleep(0.1)
+    assert client.post(f"/api/runs/{second}/cancel").json()["cancel_requested"] is True
+    cancelled = wait_for(client, second, {"cancelled", "succeeded", "failed"})
+    assert cancelled["status"] == "cancelled" and 3 <= cancelled["current_round"] < 300
+    others = [wait_for(client, i, {"cancelled", "succeeded", "failed"}) for i in (first, third)]
+    assert [(b["status"], b["current_round"]) for b in others] == [("succeeded", 300)] * 2
+    ledger = client.get(f"/api/runs/{second}/ledger").json()
+    assert len(ledger["events"]) == cancelled["current_round"] * 4  # what it released, no more

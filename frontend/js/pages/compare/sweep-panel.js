@@ -1,5 +1,6 @@
 // Compare: one sweep on its own. Its name, tags and notes (PATCH /api/sweeps/{id}), archive, its
-// runs by status, a link to them in the Runs list, and its hyperparameter charts: parallel
+// runs by status, a link to them in the Runs list, the batches its runs train in, and its
+// hyperparameter charts: parallel
 // coordinates and how much of the accuracy's variance each parameter explains.
 import { api } from "../../api.js";
 import { drawWhenVisible } from "../../charts.js";
@@ -12,6 +13,27 @@ const STATUSES = ["succeeded", "running", "queued", "failed", "cancelled"];
 function countsText(sweep) {
   const parts = STATUSES.filter((s) => sweep.counts[s]).map((s) => `${sweep.counts[s]} ${s}`);
   return `${sweep.num_runs} runs: ${parts.join(", ") || "none yet"}`;
+}
+
+/** "Batch 1 · isrl_mbsgd · 4 runs (ε 1, 4 · seeds 0, 1) · 3 succeeded, 1 running", one item per batch. */
+function batchList(sweep) {
+  const byId = new Map(sweep.runs.map((r) => [r.id, r]));
+  const distinct = (values) => [...new Set(values.filter((v) => v != null))].sort((a, b) => a - b).join(", ");
+  const items = sweep.batches.map((batch, i) => {
+    const runs = batch.run_ids.map((id) => byId.get(id)).filter(Boolean);
+    const statuses = STATUSES.map((s) => [s, runs.filter((r) => r.status === s).length]).filter(([, n]) => n);
+    const targets = distinct(runs.map((r) => r.target_epsilon));
+    return h("li", {},
+      h("strong", {}, `Batch ${i + 1}`), ` · ${batch.algorithm} · ${runs.length} runs (`,
+      targets ? `ε ${targets} · ` : "", `seeds ${distinct(runs.map((r) => r.seed))}) · `,
+      statuses.map(([s, n]) => `${n} ${s}`).join(", "));
+  });
+  const alone = sweep.runs.length - sweep.batches.reduce((n, b) => n + b.run_ids.length, 0);
+  const lead = sweep.batches.length
+    ? `${sweep.runs.length - alone} runs train in ${sweep.batches.length} batch${sweep.batches.length === 1 ? "" : "es"}` +
+      ` (each batch in one worker task, one computation per round); ${alone} alone.`
+    : "Every run trains alone: no two share an algorithm that batches, its params, data, model and schedule.";
+  return h("div", { class: "batches" }, h("p", {}, lead), items.length ? h("ul", {}, items) : null);
 }
 
 /** Fills `panel` with sweep `id`; resolves once its charts are drawn, when scrolled to. `onChange()` follows an edit. */
@@ -43,6 +65,7 @@ export async function showSweep(panel, id, onChange = () => {}) {
       return saved;
     }).el,
     h("div", { class: "toolbar" }, archive, archiveState),
+    h("h3", {}, "How its runs train"), batchList(sweep),
     // one above the other, full width: a parcoords axis per varying parameter needs the room
     h("h3", {}, "Hyperparameters of each run"), parcoords,
     h("h3", {}, "What explains the accuracy"), importance);
