@@ -65,8 +65,10 @@ def seeded_home(home: Path) -> str:
     engine = create_engine(url)
     with engine.begin() as conn:  # finished, so that the page shows no live progress
         conn.execute(
-            text("UPDATE runs SET status = 'succeeded', progress = 1.0, current_round = rounds "
-                 "WHERE status IN ('queued', 'running')")
+            text(
+                "UPDATE runs SET status = 'succeeded', progress = 1.0, current_round = rounds "
+                "WHERE status IN ('queued', 'running')"
+            )
         )
     engine.dispose()
     return sweep
