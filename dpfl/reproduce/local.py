@@ -1,8 +1,10 @@
-"""Running a reproduction's sweeps in this process, one point after another, through `dpfl.runner.run`.
+"""Running a reproduction's sweeps in this process, batch after batch, through `dpfl.runner`.
 
-A point that fails (an accountant that cannot answer, say) is recorded as failed with its
-message and the sweep goes on, so one bad cell does not cost the others; the caller reports
-the failures. Progress is reported through callbacks: the CLI draws the bars.
+A sweep's points are grouped as the service groups them (`dpfl.batching`): the points of a
+batch are started one by one and trained together. A point that fails to start (an accountant
+that cannot answer, say) is recorded as failed with its message and the sweep goes on, so one
+bad cell does not cost the others; the caller reports the failures. Progress is reported
+through callbacks: the CLI draws the bars.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dpfl import runner
+from dpfl.batching import batches
 from dpfl.data import dataset_info
 from dpfl.data.files import locate
 from dpfl.errors import DatasetUnavailable, DpflError
@@ -47,38 +50,60 @@ def run_sweeps(
     on_point: OnPoint | None = None,
     on_round: Callable[[runner.Progress], None] | None = None,
 ) -> list[Outcome]:
-    """Returns the outcome of every point of every sweep, run here in order."""
+    """Returns the outcome of every point of every sweep, in order, run here batch by batch.
+
+    `on_point` hears each batch before it starts (with its first point's index and spec, and a
+    label naming its points); `on_round` hears the rounds of each batch's first run.
+    """
     total = sum(len(s.points) for s in sweeps)
     outcomes, index = [], 0
     for sweep in sweeps:
-        for point in sweep.points:
-            spec = parse_spec(point.data)
+        specs = [parse_spec(p.data) for p in sweep.points]
+        where = []
+        for spec in specs:
             algorithm, x, variant, seed = sweep.cell(spec.to_json())
-            where = dict(setting=sweep.setting, algorithm=algorithm, x=x, variant=variant, seed=seed)
+            where.append(dict(setting=sweep.setting, algorithm=algorithm, x=x, variant=variant, seed=seed))
+        found: dict[int, Outcome] = {}
+        for group in batches(specs):
             if on_point is not None:
-                label = Outcome(**where, status="running").label
-                on_point(index, total, label, spec)
-            index += 1
-            start = time.perf_counter()
+                labels = [Outcome(**where[i], status="running").label for i in group]
+                label = labels[0] if len(group) == 1 else f"{labels[0]} and {len(group) - 1} more, together"
+                on_point(index + group[0], total, label, specs[group[0]])
+            started = {}
+            for i in group:
+                began = time.perf_counter()
+                try:
+                    started[i] = runner.start(specs[i], data_dirs=data_dirs, cache_dir=cache_dir)
+                except DpflError as exc:
+                    duration = time.perf_counter() - began
+                    found[i] = Outcome(**where[i], status="failed", error=str(exc), duration_s=duration)
+            hear = [on_round if k == 0 else None for k in range(len(started))]
+            began = time.perf_counter()
             try:
-                result = runner.run(spec, data_dirs=data_dirs, cache_dir=cache_dir, on_round=on_round)
-            except DpflError as exc:
-                outcomes.append(
-                    Outcome(**where, status="failed", error=str(exc), duration_s=time.perf_counter() - start)
-                )
+                results = runner.train(list(started.values()), on_round=hear)
+            except DpflError as exc:  # a round refused: the batch's runs fail together
+                duration = time.perf_counter() - began
+                for i in started:
+                    found[i] = Outcome(**where[i], status="failed", error=str(exc), duration_s=duration)
                 continue
-            final, epsilon = result.final, result.epsilon
-            outcomes.append(
-                Outcome(
-                    **where,
-                    status="succeeded",
-                    accuracy=None if final is None else final.accuracy,
-                    loss=None if final is None else final.loss,
-                    epsilon=epsilon,
-                    target_epsilon=result.privacy.target_epsilon,
-                    warning=result.privacy.warning(epsilon),
-                    duration_s=result.timings["total_s"],
-                    curve=tuple((r.round, r.accuracy, r.loss) for r in result.rounds),
-                )
-            )
+            for i, result in zip(started, results, strict=True):
+                found[i] = _succeeded(where[i], result)
+        outcomes += [found[i] for i in range(len(specs))]
+        index += len(specs)
     return outcomes
+
+
+def _succeeded(where: dict, result: runner.RunResult) -> Outcome:
+    final, epsilon = result.final, result.epsilon
+    return Outcome(
+        **where,
+        status="succeeded",
+        accuracy=None if final is None else final.accuracy,
+        loss=None if final is None else final.loss,
+        epsilon=epsilon,
+        target_epsilon=result.privacy.target_epsilon,
+        warning=result.privacy.warning(epsilon),
+        # its own time: its set-up, and its share of its batch's rounds and its evaluations
+        duration_s=sum(result.timings[k] for k in ("setup_s", "train_s", "eval_s")),
+        curve=tuple((r.round, r.accuracy, r.loss) for r in result.rounds),
+    )
