@@ -215,9 +215,11 @@ def _calibration_table(calibrations: Sequence[PaperCalibration]) -> list[str]:
     """Returns one line per (setting, variant, method): the ledger ε of the paper's σ at each target."""
     targets = sorted({c.target_epsilon for c in calibrations})
     out = [
-        "The paper's own noise calibration (`calibration: paper`), accounted by the ledger: the ε "
-        "it really spends at each stated ε. **Bold**: above the stated ε, so the paper's setting "
-        "under-protects.",
+        "The paper's own noise calibration (`calibration: paper`) in each setting as configured "
+        "here (its batch size and records per silo), accounted by the ledger (add/remove one "
+        "record): the ε it spends at each stated ε. **Bold**: above the stated ε, so the paper's σ "
+        "under-protects in that setting. A setting that differs from the paper's own is not what "
+        "the paper's runs spent.",
         "",
         "| setting | method | accountant, δ | " + " | ".join(f"stated ε = {t:g}" for t in targets) + " |",
         "|---|---|---|" + "---|" * len(targets),

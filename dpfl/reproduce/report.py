@@ -270,8 +270,10 @@ def _privacy_html(report: Report) -> str:
             f"<li{' class=warn' if c.under_protects else ''}>{_e(c.line())}</li>" for c in report.calibrations
         )
         parts.append(
-            "<p>The paper's own noise calibration (<code>calibration: paper</code>), accounted by the "
-            f"ledger without running:</p><ul>{items}</ul>"
+            "<p>The paper's own noise calibration (<code>calibration: paper</code>) in each setting as "
+            "configured here, accounted by the ledger (add/remove one record) without running; a "
+            "setting that differs from the paper's own is not what the paper's runs spent:</p>"
+            f"<ul>{items}</ul>"
         )
     if report.unprojected:
         items = "".join(f"<li>{_e(line)}</li>" for line in report.unprojected)
