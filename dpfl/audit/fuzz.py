@@ -147,6 +147,7 @@ COVERAGE: dict[str, Coverage] = {
     "isrl_mbsgd": Coverage(record_neighbours, _all_records),
     "isrl_proxsgd": Coverage(record_neighbours, _all_records),
     "isrl_spider": Coverage(record_neighbours, _all_records),  # round 1 starts a phase: MB-SGD's release
+    "isrl_spider_alt": Coverage(record_neighbours, _all_records),  # round 1: one fresh gradient, MB-SGD's
     "isrl_localsgd": Coverage(record_neighbours, _all_records),  # the first local step
     "dp_fedsgd": Coverage(record_neighbours, _all_records),
     "dp_fedavg": Coverage(_agent_neighbours, lambda data: {"sample_rate": 1.0}),

@@ -76,6 +76,7 @@ _CATALOGUE = (
     "uldp_avg_w",
     "uldp_naive",
     "uldp_group",
+    "isrl_spider_alt",
 )
 
 # Colours of the figures that show no algorithm: a run's test and train curves, a highlighted summary.

@@ -36,6 +36,7 @@ CASES = {
     "isrl_mbsgd": (DIGITS, {}, 1.0),  # the huge canary's clipped gradient: exactly C
     "isrl_proxsgd": (DIGITS, {}, 1.0),
     "isrl_spider": (DIGITS, {}, 1.0),
+    "isrl_spider_alt": (DIGITS, {}, 1.0),
     "isrl_localsgd": (DIGITS, {"local_steps": 2}, 1.0),
     "dp_fedsgd": (DIGITS, {}, 1.0),
     "dp_fedavg": (DIGITS, {"local_steps": 3}, 1.0),  # a canary agent: its clipped update is S
