@@ -79,6 +79,8 @@ def partition(dataset: Dataset, *, kind: str, num_silos: int, seed: int, **optio
       by proportions drawn from Dirichlet(α) (Hsu et al. 2019).
     - ``shards`` [labels_per_silo=2]: each silo gets that many single-label shards
       (McMahan et al. 2017), so at most ``labels_per_silo`` distinct labels.
+    - ``label_sets`` [labels_per_silo=6]: each silo holds exactly that many distinct labels, each
+      class spread evenly over its silos (the voting paper's MNIST split: 100 silos x 6 digits).
     - ``pairs``: one silo per (even class, odd class) pair, 25 for MNIST: the ISRL-DP
       paper's digit-pair split (reference/000_isrl_dp.md §6.2), without its duplicates.
     - ``natural``: the dataset's own silos (``dataset.silo_train``); ``num_silos`` must match.

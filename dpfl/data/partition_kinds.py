@@ -146,6 +146,63 @@ def _shards(
     return owner[shard]
 
 
+@register_kind("label_sets")
+def _label_sets(
+    dataset: Dataset, num_silos: int, rng: np.random.Generator, *, labels_per_silo: int = 6
+) -> np.ndarray:
+    """Each silo holds exactly L distinct labels, as the voting paper splits MNIST (100 agents,
+    600 points each "from 6 digits only", reference/003_voting_dpfl.md §4.1).
+
+    There are S·L (silo, label) slots. Class c gets k_c of them, proportional to its size
+    (largest remainder, 1 ≤ k_c ≤ S), and its records, in random order, are divided evenly
+    among its slots. The slots, listed class by class in a random class order, are dealt to
+    the silos round-robin, so a class's k_c ≤ S consecutive slots fall in k_c different silos;
+    the silos are then permuted at random. Unlike ``shards`` (L single-label shards dealt at
+    random, so fewer distinct labels when two shards share one), no silo ever repeats a label.
+    """
+    field = "dataset.partition.labels_per_silo"
+    class_sizes = np.bincount(dataset.y_train, minlength=dataset.num_classes)
+    present = np.flatnonzero(class_sizes)
+    if (
+        not isinstance(labels_per_silo, int | np.integer)
+        or isinstance(labels_per_silo, bool)
+        or not 1 <= labels_per_silo <= len(present)
+    ):
+        raise SpecError(
+            field, f"must be an integer from 1 to the {len(present)} classes; got {labels_per_silo!r}."
+        )
+    slots = num_silos * labels_per_silo
+    if slots < len(present):
+        raise SpecError(
+            field,
+            f"must give every one of the {len(present)} classes a silo: num_silos x labels_per_silo = "
+            f"{num_silos} x {labels_per_silo} = {slots} slots is fewer than the classes.",
+        )
+    sizes = class_sizes[present]
+    share = slots * sizes / sizes.sum()
+    per_class = np.clip(np.floor(share).astype(np.int64), 1, num_silos)
+    while (gap := slots - per_class.sum()) != 0:  # largest remainders first, within 1 ≤ k_c ≤ S
+        room = (per_class < num_silos) if gap > 0 else (per_class > 1)
+        score = np.where(room, share - per_class if gap > 0 else per_class - share, -np.inf)
+        per_class[int(np.argmax(score))] += 1 if gap > 0 else -1
+    if np.any(per_class > sizes):
+        raise SpecError(field, "gives some class more silos than records; use fewer silos or labels.")
+    listed = rng.permutation(len(present))  # the order the classes' slots are listed in
+    slot_silo = rng.permutation(num_silos)[np.arange(slots) % num_silos]
+    # each class's slots, in the order listed; its records (random order) split evenly over them
+    first_slot = np.zeros(dataset.num_classes, dtype=np.int64)
+    first_slot[present[listed]] = np.cumsum(per_class[listed]) - per_class[listed]
+    k = np.zeros(dataset.num_classes, dtype=np.int64)
+    k[present] = per_class
+    order = np.lexsort((rng.random(dataset.num_train), dataset.y_train))
+    sorted_labels = dataset.y_train[order]
+    rank = np.arange(dataset.num_train) - (np.cumsum(class_sizes) - class_sizes)[sorted_labels]
+    slot = first_slot[sorted_labels] + rank * k[sorted_labels] // class_sizes[sorted_labels]
+    silo = np.empty(dataset.num_train, dtype=np.int64)
+    silo[order] = slot_silo[slot]
+    return silo
+
+
 @register_kind("pairs")
 def _pairs(dataset: Dataset, num_silos: int, rng: np.random.Generator) -> np.ndarray:
     """One silo per (even class, odd class) pair, as the ISRL-DP paper splits MNIST.

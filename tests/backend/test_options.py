@@ -42,6 +42,7 @@ def test_partition_kinds_list_the_options_each_takes_with_defaults_and_bounds(op
     assert {name: sorted(o) for name, o in kinds.items()} == {
         "dirichlet": ["alpha", "min_size"],
         "iid": [],
+        "label_sets": ["labels_per_silo"],
         "natural": [],
         "pairs": [],
         "quantity": ["alpha", "min_size"],

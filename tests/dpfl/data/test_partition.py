@@ -15,13 +15,14 @@ SYNTHETIC_KINDS = [
     ("iid", {}),
     ("dirichlet", {"alpha": 0.3}),
     ("shards", {"labels_per_silo": 2}),
+    ("label_sets", {"labels_per_silo": 2}),
     ("quantity", {"alpha": 0.5}),
 ]
 MNIST_CLASS_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
 
 
 def test_registered_kinds() -> None:
-    assert partition_kinds() == ["dirichlet", "iid", "natural", "pairs", "quantity", "shards"]
+    assert partition_kinds() == ["dirichlet", "iid", "label_sets", "natural", "pairs", "quantity", "shards"]
 
 
 @pytest.mark.parametrize(
@@ -30,6 +31,7 @@ def test_registered_kinds() -> None:
         ("iid", {}, 10),
         ("dirichlet", {"alpha": 0.5}, 20),
         ("shards", {"labels_per_silo": 2}, 100),
+        ("label_sets", {"labels_per_silo": 6}, 100),
         ("pairs", {}, 25),
         ("quantity", {"alpha": 0.5}, 20),
     ],
@@ -70,6 +72,32 @@ def test_shards_give_at_most_two_labels_per_silo(mnist: Dataset) -> None:
     # McMahan et al.'s setting: 200 shards of about 300 records.
     sizes = partition(mnist, kind="shards", num_silos=100, seed=3, labels_per_silo=2).sizes
     assert sizes.min() >= 580 and sizes.max() <= 620
+
+
+def test_label_sets_give_every_silo_exactly_its_labels(mnist: Dataset) -> None:
+    """The voting paper's split: 100 agents of about 600 points, each from exactly 6 digits,
+    where shards of 6 dealt at random give 4.8 distinct digits on average."""
+    for seed in (0, 1):
+        silos = partition(mnist, kind="label_sets", num_silos=100, seed=seed, labels_per_silo=6)
+        histogram = silos.label_histogram()
+        assert ((histogram > 0).sum(axis=1) == 6).all()
+        assert silos.sizes.min() >= 595 and silos.sizes.max() <= 605
+        # each class is spread evenly over its silos: its shares differ by at most one record
+        for c in range(10):
+            shares = histogram[:, c][histogram[:, c] > 0]
+            assert shares.max() - shares.min() <= 1
+    shards = partition(mnist, kind="shards", num_silos=100, seed=0, labels_per_silo=6).label_histogram()
+    assert (shards > 0).sum(axis=1).mean() == pytest.approx(4.81, abs=0.01)
+
+
+def test_label_sets_on_small_data_and_their_limits() -> None:
+    data = labelled([40, 30, 20, 10])
+    silos = partition(data, kind="label_sets", num_silos=3, seed=0, labels_per_silo=3)
+    assert ((silos.label_histogram() > 0).sum(axis=1) == 3).all()
+    with pytest.raises(SpecError, match=re.escape("must be an integer from 1 to the 4 classes; got 5.")):
+        partition(data, kind="label_sets", num_silos=3, seed=0, labels_per_silo=5)
+    with pytest.raises(SpecError, match=re.escape("3 x 1 = 3 slots is fewer than the classes")):
+        partition(data, kind="label_sets", num_silos=3, seed=0, labels_per_silo=1)
 
 
 def test_pairs_reproduce_the_isrl_dp_digit_pairs(mnist: Dataset) -> None:
@@ -117,7 +145,7 @@ def test_natural_needs_natural_silos(mnist: Dataset) -> None:
         partition(mnist, kind="natural", num_silos=4, seed=0)
     assert str(caught.value) == (
         "`dataset.partition.kind` 'natural' needs a dataset with natural silos; "
-        "'mnist' has none. Use one of: dirichlet, iid, pairs, quantity, shards."
+        "'mnist' has none. Use one of: dirichlet, iid, label_sets, pairs, quantity, shards."
     )
 
 
