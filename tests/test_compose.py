@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fastapi import FastAPI
 from pydantic import ValidationError
 from typer.testing import CliRunner
+from uvicorn.importer import import_from_string
 
-from backend.main import create_app
-from backend.settings import Settings
+from backend.settings import Settings, get_settings
 from dpfl.cli import app as cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,14 +45,21 @@ def test_the_stack_is_postgres_redis_api_and_workers():
     assert "container_name" not in s["worker"] and "ports" not in s["worker"]
 
 
-def test_api_upgrades_the_database_then_serves_the_app():
+def test_api_upgrades_the_database_then_serves_the_app(tmp_path, monkeypatch):
     cmd = command(services()["api"])
     assert re.fullmatch(
         r"sh -c dpfl db upgrade && exec uvicorn backend\.main:app --host 0\.0\.0\.0 --port 8000", cmd
     ), cmd
-    # the commands exist as the tests run them (tests/backend/test_migrations.py runs `dpfl db upgrade`)
-    assert CliRunner().invoke(cli, ["db", "upgrade", "--help"]).exit_code == 0
-    assert callable(create_app)  # `backend.main:app` is `create_app()` from the environment
+    # the two steps of the command, run here on a fresh home: the upgrade, then `backend.main:app`
+    # resolved as uvicorn resolves it, which refuses a database that is not migrated
+    monkeypatch.setenv("DPFL_HOME", str(tmp_path))
+    get_settings.cache_clear()
+    try:
+        assert CliRunner().invoke(cli, ["db", "upgrade"]).exit_code == 0
+        app = import_from_string("backend.main:app")
+    finally:
+        get_settings.cache_clear()
+    assert isinstance(app, FastAPI) and (tmp_path / "dpfl.db").exists()
 
 
 def test_worker_runs_dpfl_worker():

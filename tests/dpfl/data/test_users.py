@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dpfl.data import Dataset, UserAllocation, partition, user_kinds, users
+from dpfl.data.users import _seat
 from dpfl.errors import SpecError
 from tests.dpfl.data.factories import labelled
 
@@ -71,6 +72,12 @@ def test_zipf_overflow_moves_to_the_next_silo() -> None:
     silos = partition(labelled([6, 4]), kind="iid", num_silos=2, seed=0)
     allocation = users(silos, num_users=3, kind="zipf", seed=0, main_silo_probability=1.0)
     _check_shape(allocation, silos.sizes)
+    # Where the overflow goes: records claim seats in order; the sixth that wants silo 0 of 5
+    # seats takes silo 1, and a full last silo wraps round to silo 0.
+    wanted = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1])
+    assert _seat(wanted, np.array([5, 5])).tolist() == [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
+    assert _seat(np.ones(10, dtype=np.int64), np.array([5, 5])).tolist() == [1] * 5 + [0] * 5
+    assert _seat(np.zeros(6, dtype=np.int64), np.array([2, 1, 3])).tolist() == [0, 0, 1, 2, 2, 2]
 
 
 def test_zipf_needs_a_record_per_user() -> None:
