@@ -233,6 +233,9 @@ def test_a_sweeps_panel_shows_the_batches_its_runs_train_in(page: Page, server, 
     expect(batches.locator("li")).to_have_text(
         ["Batch 1 · isrl_mbsgd · 4 runs (ε 1, 8 · seeds 0, 1) · 4 succeeded"]
     )
+    # a batched run's page says its training time is its share of the batch's
+    page.goto(f"/#/runs/{batch['run_ids'][0]}")
+    expect(page.locator(".duration")).to_contain_text("; trained in a batch of 4, training is its share)")
     page.goto(f"/#/compare?sweeps={sweeps['user']}")  # uldp_avg does not batch
     expect(batches.locator("p")).to_have_text(
         "Every run trains alone: no two share an algorithm that batches, "

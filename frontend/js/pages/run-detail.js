@@ -15,8 +15,10 @@ export function duration(run) {
   if (!t) return `${fmt(run.duration_s, 3)} s`;
   // runs recorded before the threads were kept have only the times
   const threads = t.threads == null ? "" : `; ${t.threads} torch thread${t.threads === 1 ? "" : "s"}`;
+  // a batched run's training time is its share of its batch's rounds
+  const batch = t.batch_runs > 1 ? `; trained in a batch of ${t.batch_runs}, training is its share` : "";
   return `${fmt(run.duration_s, 3)} s (setup ${fmt(t.setup_s, 2)} s, training ${fmt(t.train_s, 2)} s, `
-    + `evaluation ${fmt(t.eval_s, 2)} s${threads})`;
+    + `evaluation ${fmt(t.eval_s, 2)} s${threads}${batch})`;
 }
 
 /** Returns a run's σ: one value, or the range of its silos' values in enough digits to tell them apart. */
