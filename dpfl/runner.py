@@ -637,6 +637,7 @@ def train(
     *,
     on_round: Sequence[Callable[[Progress], None] | None] | None = None,
     should_stop: Sequence[Callable[[], bool] | None] | None = None,
+    on_end: Callable[[int, RunResult], None] | None = None,
 ) -> list[RunResult]:
     """Returns the result of each started run, trained together round by round (a *batch*).
 
@@ -644,7 +645,9 @@ def train(
     differ only in privacy target, noise multiplier and seed. Each round of the batch is one
     `Algorithm.round_many` call, which a family that vectorises over runs computes at once; each
     run keeps its own σ, generators, ledger and records, so its numbers are those it gets alone.
-    `on_round[i]` hears run i's every round; `should_stop[i]()` ends run i alone, between rounds.
+    `on_round[i]` hears run i's every round; `should_stop[i]()` ends run i alone, between rounds;
+    `on_end(i, result)` hears each run's result as soon as it ends, a stopped one while the others
+    go on.
 
     A run's `train_s` is its share of the batch's rounds (their time over the runs in them).
     """
@@ -655,14 +658,22 @@ def train(
         raise ValueError("runs trained together must share one batch key (dpfl.batching.batch_key)")
     hear = list(on_round) if on_round is not None else [None] * len(runs)
     stop = list(should_stop) if should_stop is not None else [None] * len(runs)
+    results: dict[int, RunResult] = {}
+
+    def end(i: int) -> None:
+        results[i] = _result(runs[i])
+        if on_end is not None:
+            on_end(i, results[i])
+
     cls = type(runs[0].algorithm)
     rounds = runs[0].spec.rounds
     for run in runs:
         run.timings["batch_runs"] = len(runs)
     for r in range(1, rounds + 1):
-        for run, asked in zip(runs, stop, strict=True):
+        for i, (run, asked) in enumerate(zip(runs, stop, strict=True)):
             if not run.stopped and asked is not None and asked():
                 run.stopped = True
+                end(i)
         active = [i for i, run in enumerate(runs) if not run.stopped]
         if not active:
             break
@@ -680,7 +691,10 @@ def train(
                 run.records.append(record)
             if hear[i] is not None:
                 hear[i](Progress(r, rounds, epsilon, record, out.releases))
-    return [_result(run) for run in runs]
+    for i in range(len(runs)):
+        if i not in results:
+            end(i)
+    return [results[i] for i in range(len(runs))]
 
 
 def _evaluated(run: Started, r: int, out: RoundOutput, epsilon: float | None) -> RoundRecord:

@@ -157,19 +157,19 @@ def execute_many(database: Database, settings: Settings, run_ids: list[str]) -> 
             return
         ids = list(started)
         with logs.running(ids[0]):
-            results = _guarded(
+            _guarded(
                 database,
                 ids,
                 lambda: runner.train(
                     list(started.values()),
                     on_round=[_round_recorder(database, i) for i in ids],
                     should_stop=[_stop_asked(database, i) for i in ids],
+                    # a cancelled run is recorded at once, while the rest of its batch goes on
+                    on_end=lambda i, result: _record_result(database, ids[i], result),
                 ),
             )
     finally:
         heartbeat.done.set()
-    for run_id, result in zip(ids, results or [], strict=False):
-        _record_result(database, run_id, result)
 
 
 def _start(database: Database, settings: Settings, run_id: str) -> runner.Started:
@@ -284,6 +284,8 @@ def _finish(database: Database, run_id: str, *, status: RunStatus, **values: Any
 
 def _record_finish(session: Session, run_id: str, *, status: RunStatus, **values: Any) -> None:
     run = session.get(Run, run_id)
+    if status == RunStatus.failed and RunStatus(run.status).finished:
+        return  # it ended earlier in its batch (cancelled) before the batch failed: keep that
     spent = values.get("epsilon", run.epsilon) if status != RunStatus.failed else _spent_so_far(session, run)
     for key, value in values.items():
         setattr(run, key, value)

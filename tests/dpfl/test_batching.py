@@ -109,12 +109,15 @@ def test_stopping_one_run_of_a_batch_stops_it_alone():
     specs = variants("isrl_mbsgd")[:3]
     started = [runner.start(s) for s in specs]
     heard: list[list[int]] = [[], [], []]
+    ended: list[tuple[int, int]] = []  # (run, rounds run 0 had heard when it ended)
     results = runner.train(
         started,
         on_round=[lambda p, i=i: heard[i].append(p.round) for i in range(3)],
         should_stop=[None, lambda: len(heard[1]) >= 5, None],
+        on_end=lambda i, result: ended.append((i, len(heard[0]))),
     )
     assert [r.stopped for r in results] == [False, True, False]
+    assert ended == [(1, 5), (0, 12), (2, 12)]  # the stopped run's result comes at once
     assert heard[1] == [1, 2, 3, 4, 5] and heard[0] == heard[2] == list(range(1, 13))
     assert results[1].ledger.rounds == [1, 2, 3, 4, 5]
     alone = runner.run(specs[2])
