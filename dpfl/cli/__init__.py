@@ -1,24 +1,29 @@
 """The `dpfl` command line: one `error: …` line and a non-zero exit for a user's mistake.
 
 Tracebacks are shown only with `--debug`. Environment variables and logging are configured
-here, never below.
+here, never below. Commands of higher layers (the service's `up`, `worker` and `db`) are
+plugins: each entry point of the group `dpfl.commands` is a `register(app)` that adds its own,
+so this package imports no web code.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from importlib.metadata import entry_points
 
 import typer
 from typer.exceptions import TyperException
 
-from dpfl.cli import privacy, service
+from dpfl.cli import privacy
 from dpfl.cli import run as run_cmd
 from dpfl.cli.audit import audit
 from dpfl.cli.reproduce import reproduce
 from dpfl.errors import DpflError
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "app", "main"]
+
+COMMANDS = "dpfl.commands"  # the entry-point group of command plugins
 
 app = typer.Typer(
     name="dpfl",
@@ -33,9 +38,8 @@ app.command(name="datasets")(run_cmd.datasets)
 app.command(name="demo")(run_cmd.demo)
 app.command(name="reproduce")(reproduce)
 app.command(name="audit")(audit)
-app.command(name="up")(service.up)
-app.command(name="worker")(service.worker)
-app.add_typer(service.db_app, name="db")
+for plugin in entry_points(group=COMMANDS):
+    plugin.load()(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,10 +18,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from backend import migrate
+from backend.cli import worker_command
 from backend.db import Database
 from backend.main import create_app
 from backend.settings import Settings
-from dpfl.cli.service import worker_command
 from worker import audit, execution
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,9 @@
-"""`dpfl up`, `dpfl worker` and `dpfl db …`: the service's processes.
+"""`dpfl up`, `dpfl worker` and `dpfl db …`: the service's processes, as commands of `dpfl`.
 
-The service lives in `backend` and `worker`; they are imported here only when these commands
-run, so `dpfl privacy` and `dpfl run` work without the service's dependencies loaded.
+`dpfl` imports no web code: it loads its command plugins from the entry-point group
+`dpfl.commands` (pyproject.toml), and this module's `register` is the service's. The service's
+modules are imported only when these commands run, so `dpfl privacy` and `dpfl run` start
+without FastAPI, SQLAlchemy and Celery loaded.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import typer
 
 from dpfl.errors import DpflError
 
-__all__ = ["db_app", "up", "worker", "worker_command"]
+__all__ = ["db_app", "register", "up", "worker", "worker_command"]
 
 db_app = typer.Typer(help="The database schema (Alembic migrations).", no_args_is_help=True)
 
@@ -149,3 +151,10 @@ def up(
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
+
+
+def register(app: typer.Typer) -> None:
+    """Adds `dpfl up`, `dpfl worker` and `dpfl db` to the `dpfl` command line."""
+    app.command(name="up")(up)
+    app.command(name="worker")(worker)
+    app.add_typer(db_app, name="db")
