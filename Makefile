@@ -20,7 +20,7 @@ up: install
 # The browser tests stay together in one of them (tests/conftest.py).
 test: install
 	bash scripts/ensure-chromium.sh
-	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 # The inner loop: no browser, no services, nothing marked slow (about 3 minutes).
 test-fast: install
