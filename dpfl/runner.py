@@ -41,6 +41,7 @@ from dpfl.data import (
     users,
     users_first,
 )
+from dpfl.data.partition import keep_per_silo
 from dpfl.data.prepared import load_prepared
 from dpfl.engine import evaluate
 from dpfl.errors import AccountingError, SpecError, UnknownNameError
@@ -65,6 +66,7 @@ __all__ = [
     "caveats",
     "check",
     "check_privacy",
+    "federate",
     "noise_source",
     "prepare",
     "project",
@@ -341,7 +343,8 @@ def prepare(
         download=download,
     )
     _check_classes(cls, ds.name, dataset.num_classes)  # a csv's classes are known only now
-    split, owners = _silos_and_users(dataset, ds, seed=spec.seed)
+    dataset, split, owners = federate(dataset, ds, seed=spec.seed)
+    _check_classes(cls, ds.name, dataset.num_classes)  # `labels: parity` makes two
     data = FederatedData.build(dataset, split, image=spec.model.name in _IMAGE_MODELS, users=owners)
     model = build_model(
         spec.model.name,
@@ -353,13 +356,18 @@ def prepare(
     return cls(spec, data, model)
 
 
-def _silos_and_users(
+def federate(
     dataset: Dataset, ds: DatasetSpec, *, seed: int
-) -> tuple[Partition, UserAllocation | None]:
-    """Returns the silos' records and, when the spec names users, the user of every record."""
+) -> tuple[Dataset, Partition, UserAllocation | None]:
+    """Returns the dataset as the run sees it (`labels` applied), its silos' records
+    (`records_per_silo` applied) and, when the spec names users, the user of every record.
+
+    The one way a spec's silos are drawn: the run (`prepare`) and the ε preview's partition
+    chart both call it, so they show the same silos.
+    """
     u = ds.users
     if u is not None and u.silo_alpha is not None:
-        return users_first(
+        split, owners = users_first(
             dataset.y_train,
             dataset.num_classes,
             num_silos=ds.silos,
@@ -369,22 +377,29 @@ def _silos_and_users(
             zipf_alpha=u.zipf_alpha,
             silo_alpha=u.silo_alpha,
         )
-    split = partition(
-        dataset, kind=ds.partition.kind, num_silos=ds.silos, seed=seed, **ds.partition.options()
-    )
-    if u is None:
-        return split, None
-    if u.kind == "natural":
-        return split, natural_users(dataset, split)
-    owners = users(
-        split,
-        num_users=u.count,
-        kind=u.kind,
-        seed=seed,
-        zipf_alpha=u.zipf_alpha,
-        main_silo_probability=u.main_silo_probability,
-    )
-    return split, owners
+    else:
+        split = partition(
+            dataset, kind=ds.partition.kind, num_silos=ds.silos, seed=seed, **ds.partition.options()
+        )
+        if ds.records_per_silo is not None:
+            split = keep_per_silo(split, ds.records_per_silo, seed=seed)
+        if u is None:
+            owners = None
+        elif u.kind == "natural":
+            owners = natural_users(dataset, split)
+        else:
+            owners = users(
+                split,
+                num_users=u.count,
+                kind=u.kind,
+                seed=seed,
+                zipf_alpha=u.zipf_alpha,
+                main_silo_probability=u.main_silo_probability,
+            )
+    if ds.labels == "parity":  # after the silos are drawn: the partition may split by the classes
+        dataset = dataset.parity()
+        split = Partition(split.silo_indices, dataset.y_train, dataset.num_classes, split.kind)
+    return dataset, split, owners
 
 
 def noise_source(spec: RunSpec, *, protected: bool) -> str:

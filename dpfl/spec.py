@@ -98,15 +98,30 @@ class DatasetSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_way_to_silos(self) -> DatasetSpec:
-        if self.users is not None and self.users.silo_alpha is not None and self.partition != PartitionSpec():
+        users_first = self.users is not None and self.users.silo_alpha is not None
+        if users_first and self.partition != PartitionSpec():
             raise ValueError(
                 "`partition` must be left at its default when `users.silo_alpha` is set "
                 "(users' records are then dealt to silos by the Zipf law)"
             )
+        if users_first and self.records_per_silo is not None:
+            raise ValueError("`records_per_silo` must be omitted when `users.silo_alpha` is set")
         return self
 
     features: dict[str, Any] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
+    records_per_silo: int | None = Field(
+        None,
+        ge=1,
+        le=10_000_000,
+        description="each silo keeps this many of its records, drawn from the seed, and the rest are "
+        "left out (the ISRL-DP paper's 1,238 per silo); a smaller silo keeps all of its own",
+    )
+    labels: Literal["classes", "parity"] = Field(
+        "classes",
+        description="`parity`: once the silos are drawn, even classes become label 1 and odd ones 0 "
+        "(the ISRL-DP paper's even-vs-odd MNIST task); `classes`: the dataset's own labels",
+    )
 
 
 class ModelSpec(BaseModel):

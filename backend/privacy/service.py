@@ -19,8 +19,8 @@ from backend.budgets.service import budget_name, get_budget
 from backend.errors import NotFound
 from backend.runs import service as runs
 from backend.settings import Settings
-from dpfl import plots
-from dpfl.data import load_dataset, partition
+from dpfl import plots, runner
+from dpfl.data import load_dataset
 from dpfl.spec import DatasetSpec, RunSpec
 
 __all__ = ["project"]
@@ -54,9 +54,7 @@ def _label_histogram(dataset_json: str, seed: int, data_dirs: tuple[Path, ...], 
     # Labels only: feature transforms (PCA) do not change them, so they are skipped.
     dataset = DatasetSpec.model_validate_json(dataset_json)
     data = load_dataset(dataset.name, search_dirs=data_dirs, cache_dir=cache_dir, **dataset.options)
-    split = partition(
-        data, kind=dataset.partition.kind, num_silos=dataset.silos, seed=seed, **dataset.partition.options()
-    )
+    _, split, _ = runner.federate(data, dataset, seed=seed)  # the run's own silos
     return split.label_histogram().tolist()
 
 

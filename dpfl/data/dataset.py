@@ -100,6 +100,16 @@ class Dataset:
         """Number of natural silos, or ``None`` when the data has no natural grouping."""
         return None if self.silo_names is None else len(self.silo_names)
 
+    def parity(self) -> Dataset:
+        """Returns the dataset with two classes: even labels become 1, odd ones 0 (as the ISRL-DP
+        paper's even-vs-odd MNIST task labels them)."""
+        return replace(
+            self,
+            y_train=(self.y_train % 2 == 0).astype(np.int64),
+            y_test=(self.y_test % 2 == 0).astype(np.int64),
+            num_classes=2,
+        )
+
     def with_features(
         self,
         x_train: np.ndarray,

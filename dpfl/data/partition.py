@@ -19,7 +19,7 @@ from dpfl.data.partition_kinds import KINDS
 from dpfl.data.preprocessing import rng_for
 from dpfl.errors import SpecError, UnknownNameError
 
-__all__ = ["Partition", "partition", "partition_kinds"]
+__all__ = ["Partition", "keep_per_silo", "partition", "partition_kinds"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,3 +127,14 @@ def partition(dataset: Dataset, *, kind: str, num_silos: int, seed: int, **optio
 def _check_int(field: str, value: object, minimum: int) -> None:
     if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < minimum:
         raise SpecError(field, f"must be an integer >= {minimum}; got {value!r}.")
+
+
+def keep_per_silo(split: Partition, records: int, *, seed: int) -> Partition:
+    """Returns the partition with each silo cut to `records` of its records, drawn uniformly
+    from the seed (a smaller silo keeps all of its own); the rest belong to no silo."""
+    rng = rng_for(seed, "partition/records_per_silo")
+    kept = [
+        rows if len(rows) <= records else np.sort(rng.choice(rows, size=records, replace=False))
+        for rows in split.silo_indices
+    ]
+    return Partition(silo_indices=kept, labels=split.labels, num_classes=split.num_classes, kind=split.kind)

@@ -1,0 +1,67 @@
+"""The ISRL-DP paper's MNIST task: even vs odd digits (`labels: parity`), 1,238 records per silo
+(`records_per_silo`), drawn the same way for the run and for the ε preview's partition chart."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpfl import runner
+from dpfl.data import load_dataset
+from dpfl.errors import SpecError
+from dpfl.spec import load_spec, parse_spec
+from tests.factories import data_dir
+
+PAPER = Path(__file__).resolve().parents[2] / "configs/paper/isrl_mnist_paper.yaml"
+
+
+def test_parity_relabels_after_the_pairs_are_drawn_and_each_silo_keeps_1238():
+    spec = load_spec(PAPER.read_text())
+    assert (spec.dataset.labels, spec.dataset.records_per_silo) == ("parity", 1238)
+    algorithm = runner.prepare(spec, data_dirs=[data_dir()])
+    data = algorithm.data
+    assert data.num_classes == 2 and data.silo_sizes.tolist() == [1238] * 25
+    # each silo is one (even, odd) digit pair, so it holds both labels, about half each
+    histogram = data.label_histogram
+    assert histogram.shape == (25, 2) and (histogram.min(axis=1) > 500).all()
+    assert set(np.unique(data.y_test.numpy()).tolist()) == {0, 1}
+    # K = ⌊1238·√24/(2√50)⌋ = 428: the paper's sampling rate q ≈ 0.346
+    assert algorithm.rates == pytest.approx(np.full(25, 428 / 1238))
+
+
+def test_federate_is_the_runs_own_split():
+    spec = parse_spec(
+        {
+            "algorithm": "isrl_mbsgd",
+            "dataset": {"name": "digits", "silos": 4, "records_per_silo": 100, "labels": "parity"},
+            "privacy": {"epsilon": 2.0},
+        }
+    )
+    algorithm = runner.prepare(spec)
+    dataset, split, owners = runner.federate(load_dataset("digits"), spec.dataset, seed=spec.seed)
+    assert owners is None and split.sizes.tolist() == [100] * 4
+    assert (split.label_histogram() == algorithm.data.label_histogram).all()
+    assert dataset.num_classes == 2
+
+
+def test_records_per_silo_cannot_go_with_users_first():
+    with pytest.raises(SpecError, match="records_per_silo"):
+        parse_spec(
+            {
+                "algorithm": "uldp_avg",
+                "dataset": {
+                    "name": "digits",
+                    "silos": 4,
+                    "records_per_silo": 100,
+                    "users": {"kind": "zipf", "count": 20, "silo_alpha": 2.0},
+                },
+            }
+        )
+
+
+@pytest.mark.slow
+def test_the_papers_task_trains_to_its_floor():
+    spec = load_spec(PAPER.read_text()).model_copy(update={"rounds": 20, "eval_every": 20})
+    result = runner.run(spec, data_dirs=[data_dir()])
+    assert result.final.accuracy >= 0.85  # even vs odd, ε = 3 (50 rounds: 0.907)
+    assert result.epsilon == pytest.approx(3.0, rel=1e-3)
