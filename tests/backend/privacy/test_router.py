@@ -117,3 +117,21 @@ def test_the_partition_histogram_is_shown_before_running(client):
     assert all(sum(1 for count in silo if count) <= 2 for silo in histogram)  # two labels per silo
     bars = body["partition_figure"]["data"]
     assert sum(sum(trace["y"]) for trace in bars) == 1438
+
+
+@pytest.mark.parametrize(
+    "dataset",
+    [
+        # users first: the Zipf law over silos deals the records (the preview once partitioned anyway)
+        {"name": "digits", "silos": 4, "users": {"kind": "zipf", "count": 30, "silo_alpha": 2.0}},
+        {"name": "digits", "silos": 4, "records_per_silo": 100, "labels": "parity"},
+    ],
+)
+def test_the_partition_histogram_is_the_runs_own(client, dataset):
+    spec = {"algorithm": "uldp_avg" if "users" in dataset else "fedavg", "dataset": dataset, "rounds": 2}
+    if "users" in dataset:
+        spec["privacy"] = {"epsilon": 3.0, "delta": 1e-5}
+    body = client.post("/api/privacy/project", json=spec).json()
+    run = runner.prepare(parse_spec(spec))
+    assert body["label_histogram"] == run.data.label_histogram.tolist()
+    assert [sum(silo) for silo in body["label_histogram"]] == run.data.silo_sizes.tolist()
