@@ -117,10 +117,10 @@ class DatasetSpec(_Strict):
         description="each silo keeps this many of its records, drawn from the seed, and the rest are "
         "left out (the ISRL-DP paper's 1,238 per silo); a smaller silo keeps all of its own",
     )
-    labels: Literal["classes", "parity"] = Field(
-        "classes",
+    labels: Literal["parity"] | None = Field(
+        None,
         description="`parity`: once the silos are drawn, even classes become label 1 and odd ones 0 "
-        "(the ISRL-DP paper's even-vs-odd MNIST task); `classes`: the dataset's own labels",
+        "(the ISRL-DP paper's even-vs-odd MNIST task); omitted: the dataset's own classes",
     )
 
 
