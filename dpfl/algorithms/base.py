@@ -58,6 +58,7 @@ __all__ = [
     "participants",
     "register_algorithm",
     "registered_algorithms",
+    "silo_party",
 ]
 
 NOTIONS = ("none", "record", "user", "agent", "instance", "gdp")
@@ -178,6 +179,11 @@ class Algorithm(abc.ABC):
     @abc.abstractmethod
     def global_params(self) -> torch.Tensor:
         """Returns the server's current model, flat [P]."""
+
+
+def silo_party(silo: int) -> str:
+    """Returns the ledger party name of a silo accounted on its own (ISRL-DP, the GDP family)."""
+    return f"silo-{silo}"
 
 
 def participants(spec: RunSpec, r: int) -> np.ndarray:

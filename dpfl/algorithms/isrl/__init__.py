@@ -11,8 +11,9 @@ One module per algorithm: `mbsgd` (ISRL-DP minibatch SGD, the shared base), `pro
 ℓ2-ball randomizer or Cheu et al.'s binomial vector sum from `vector_sum`).
 """
 
+from dpfl.algorithms.base import silo_party
 from dpfl.algorithms.isrl.localsgd import ISRLLocalSGD
-from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, silo_party
+from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD
 from dpfl.algorithms.isrl.proxsgd import ISRLProxSGD
 from dpfl.algorithms.isrl.shuffle import SDPMinibatchSGD
 from dpfl.algorithms.isrl.spider import ISRLSpider

@@ -20,25 +20,20 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm
+from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm, silo_party
 from dpfl.engine import SiloBatch, clipped_grad_sum, release_noise
 from dpfl.engine.sampling import poisson_batch
 from dpfl.errors import SpecError
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
 from dpfl.privacy.ledger import Ledger
 
-__all__ = ["ISRLMinibatchSGD", "MBSGDParams", "silo_party"]
+__all__ = ["ISRLMinibatchSGD", "MBSGDParams"]
 
 
 class MBSGDParams(Params):
     lr: float = Field(0.5, gt=0, le=100, description="server learning rate")
     batch_size: int = Field(64, ge=1, le=100_000, description="expected minibatch size K per silo")
     clip: float = Field(1.0, gt=0, le=1e4, description="per-sample gradient clipping norm C")
-
-
-def silo_party(silo: int) -> str:
-    """Returns the ledger party name of a silo."""
-    return f"silo-{silo}"
 
 
 @register_algorithm("isrl_mbsgd")

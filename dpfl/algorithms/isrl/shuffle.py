@@ -49,9 +49,9 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
+from dpfl.algorithms.base import RoundOutput, participants, register_algorithm, silo_party
 from dpfl.algorithms.isrl import vector_sum
-from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams, silo_party
+from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.engine import gaussian_noise, per_sample_grads, silo_generator
 from dpfl.engine.sampling import minibatches
 from dpfl.errors import SpecError

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
-from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, silo_party
+from dpfl.algorithms.base import RoundOutput, participants, register_algorithm, silo_party
+from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD
 from dpfl.engine import clipped_grad_sum
 from dpfl.privacy.events import Event
 from dpfl.privacy.ledger import Ledger

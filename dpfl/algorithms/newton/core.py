@@ -24,8 +24,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants
-from dpfl.algorithms.isrl.mbsgd import silo_party
+from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, silo_party
 from dpfl.algorithms.newton.objective import DTYPE, ClientData, client_data, losses
 from dpfl.algorithms.newton.steps import decayed_step, line_search
 from dpfl.errors import SpecError

@@ -29,7 +29,7 @@ import torch
 from pydantic import Field
 
 from dpfl.algorithms.base import Algorithm, Params, RoundOutput, register_algorithm
-from dpfl.algorithms.voting.split import carve_public_pool
+from dpfl.algorithms.voting.split import HeldOutPool, carve_public_pool
 from dpfl.engine import mean_grad, release_noise, stack_copies
 from dpfl.engine.sampling import minibatches
 from dpfl.errors import SpecError
@@ -62,12 +62,7 @@ class DPFedAvgParams(Params):
     count_noise: float | None = Field(
         None, gt=0, le=1e6, description="σ_b: noise std on the clipped-agent count (default qN/20)"
     )
-    public_pool: int = Field(
-        0,
-        ge=0,
-        le=1_000_000,
-        description="test records held out as the voting methods' public pool (unused here)",
-    )
+    public_pool: HeldOutPool = 0
 
 
 @register_algorithm("dp_fedavg")

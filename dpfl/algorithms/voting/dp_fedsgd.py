@@ -15,23 +15,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field
 
 from dpfl.algorithms.base import RoundOutput, register_algorithm
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
-from dpfl.algorithms.voting.split import carve_public_pool
+from dpfl.algorithms.voting.split import HeldOutPool, carve_public_pool
 from dpfl.engine import release_noise
 
 __all__ = ["DPFedSGD", "DPFedSGDParams"]
 
 
 class DPFedSGDParams(MBSGDParams):
-    public_pool: int = Field(
-        0,
-        ge=0,
-        le=1_000_000,
-        description="test records held out as the voting methods' public pool (unused here)",
-    )
+    public_pool: HeldOutPool = 0
 
 
 @register_algorithm("dp_fedsgd")

@@ -13,14 +13,27 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import torch
+from pydantic import Field
 
 from dpfl.errors import SpecError
 from dpfl.federation import FederatedData
 
-__all__ = ["ServerSplit", "carve_public_pool"]
+__all__ = ["HeldOutPool", "ServerSplit", "carve_public_pool"]
+
+# The baselines' `public_pool` (DP-FedAvg, DP-FedSGD): the voting methods' pool held out of their
+# test split too, so that a comparison tests every method on the same records.
+HeldOutPool = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=1_000_000,
+        description="test records held out as the voting methods' public pool (unused here)",
+    ),
+]
 
 _POOL_STREAM = 0x9B1C  # the pool's permutation has its own stream of the run's seed
 
