@@ -1,4 +1,5 @@
-"""A dataset prepared for simulation: tensors, the silos' record indices and the model's input shape."""
+"""A dataset prepared for simulation: the spec's silos and users drawn (`federate`), then tensors,
+the silos' record indices and the model's input shape (`FederatedData`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dpfl.data import Dataset, Partition, UserAllocation
+from dpfl.data import Dataset, Partition, UserAllocation, natural_users, partition, users, users_first
+from dpfl.data.partition import keep_per_silo
+from dpfl.spec import DatasetSpec
 
-__all__ = ["FederatedData"]
+__all__ = ["FederatedData", "federate"]
 
 # Image datasets whose rows are flattened pixels; image models see them as (H, W) again.
 _IMAGE_SHAPES = {"mnist": (28, 28)}
@@ -73,3 +76,49 @@ class FederatedData:
         sizes = np.array([len(s) for s in self.silos])
         sizes.setflags(write=False)
         return sizes
+
+
+def federate(
+    dataset: Dataset, ds: DatasetSpec, *, seed: int
+) -> tuple[Dataset, Partition, UserAllocation | None]:
+    """Returns the dataset as the run sees it (`labels` applied), its silos' records
+    (`records_per_silo` applied) and, when the spec names users, the user of every record.
+
+    The one way a spec's silos are drawn: the run (`prepare`) and the ε preview's partition
+    chart both call it, so they show the same silos.
+    """
+    u = ds.users
+    if u is not None and u.silo_alpha is not None:
+        split, owners = users_first(
+            dataset.y_train,
+            dataset.num_classes,
+            num_silos=ds.silos,
+            num_users=u.count,
+            kind=u.kind,
+            seed=seed,
+            zipf_alpha=u.zipf_alpha,
+            silo_alpha=u.silo_alpha,
+        )
+    else:
+        split = partition(
+            dataset, kind=ds.partition.kind, num_silos=ds.silos, seed=seed, **ds.partition.options()
+        )
+        if ds.records_per_silo is not None:
+            split = keep_per_silo(split, ds.records_per_silo, seed=seed)
+        if u is None:
+            owners = None
+        elif u.kind == "natural":
+            owners = natural_users(dataset, split)
+        else:
+            owners = users(
+                split,
+                num_users=u.count,
+                kind=u.kind,
+                seed=seed,
+                zipf_alpha=u.zipf_alpha,
+                main_silo_probability=u.main_silo_probability,
+            )
+    if ds.labels == "parity":  # after the silos are drawn: the partition may split by the classes
+        dataset = dataset.parity()
+        split = Partition(split.silo_indices, dataset.y_train, dataset.num_classes, split.kind)
+    return dataset, split, owners

@@ -12,6 +12,9 @@ The noise multiplier comes from the privacy target: calibrated on the algorithm'
 releases (`Algorithm.plan`), taken from the paper's closed form (`calibration: paper`), or
 given. The ε shown while the run goes is the plan's; the ε in the result is recomputed from
 the ledger of what was actually released.
+
+The silos are drawn in `dpfl.federation.federate`, and what a run gives back is in
+`dpfl.results`; both are re-exported here.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -31,32 +33,25 @@ from dpfl.algorithms import Algorithm, algorithm_class
 from dpfl.algorithms.base import RoundOutput
 from dpfl.batching import batch_key
 from dpfl.data import (
-    Dataset,
-    Partition,
-    UserAllocation,
     dataset_info,
-    natural_users,
-    partition,
     registered_datasets,
-    users,
-    users_first,
 )
-from dpfl.data.partition import keep_per_silo
 from dpfl.data.prepared import load_prepared
 from dpfl.engine import evaluate
 from dpfl.errors import AccountingError, SpecError, UnknownNameError
-from dpfl.federation import FederatedData
+from dpfl.federation import FederatedData, federate
 from dpfl.models import build_model, registered_models
-from dpfl.privacy.accountants import accountant_class, headline_problem, make_accountant
+from dpfl.privacy.accountants import accountant_class, headline_problem
 from dpfl.privacy.accountants.gdp import gdp_mu
-from dpfl.privacy.accountants.group import describe_group_conversion
 from dpfl.privacy.calibration import calibrate_noise_multiplier, calibrate_party_noise_multipliers
-from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL, Caveat, split_metrics
-from dpfl.privacy.events import Event, gaussian_noise_multipliers
+from dpfl.privacy.disclosure import Caveat, split_metrics
+from dpfl.privacy.events import gaussian_noise_multipliers
 from dpfl.privacy.ledger import Ledger
-from dpfl.spec import DatasetSpec, RunSpec
+from dpfl.results import Privacy, Progress, RoundRecord, RunResult, ledger_mu
+from dpfl.spec import RunSpec
 
 __all__ = [
+    "Privacy",
     "Progress",
     "RoundRecord",
     "RunResult",
@@ -79,167 +74,6 @@ __all__ = [
 _TRAIN_EVAL_RECORDS = 5_000  # training loss is measured on a fixed subsample of this size
 _EVAL_BATCH = 4_096
 _IMAGE_MODELS = {"cnn", "lenet"}
-
-
-@dataclass(frozen=True)
-class RoundRecord:
-    """One evaluated round: test accuracy and loss, ε spent so far, the algorithm's private
-    metrics, and its diagnostics (not private: training loss, clip fraction, ...; empty when
-    withheld)."""
-
-    round: int
-    accuracy: float
-    loss: float
-    epsilon: float | None
-    metrics: dict[str, float] = field(default_factory=dict)
-    diagnostics: dict[str, float] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """Returns the record as a JSON-ready dict, diagnostics in their own block."""
-        return {
-            "round": self.round,
-            "accuracy": self.accuracy,
-            "loss": self.loss,
-            "epsilon": self.epsilon,
-            **self.metrics,
-            "diagnostics": self.diagnostics,
-        }
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What `on_round` receives after each round."""
-
-    round: int
-    rounds: int
-    epsilon: float | None
-    record: RoundRecord | None  # None on rounds that were not evaluated
-    releases: dict[str, list[Event]] = field(default_factory=dict)  # what each party released this round
-
-
-@dataclass
-class Privacy:
-    """The privacy side of a run: target, noise, and the ε its ledger adds up to."""
-
-    notion: str
-    delta: float | None
-    accountant: str | None
-    calibration: str | None
-    noise_multiplier: float | list[float] | None
-    target_epsilon: float | None
-    planned_epsilon: list[float]  # per round, from the plan (what the progress bar shows)
-    target_mu: float | None = None  # the μ-GDP target, when the spec gives `mu`
-    caveats: list[Caveat] = field(default_factory=list)  # what the ε rests on or does not cover
-    noise_source: str | None = None  # "seeded" (simulation) or "entropy" (protected); None if not private
-
-    @property
-    def guaranteed(self) -> bool | None:
-        """Returns whether the ledger's ε bounds what the run leaks (None for a non-private run)."""
-        return None if self.notion == "none" else not any(c.breaks_guarantee for c in self.caveats)
-
-    neighbouring: str = "add_remove"  # the relation the guarantee holds for (`Algorithm.neighbouring`)
-
-    def warning(self, epsilon: float | None) -> str | None:
-        """Returns what a reader must know: a channel the ledger does not cover, or a released ε
-        above the target (paper calibration)."""
-        notes = [c.text for c in self.caveats if c.breaks_guarantee]
-        target = self.target_epsilon
-        if epsilon is not None and target is not None and epsilon > target * (1 + 1e-9):
-            notes.append(
-                f"the {self.calibration} calibration under-protects: the ledger gives ε = {epsilon:.4g} "
-                f"({self.accountant}, δ = {self.delta:g}) for a target of {self.target_epsilon:g}"
-            )
-        return "; ".join(notes) or None
-
-    def to_json(self, epsilon: float | None, mu: float | None = None) -> dict[str, Any]:
-        """Returns the privacy block; `mu` is the ledger's μ for GDP runs (None otherwise)."""
-        return {
-            "epsilon": epsilon,
-            "mu": mu,
-            "delta": self.delta,
-            "accountant": self.accountant,
-            "notion": self.notion,
-            "noise_multiplier": self.noise_multiplier,
-            "target_epsilon": self.target_epsilon,
-            "target_mu": self.target_mu,
-            "calibration": self.calibration,
-            "noise_source": self.noise_source,
-            "neighbouring": None if self.notion == "none" else self.neighbouring,
-            "guaranteed": self.guaranteed,
-            "warning": self.warning(epsilon),
-            "caveats": [c.to_json() for c in self.caveats],
-        }
-
-
-@dataclass
-class RunResult:
-    """Everything a run produced; `to_json` is what `dpfl run --out` writes and the service stores."""
-
-    spec: RunSpec
-    rounds: list[RoundRecord]
-    privacy: Privacy
-    ledger: Ledger
-    timings: dict[str, float]
-    stopped: bool
-    label_histogram: np.ndarray | None  # diagnostic; None when withheld
-    users: dict[str, Any] | None = None  # diagnostic (records per user, ...); None when withheld
-    protected: bool = False  # diagnostics withheld, noise from OS entropy
-    final_params: torch.Tensor | None = None  # the server's model after the last round, flat [P]
-    # diagnostic: records per class of the evaluation set, for the majority-class baseline; None when withheld
-    test_label_histogram: list[int] | None = None
-
-    @property
-    def final(self) -> RoundRecord | None:
-        """Returns the last evaluated round."""
-        return self.rounds[-1] if self.rounds else None
-
-    @property
-    def epsilon(self) -> float | None:
-        """Returns the run's ε, recomputed from the ledger (None for a non-private run)."""
-        if self.privacy.notion == "none":
-            return None
-        return self.ledger.epsilon(delta=self.privacy.delta, accountant=self.privacy.accountant)
-
-    @property
-    def mu(self) -> float | None:
-        """Returns the run's μ for a GDP run (√Σμ² per party, the maximum over parties), else None."""
-        return _ledger_mu(self.ledger) if self.privacy.notion == "gdp" else None
-
-    @property
-    def conversion(self) -> str | None:
-        """Returns how group privacy turned the ledger into ε (ULDP-GROUP-k), else None."""
-        if self.privacy.notion == "none":
-            return None
-        return describe_group_conversion(
-            self.ledger.party_events(), delta=self.privacy.delta, accountant=self.privacy.accountant
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """Returns the result as a JSON-ready dict."""
-        final = self.final
-        return {
-            "final": None if final is None else final.to_json(),
-            "privacy": self.privacy.to_json(self.epsilon, self.mu) | {"conversion": self.conversion},
-            "rounds": [r.to_json() for r in self.rounds],
-            "stopped": self.stopped,
-            "ledger": self.ledger.to_json(),
-            "diagnostics": self.diagnostics(),
-            "timings": self.timings,
-            "spec": self.spec.to_json(),
-        }
-
-    def diagnostics(self) -> dict[str, Any]:
-        """Returns the run-level outputs computed on private data without noise, labelled as such
-        (each round's own are in its record); `withheld` and empty for a protected run."""
-        if self.protected:
-            return {"label": DIAGNOSTICS_LABEL, "withheld": True}
-        return {
-            "label": DIAGNOSTICS_LABEL,
-            "withheld": False,
-            "label_histogram": None if self.label_histogram is None else self.label_histogram.tolist(),
-            "users": self.users,
-            "test_label_histogram": self.test_label_histogram,
-        }
 
 
 def check(spec: RunSpec) -> type[Algorithm]:
@@ -354,52 +188,6 @@ def prepare(
         **spec.model.options(),
     )
     return cls(spec, data, model)
-
-
-def federate(
-    dataset: Dataset, ds: DatasetSpec, *, seed: int
-) -> tuple[Dataset, Partition, UserAllocation | None]:
-    """Returns the dataset as the run sees it (`labels` applied), its silos' records
-    (`records_per_silo` applied) and, when the spec names users, the user of every record.
-
-    The one way a spec's silos are drawn: the run (`prepare`) and the ε preview's partition
-    chart both call it, so they show the same silos.
-    """
-    u = ds.users
-    if u is not None and u.silo_alpha is not None:
-        split, owners = users_first(
-            dataset.y_train,
-            dataset.num_classes,
-            num_silos=ds.silos,
-            num_users=u.count,
-            kind=u.kind,
-            seed=seed,
-            zipf_alpha=u.zipf_alpha,
-            silo_alpha=u.silo_alpha,
-        )
-    else:
-        split = partition(
-            dataset, kind=ds.partition.kind, num_silos=ds.silos, seed=seed, **ds.partition.options()
-        )
-        if ds.records_per_silo is not None:
-            split = keep_per_silo(split, ds.records_per_silo, seed=seed)
-        if u is None:
-            owners = None
-        elif u.kind == "natural":
-            owners = natural_users(dataset, split)
-        else:
-            owners = users(
-                split,
-                num_users=u.count,
-                kind=u.kind,
-                seed=seed,
-                zipf_alpha=u.zipf_alpha,
-                main_silo_probability=u.main_silo_probability,
-            )
-    if ds.labels == "parity":  # after the silos are drawn: the partition may split by the classes
-        dataset = dataset.parity()
-        split = Partition(split.silo_indices, dataset.y_train, dataset.num_classes, split.kind)
-    return dataset, split, owners
 
 
 def noise_source(spec: RunSpec, *, protected: bool) -> str:
@@ -550,16 +338,6 @@ def _check_noise_floor(plan: Ledger, privacy) -> None:
     )
 
 
-def _ledger_mu(ledger: Ledger) -> float:
-    """Returns the μ of a ledger of Gaussian-type releases: √Σμᵢ² per party, the maximum over parties."""
-    out = 0.0
-    for event in ledger.party_events().values():
-        accountant = make_accountant("gdp")
-        accountant.compose(event)
-        out = max(out, accountant.mu)
-    return out
-
-
 def _gdp_noise_multiplier(algorithm: Algorithm, *, mu: float) -> float:
     """Returns the σ under which the least private party's releases compose to exactly μ.
 
@@ -567,9 +345,9 @@ def _gdp_noise_multiplier(algorithm: Algorithm, *, mu: float) -> float:
     the plan under σ = 1 gives the scale (for GDP-LocalNewton σ = √(2T)/μ, the paper's closed
     form), and the check refuses a plan that does not scale that way.
     """
-    unit = _ledger_mu(algorithm.plan(1.0))
+    unit = ledger_mu(algorithm.plan(1.0))
     sigma = unit / mu if unit > 0 else math.inf
-    if not (math.isfinite(sigma) and math.isclose(_ledger_mu(algorithm.plan(sigma)), mu, rel_tol=1e-9)):
+    if not (math.isfinite(sigma) and math.isclose(ledger_mu(algorithm.plan(sigma)), mu, rel_tol=1e-9)):
         raise AccountingError(
             f"{algorithm.name}: its planned releases do not compose to a μ proportional to 1/σ, "
             f"so the target μ = {mu:g} cannot be met in closed form"

@@ -150,7 +150,7 @@ def execute_many(database: Database, settings: Settings, run_ids: list[str]) -> 
         started = {}
         for run_id in run_ids:
             with logs.running(run_id):
-                outcome = _guarded(database, run_id, lambda run_id=run_id: _start(database, settings, run_id))
+                outcome = _guarded(database, [run_id], lambda i=run_id: _start(database, settings, i))
             if outcome is not None:
                 started[run_id] = outcome
         if not started:
@@ -182,18 +182,17 @@ def _start(database: Database, settings: Settings, run_id: str) -> runner.Starte
     return runner.start(spec, data_dirs=settings.data_dirs, cache_dir=settings.cache_dir, protected=protected)
 
 
-def _guarded(database: Database, run_ids: str | list[str], body: Callable[[], T]) -> T | None:
+def _guarded(database: Database, run_ids: list[str], body: Callable[[], T]) -> T | None:
     """Returns what `body` returns; on an error, fails the runs (with its message if it is the
     user's, a pointer to the log if it is ours) and returns None."""
-    ids = [run_ids] if isinstance(run_ids, str) else run_ids
     try:
         return body()
     except DpflError as exc:
-        for run_id in ids:
+        for run_id in run_ids:
             _finish(database, run_id, status=RunStatus.failed, error=str(exc))
     except Exception:
-        log.exception("%s: internal error", ", ".join(ids))
-        for run_id in ids:
+        log.exception("%s: internal error", ", ".join(run_ids))
+        for run_id in run_ids:
             _finish(
                 database,
                 run_id,
