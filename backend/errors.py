@@ -109,13 +109,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(UnknownNameError)
     async def _unknown_name(_: Request, exc: UnknownNameError) -> JSONResponse:
-        field = {
-            "algorithm": "algorithm",
-            "model": "model.name",
-            "accountant": "privacy.accountant",
-            "partition kind": "dataset.partition.kind",
-            "dataset": "dataset.name",
-        }.get(exc.kind, exc.kind.replace(" ", "_"))
+        field = exc.field or exc.kind.replace(" ", "_")
         body = {
             "detail": [{"loc": ["body", *field.split(".")], "msg": str(exc), "type": "value_error"}],
             "error": "UnknownNameError",

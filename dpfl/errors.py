@@ -11,6 +11,7 @@ __all__ = [
     "AccountingError",
     "DatasetUnavailable",
     "DpflError",
+    "PluginError",
     "SpecError",
     "UnknownNameError",
     "UnsupportedEventError",
@@ -47,11 +48,16 @@ class SpecError(DpflError, ValueError):
 
 
 class UnknownNameError(DpflError, ValueError):
-    """A name was looked up in a registry that does not hold it."""
+    """A name was looked up in a registry that does not hold it.
 
-    def __init__(self, kind: str, name: str, known: list[str]):
+    Attributes:
+        field: the spec field that named it (e.g. ``model.name``), or None outside a spec.
+    """
+
+    def __init__(self, kind: str, name: str, known: list[str], *, field: str | None = None):
         super().__init__(f"unknown {kind} {name!r}; registered: {', '.join(sorted(known))}")
         self.kind = kind
+        self.field = field
         self.name = name
         self.known = sorted(known)
 
@@ -73,3 +79,7 @@ class AccountingError(DpflError):
 
 class DatasetUnavailable(DpflError):
     """A dataset's files are missing and cannot be fetched; says which files go where."""
+
+
+class PluginError(DpflError, ImportError):
+    """A plugin module (DPFL_PLUGINS or a `dpfl.plugins` entry point) cannot be imported."""

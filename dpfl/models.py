@@ -21,49 +21,49 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from dpfl.errors import SpecError, UnknownNameError
+from dpfl.errors import SpecError
+from dpfl.registry import Registry
 
-__all__ = ["build_model", "model_builder", "register_model", "registered_models"]
+__all__ = ["MODELS", "ModelEntry", "build_model", "model_builder", "registered_models"]
 
 ModelBuilder = Callable[..., nn.Module]
 
-_MODELS: dict[str, ModelBuilder] = {}
 
+@dataclass(frozen=True)
+class ModelEntry:
+    """A registered model: its builder, and whether it reads image-shaped input.
 
-def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
-    """Returns a decorator that registers a model builder under ``name``.
-
-    A builder takes ``input_shape`` and ``num_classes`` as keywords, then its own keyword-only
-    options, and builds the module on any device (`build_model` builds it on the meta device
-    and initialises it afterwards).
-
-    Raises:
-        ValueError: if ``name`` is already registered (no silent overwrite).
+    `images`: the model takes an image dataset's pixels as (H, W) rows, not flattened ones.
     """
 
-    def add(builder: ModelBuilder) -> ModelBuilder:
-        if name in _MODELS:
-            raise ValueError(f"model {name!r} is already registered (by {_MODELS[name].__qualname__})")
-        _MODELS[name] = builder
-        return builder
+    builder: ModelBuilder
+    images: bool = False
 
-    return add
+
+MODELS: Registry[ModelEntry] = Registry(
+    "model", lambda name, builder, images=False: ModelEntry(builder, images), field="model.name"
+)
+"""Every model, by name: ``@MODELS.register("cnn", images=True)`` above the builder registers it.
+
+A builder takes ``input_shape`` and ``num_classes`` as keywords, then its own keyword-only
+options, and builds the module on any device (`build_model` builds it on the meta device and
+initialises it afterwards).
+"""
 
 
 def registered_models() -> list[str]:
     """Returns the registered model names, sorted."""
-    return sorted(_MODELS)
+    return MODELS.names()
 
 
 def model_builder(name: str) -> ModelBuilder:
     """Returns the builder registered under ``name`` (its docstring and keyword-only options describe it)."""
-    if name not in _MODELS:
-        raise UnknownNameError("model", name, list(_MODELS))
-    return _MODELS[name]
+    return MODELS[name].builder
 
 
 def build_model(
@@ -84,9 +84,7 @@ def build_model(
             ``model.<option>`` (its options sit beside ``name``), ``model.name`` for inputs the
             model cannot take, or ``model.input_shape`` / ``model.num_classes``.
     """
-    if name not in _MODELS:
-        raise UnknownNameError("model", name, list(_MODELS))
-    builder = _MODELS[name]
+    builder = model_builder(name)
     allowed = [p.name for p in inspect.signature(builder).parameters.values() if p.kind == p.KEYWORD_ONLY]
     for key in options:
         if key not in allowed:
@@ -147,13 +145,13 @@ def _pooled(size: int, kernel: int, padding: int = 0) -> int:
     return (size + 2 * padding - kernel + 1) // 2
 
 
-@register_model("logreg")
+@MODELS.register("logreg")
 def _logreg(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """Softmax (multinomial logistic) regression: one linear layer on the flattened input."""
     return nn.Sequential(nn.Flatten(), nn.Linear(_flat_size(input_shape), num_classes))
 
 
-@register_model("mlp")
+@MODELS.register("mlp")
 def _mlp(input_shape: tuple[int, ...], num_classes: int, *, hidden: Sequence[int] = (64,)) -> nn.Module:
     """Multi-layer perceptron with ReLU; ``hidden`` lists the hidden widths (default [64]).
 
@@ -178,7 +176,7 @@ def _mlp(input_shape: tuple[int, ...], num_classes: int, *, hidden: Sequence[int
     return nn.Sequential(*layers)
 
 
-@register_model("cnn")
+@MODELS.register("cnn", images=True)
 def _cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """The ULDP-FL paper's MNIST CNN, ``CNNMnist`` (reference/004_uldp_fl.md §4.2).
 
@@ -208,7 +206,7 @@ def _cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     )
 
 
-@register_model("lenet")
+@MODELS.register("lenet", images=True)
 def _lenet(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """LeNet-5 for 28×28 inputs (LeCun et al. 1998), with ReLU and max-pooling.
 

@@ -32,15 +32,14 @@ import torch
 from dpfl.algorithms import Algorithm, algorithm_class
 from dpfl.algorithms.base import RoundOutput
 from dpfl.batching import batch_key
-from dpfl.data import (
-    dataset_info,
-    registered_datasets,
-)
+from dpfl.data import dataset_info, registered_datasets
+from dpfl.data.partition_kinds import KINDS
 from dpfl.data.prepared import load_prepared
+from dpfl.data.users import USER_KINDS
 from dpfl.engine import evaluate
-from dpfl.errors import AccountingError, SpecError, UnknownNameError
+from dpfl.errors import AccountingError, SpecError
 from dpfl.federation import FederatedData, federate
-from dpfl.models import build_model, registered_models
+from dpfl.models import MODELS, build_model, registered_models
 from dpfl.privacy.accountants import accountant_class, headline_problem
 from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.calibration import calibrate_noise_multiplier, calibrate_party_noise_multipliers
@@ -73,7 +72,6 @@ __all__ = [
 
 _TRAIN_EVAL_RECORDS = 5_000  # training loss is measured on a fixed subsample of this size
 _EVAL_BATCH = 4_096
-_IMAGE_MODELS = {"cnn", "lenet"}
 
 
 def check(spec: RunSpec) -> type[Algorithm]:
@@ -81,7 +79,7 @@ def check(spec: RunSpec) -> type[Algorithm]:
     needs; loads no data, so the API calls it on every submission before anything else.
 
     Raises:
-        UnknownNameError: the algorithm, model or dataset is not registered.
+        UnknownNameError: the algorithm, model, dataset, partition kind or user kind is not registered.
         SpecError: naming the field: params the algorithm does not take, a model it does not
             train (`models`), a dataset without two classes where it needs them (`binary_labels`),
             no `dataset.users` where it needs them (`requires_users`), or a privacy block its
@@ -90,8 +88,11 @@ def check(spec: RunSpec) -> type[Algorithm]:
     cls = algorithm_class(spec.algorithm)
     params = cls.parse_params(spec.params)
     model = spec.model.name
-    if model not in registered_models():
-        raise UnknownNameError("model", model, registered_models())
+    # unknown names are refused here, each listing its registry's names
+    MODELS[model]
+    KINDS[spec.dataset.partition.kind]
+    if spec.dataset.users is not None:
+        USER_KINDS[spec.dataset.users.kind]
     if model not in accepted_models(cls):
         allowed = accepted_models(cls)
         one_of = f"`{allowed[0]}`" if len(allowed) == 1 else "one of " + ", ".join(f"`{m}`" for m in allowed)
@@ -179,7 +180,7 @@ def prepare(
     _check_classes(cls, ds.name, dataset.num_classes)  # a csv's classes are known only now
     dataset, split, owners = federate(dataset, ds, seed=spec.seed)
     _check_classes(cls, ds.name, dataset.num_classes)  # `labels: parity` makes two
-    data = FederatedData.build(dataset, split, image=spec.model.name in _IMAGE_MODELS, users=owners)
+    data = FederatedData.build(dataset, split, image=MODELS[spec.model.name].images, users=owners)
     model = build_model(
         spec.model.name,
         input_shape=data.input_shape,

@@ -70,7 +70,7 @@ class UsersSpec(_Strict):
     keeping `main_silo_probability` of their records in one main silo (the FLamby setting).
     """
 
-    kind: Literal["uniform", "balanced", "zipf", "natural"] = "uniform"
+    kind: str = Field("uniform", description="a registered user kind (`dpfl.data.users.USER_KINDS`)")
     count: int | None = Field(None, ge=1, le=1_000_000)
     zipf_alpha: float = Field(0.5, ge=0, le=10)
     silo_alpha: float | None = Field(None, ge=0, le=10)

@@ -11,27 +11,12 @@ from typing import Any, get_args
 
 from dpfl.algorithms.base import NOTIONS
 from dpfl.data.partition_kinds import KINDS
+from dpfl.data.users import USER_KINDS
 from dpfl.models import model_builder, registered_models
 from dpfl.privacy.accountants import accountant_class, registered_accountants
 from dpfl.spec import PartitionSpec, PrivacySpec, UsersSpec
 
 __all__ = ["catalogue"]
-
-# What the users spec's `kind` values mean (the Literal in UsersSpec is the registry; this is its help).
-_USER_KINDS = {
-    "uniform": "each record's user drawn uniformly among `count` users",
-    "balanced": "equal records per user, `count` users",
-    "zipf": "records per user ∝ rank^-zipf_alpha, `count` users",
-    "natural": "the dataset's own user column (no `count`)",
-}
-# Options of UsersSpec that apply to each kind (the spec's validator refuses the others).
-_USER_OPTIONS = {
-    "uniform": ("count", "silo_alpha"),
-    "balanced": ("count", "silo_alpha"),
-    "zipf": ("count", "zipf_alpha", "silo_alpha", "main_silo_probability"),
-    "natural": (),
-}
-
 
 def _first_line(obj: object) -> str:
     return (inspect.getdoc(obj) or "").split("\n\n")[0].replace("\n", " ").strip()
@@ -82,19 +67,18 @@ def _partition_kinds() -> list[dict[str, Any]]:
                 )
             },
         }
-        for name in sorted(KINDS)
+        for name in KINDS
     ]
 
 
 def _user_kinds() -> list[dict[str, Any]]:
-    kinds = UsersSpec.model_json_schema()["properties"]["kind"]["enum"]
     return [
         {
-            "name": kind,
-            "description": _USER_KINDS[kind],
-            "options": _schema_options(UsersSpec, _USER_OPTIONS[kind]),
+            "name": name,
+            "description": USER_KINDS[name].description,
+            "options": _schema_options(UsersSpec, USER_KINDS[name].options),
         }
-        for kind in kinds
+        for name in USER_KINDS
     ]
 
 

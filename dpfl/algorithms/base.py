@@ -44,25 +44,24 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from torch import nn
 
 from dpfl.engine import ParamLayout
-from dpfl.errors import UnknownNameError
 from dpfl.federation import FederatedData
 from dpfl.privacy.events import Event
 from dpfl.privacy.ledger import Ledger
+from dpfl.registry import Registry
 from dpfl.spec import RunSpec, spec_error
 
 __all__ = [
+    "ALGORITHMS",
     "Algorithm",
     "Params",
     "RoundOutput",
     "algorithm_class",
     "participants",
-    "register_algorithm",
     "registered_algorithms",
     "silo_party",
 ]
 
 NOTIONS = ("none", "record", "user", "agent", "instance", "gdp")
-_ALGORITHMS: dict[str, type[Algorithm]] = {}
 
 
 class Params(BaseModel):
@@ -198,29 +197,23 @@ def participants(spec: RunSpec, r: int) -> np.ndarray:
     return np.sort(rng.choice(n, size=m, replace=False))
 
 
-def register_algorithm(name: str) -> Callable[[type[Algorithm]], type[Algorithm]]:
-    """Class decorator: registers an algorithm under `name`; refuses a taken name."""
+def _algorithm_entry(name: str, cls: type[Algorithm]) -> type[Algorithm]:
+    """Names the class and refuses a notion outside `NOTIONS` (the form and the plots read it)."""
+    if cls.notion not in NOTIONS:
+        raise ValueError(f"algorithm {name!r} has notion {cls.notion!r}; allowed: {', '.join(NOTIONS)}")
+    cls.name = name
+    return cls
 
-    def add(cls: type[Algorithm]) -> type[Algorithm]:
-        if name in _ALGORITHMS:
-            raise ValueError(f"algorithm {name!r} is already registered to {_ALGORITHMS[name].__name__}")
-        if cls.notion not in NOTIONS:
-            raise ValueError(f"algorithm {name!r} has notion {cls.notion!r}; allowed: {', '.join(NOTIONS)}")
-        cls.name = name
-        _ALGORITHMS[name] = cls
-        return cls
 
-    return add
+ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm", _algorithm_entry, field="algorithm")
+"""Every algorithm, by name: ``@ALGORITHMS.register("fedavg")`` above the class registers it."""
 
 
 def registered_algorithms() -> list[str]:
     """Returns every registered algorithm name."""
-    return sorted(_ALGORITHMS)
+    return ALGORITHMS.names()
 
 
 def algorithm_class(name: str) -> type[Algorithm]:
     """Returns the algorithm registered as `name`; raises UnknownNameError listing them."""
-    try:
-        return _ALGORITHMS[name]
-    except KeyError:
-        raise UnknownNameError("algorithm", name, list(_ALGORITHMS)) from None
+    return ALGORITHMS[name]

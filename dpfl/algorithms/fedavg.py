@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm
+from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput, participants
 from dpfl.engine import mean_grad, stack_copies
 from dpfl.engine.sampling import minibatches
 
@@ -18,7 +18,7 @@ class FedAvgParams(Params):
     batch_size: int = Field(32, ge=1, le=100_000, description="records per local step")
 
 
-@register_algorithm("fedavg")
+@ALGORITHMS.register("fedavg")
 class FedAvg(Algorithm):
     """Each silo takes `local_steps` SGD steps from the server's model; the server averages
     the results weighted by silo size. All silos' local steps run as one batched computation."""

@@ -35,6 +35,7 @@ app = typer.Typer(
 app.add_typer(privacy.app, name="privacy")
 app.command(name="run")(run_cmd.run)
 app.command(name="datasets")(run_cmd.datasets)
+app.command(name="algorithms")(run_cmd.algorithms)
 app.command(name="demo")(run_cmd.demo)
 app.command(name="reproduce")(reproduce)
 app.command(name="audit")(audit)

@@ -142,6 +142,27 @@ def datasets(
     Console().print(table)
 
 
+def algorithms(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List the algorithms: privacy notion, paper and what each does (the registry, plugins included)."""
+    from dpfl.algorithms import ALGORITHMS
+
+    rows = [
+        {"name": name, "notion": cls.notion, "paper": cls.paper, "summary": cls.summary}
+        for name, cls in ((name, ALGORITHMS[name]) for name in ALGORITHMS)
+    ]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title="algorithms")
+    for col in ("name", "notion", "paper", "summary"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(row[c] for c in ("name", "notion", "paper", "summary")))
+    Console().print(table)
+
+
 def demo() -> None:
     """Runs a small sweep on the bundled digits data and prints accuracy against ε."""
     from dpfl import runner

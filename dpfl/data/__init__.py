@@ -15,11 +15,12 @@ from dpfl.data import loaders as _loaders  # noqa: F401  (registers the datasets
 from dpfl.data.dataset import Dataset
 from dpfl.data.files import FileSpec, file_md5, locate
 from dpfl.data.partition import Partition, partition, partition_kinds
-from dpfl.data.registry import DatasetInfo, dataset_info, load_dataset, register, registered_datasets
+from dpfl.data.registry import DATASETS, DatasetInfo, dataset_info, load_dataset, registered_datasets
 from dpfl.data.transforms import apply_features, binary_labels, feature_transforms, pca
 from dpfl.data.users import UserAllocation, natural_users, user_kinds, users, users_first
 
 __all__ = [
+    "DATASETS",
     "Dataset",
     "DatasetInfo",
     "FileSpec",
@@ -36,7 +37,6 @@ __all__ = [
     "partition",
     "partition_kinds",
     "pca",
-    "register",
     "registered_datasets",
     "user_kinds",
     "users",

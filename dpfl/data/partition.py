@@ -17,7 +17,7 @@ import numpy as np
 from dpfl.data.dataset import Dataset
 from dpfl.data.partition_kinds import KINDS
 from dpfl.data.preprocessing import rng_for
-from dpfl.errors import SpecError, UnknownNameError
+from dpfl.errors import SpecError
 
 __all__ = ["Partition", "keep_per_silo", "partition", "partition_kinds"]
 
@@ -66,7 +66,7 @@ class Partition:
 
 def partition_kinds() -> list[str]:
     """Returns the registered partition kinds, sorted."""
-    return sorted(KINDS)
+    return KINDS.names()
 
 
 def partition(dataset: Dataset, *, kind: str, num_silos: int, seed: int, **options: Any) -> Partition:
@@ -98,8 +98,6 @@ def partition(dataset: Dataset, *, kind: str, num_silos: int, seed: int, **optio
         UnknownNameError: ``kind`` is not registered.
         SpecError: a bad ``num_silos``, ``seed`` or option (field ``dataset.partition.<name>``).
     """
-    if kind not in KINDS:
-        raise UnknownNameError("partition kind", kind, list(KINDS))
     split = KINDS[kind]
     _check_int("dataset.partition.num_silos", num_silos, 1)
     _check_int("dataset.partition.seed", seed, 0)

@@ -14,27 +14,17 @@ import numpy as np
 
 from dpfl.data.dataset import Dataset
 from dpfl.errors import SpecError
+from dpfl.registry import Registry
 
-__all__ = ["KINDS", "register_kind"]
+__all__ = ["KINDS"]
 
 Split = Callable[..., np.ndarray]
-KINDS: dict[str, Split] = {}
+KINDS: Registry[Split] = Registry("partition kind", field="dataset.partition.kind")
+"""Every partition kind, by name: ``@KINDS.register("iid")`` above the split function registers it."""
 _MAX_DRAWS = 100
 
 
-def register_kind(name: str) -> Callable[[Split], Split]:
-    """Returns a decorator registering a partition kind under ``name``; a taken name is refused."""
-
-    def add(split: Split) -> Split:
-        if name in KINDS:
-            raise ValueError(f"partition kind {name!r} is already registered by {KINDS[name].__module__}")
-        KINDS[name] = split
-        return split
-
-    return add
-
-
-@register_kind("iid")
+@KINDS.register("iid")
 def _iid(dataset: Dataset, num_silos: int, rng: np.random.Generator) -> np.ndarray:
     """Uniformly random split; silo sizes differ by at most one."""
     silo = np.empty(dataset.num_train, dtype=np.int64)
@@ -42,7 +32,7 @@ def _iid(dataset: Dataset, num_silos: int, rng: np.random.Generator) -> np.ndarr
     return silo
 
 
-@register_kind("dirichlet")
+@KINDS.register("dirichlet")
 def _dirichlet(
     dataset: Dataset, num_silos: int, rng: np.random.Generator, *, alpha: float = 0.5, min_size: int = 1
 ) -> np.ndarray:
@@ -74,7 +64,7 @@ def _dirichlet(
     return silo
 
 
-@register_kind("quantity")
+@KINDS.register("quantity")
 def _quantity(
     dataset: Dataset, num_silos: int, rng: np.random.Generator, *, alpha: float = 0.5, min_size: int = 1
 ) -> np.ndarray:
@@ -96,7 +86,7 @@ def _quantity(
     return silo
 
 
-@register_kind("shards")
+@KINDS.register("shards")
 def _shards(
     dataset: Dataset, num_silos: int, rng: np.random.Generator, *, labels_per_silo: int = 2
 ) -> np.ndarray:
@@ -146,7 +136,7 @@ def _shards(
     return owner[shard]
 
 
-@register_kind("label_sets")
+@KINDS.register("label_sets")
 def _label_sets(
     dataset: Dataset, num_silos: int, rng: np.random.Generator, *, labels_per_silo: int = 6
 ) -> np.ndarray:
@@ -203,7 +193,7 @@ def _label_sets(
     return silo
 
 
-@register_kind("pairs")
+@KINDS.register("pairs")
 def _pairs(dataset: Dataset, num_silos: int, rng: np.random.Generator) -> np.ndarray:
     """One silo per (even class, odd class) pair, as the ISRL-DP paper splits MNIST.
 
@@ -237,11 +227,11 @@ def _pairs(dataset: Dataset, num_silos: int, rng: np.random.Generator) -> np.nda
     return silo
 
 
-@register_kind("natural")
+@KINDS.register("natural")
 def _natural(dataset: Dataset, num_silos: int, rng: np.random.Generator) -> np.ndarray:
     """The dataset's own silos (``dataset.silo_train``), e.g. the 4 hospitals of ``heart``."""
     if dataset.silo_train is None:
-        others = ", ".join(sorted(set(KINDS) - {"natural"}))
+        others = ", ".join(sorted(set(KINDS.names()) - {"natural"}))
         raise SpecError(
             "dataset.partition.kind",
             f"'natural' needs a dataset with natural silos; {dataset.name!r} has none. Use one of: {others}.",

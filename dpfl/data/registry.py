@@ -15,9 +15,10 @@ from typing import Any
 
 from dpfl.data.dataset import Dataset
 from dpfl.data.files import FileSpec
-from dpfl.errors import SpecError, UnknownNameError
+from dpfl.errors import SpecError
+from dpfl.registry import Registry
 
-__all__ = ["DatasetInfo", "Loader", "dataset_info", "load_dataset", "register", "registered_datasets"]
+__all__ = ["DATASETS", "DatasetInfo", "Loader", "dataset_info", "load_dataset", "registered_datasets"]
 
 Loader = Callable[..., Dataset]
 
@@ -52,11 +53,9 @@ class DatasetInfo:
     options: tuple[tuple[str, Any], ...] = ()
 
 
-_LOADERS: dict[str, tuple[DatasetInfo, Loader]] = {}
-
-
-def register(
+def _dataset_entry(
     name: str,
+    loader: Loader,
     *,
     description: str,
     source_url: str,
@@ -65,40 +64,34 @@ def register(
     natural_silos: int | None = None,
     files: Sequence[FileSpec] = (),
     needs_files: bool | None = None,
-) -> Callable[[Loader], Loader]:
-    """Returns a decorator that registers a loader under ``name``; a taken name is refused.
+) -> tuple[DatasetInfo, Loader]:
+    """Returns the dataset's metadata, its options read from the loader's keyword-only parameters."""
+    options = tuple(
+        (p.name, p.default)
+        for p in inspect.signature(loader).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in _COMMON
+    )
+    info = DatasetInfo(
+        name=name,
+        description=description,
+        source_url=source_url,
+        license=license,
+        num_classes=num_classes,
+        natural_silos=natural_silos,
+        needs_files=bool(files) if needs_files is None else needs_files,
+        files=tuple(files),
+        options=options,
+    )
+    return info, loader
 
-    Used as ``@register("mnist", description=..., ...)`` above the loader function.
-    """
 
-    def add(loader: Loader) -> Loader:
-        if name in _LOADERS:
-            raise ValueError(f"dataset {name!r} is already registered by {_LOADERS[name][1].__module__}")
-        options = tuple(
-            (p.name, p.default)
-            for p in inspect.signature(loader).parameters.values()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in _COMMON
-        )
-        info = DatasetInfo(
-            name=name,
-            description=description,
-            source_url=source_url,
-            license=license,
-            num_classes=num_classes,
-            natural_silos=natural_silos,
-            needs_files=bool(files) if needs_files is None else needs_files,
-            files=tuple(files),
-            options=options,
-        )
-        _LOADERS[name] = (info, loader)
-        return loader
-
-    return add
+DATASETS: Registry[tuple[DatasetInfo, Loader]] = Registry("dataset", _dataset_entry, field="dataset.name")
+"""Every dataset, by name: ``@DATASETS.register("mnist", description=..., ...)`` above the loader."""
 
 
 def registered_datasets() -> list[str]:
     """Returns the registered dataset names, sorted."""
-    return sorted(_LOADERS)
+    return DATASETS.names()
 
 
 def dataset_info(name: str) -> DatasetInfo:
@@ -107,7 +100,7 @@ def dataset_info(name: str) -> DatasetInfo:
     Raises:
         UnknownNameError: ``name`` is not registered; the message lists what is.
     """
-    return _lookup(name)[0]
+    return DATASETS[name][0]
 
 
 def load_dataset(
@@ -132,7 +125,7 @@ def load_dataset(
         SpecError: an option is not one of the loader's (field ``dataset.<option>``).
         DatasetUnavailable: a file the loader needs is missing or corrupted.
     """
-    info, loader = _lookup(name)
+    info, loader = DATASETS[name]
     allowed = [option for option, _ in info.options]
     for option in options:
         if option not in allowed:
@@ -146,9 +139,3 @@ def load_dataset(
         download=download,
         **options,
     )
-
-
-def _lookup(name: str) -> tuple[DatasetInfo, Loader]:
-    if name not in _LOADERS:
-        raise UnknownNameError("dataset", name, list(_LOADERS))
-    return _LOADERS[name]

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from dpfl.data.dataset import Dataset
-from dpfl.errors import SpecError, UnknownNameError
+from dpfl.errors import SpecError
+from dpfl.registry import Registry
 
 __all__ = ["apply_features", "binary_labels", "feature_transforms", "pca", "pca_components"]
 
@@ -107,12 +108,15 @@ def binary_labels(dataset: Dataset, positive: Sequence[int]) -> Dataset:
     )
 
 
-_TRANSFORMS: dict[str, Callable[[Dataset, Any], Dataset]] = {"pca": pca}
+FEATURE_TRANSFORMS: Registry[Callable[[Dataset, Any], Dataset]] = Registry(
+    "feature transform", field="dataset.features"
+)
+FEATURE_TRANSFORMS.add("pca", pca)
 
 
 def feature_transforms() -> list[str]:
     """Returns the names ``apply_features`` accepts."""
-    return sorted(_TRANSFORMS)
+    return FEATURE_TRANSFORMS.names()
 
 
 def apply_features(dataset: Dataset, features: Mapping[str, Any]) -> Dataset:
@@ -122,7 +126,5 @@ def apply_features(dataset: Dataset, features: Mapping[str, Any]) -> Dataset:
         UnknownNameError: a name is not a feature transform; the message lists them.
     """
     for name, argument in features.items():
-        if name not in _TRANSFORMS:
-            raise UnknownNameError("feature transform", name, list(_TRANSFORMS))
-        dataset = _TRANSFORMS[name](dataset, argument)
+        dataset = FEATURE_TRANSFORMS[name](dataset, argument)
     return dataset

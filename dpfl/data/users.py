@@ -9,6 +9,7 @@ are; the allocation rules are those of the paper's code for silos fixed in advan
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +19,33 @@ from dpfl.data.dataset import Dataset
 from dpfl.data.partition import Partition
 from dpfl.data.preprocessing import rng_for
 from dpfl.errors import SpecError
+from dpfl.registry import Registry
 
-__all__ = ["UserAllocation", "natural_users", "user_kinds", "users", "users_first"]
+__all__ = ["USER_KINDS", "UserAllocation", "UserKind", "natural_users", "user_kinds", "users", "users_first"]
 
-_KINDS = ("uniform", "balanced", "zipf")
+
+@dataclass(frozen=True)
+class UserKind:
+    """An allocation rule: how records get their users (`dataset.users.kind`).
+
+    Attributes:
+        description: one line for the form.
+        options: the `dataset.users.<option>` fields the rule takes (the spec refuses others).
+        within_silos: ``(sizes, num_users, rng, *, zipf_alpha, main_silo_probability)`` → the
+            user of every record, silo by silo, when the partition fixed the silos (`users`).
+        before_silos: ``(total, num_users, rng, *, zipf_alpha)`` → the user of every record,
+            before users' records are dealt to silos (`users_first`).
+        None for both: the dataset's own user column decides (`natural_users`).
+    """
+
+    description: str
+    options: tuple[str, ...]
+    within_silos: Callable[..., np.ndarray] | None = None
+    before_silos: Callable[..., np.ndarray] | None = None
+
+
+USER_KINDS: Registry[UserKind] = Registry("user kind", field="dataset.users.kind")
+"""Every allocation rule, by name: ``USER_KINDS.add("uniform", UserKind(...))``."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,8 +119,8 @@ class UserAllocation:
 
 
 def user_kinds() -> list[str]:
-    """Returns the allocation rules ``users`` accepts."""
-    return list(_KINDS)
+    """Returns the allocation rules ``users`` accepts (every kind but ``natural``)."""
+    return [name for name in USER_KINDS.names() if USER_KINDS[name].within_silos is not None]
 
 
 def users(
@@ -134,19 +158,12 @@ def users(
         SpecError: an argument is out of range (field ``dataset.users.<name>``).
     """
     sizes = partition.sizes
-    total = int(sizes.sum())
-    if kind not in _KINDS:
-        raise SpecError("dataset.users.kind", f"must be one of {', '.join(_KINDS)}; got {kind!r}.")
+    rule = _allocated(kind, "within_silos")
     for field, value, minimum in (("num_users", num_users, 1), ("seed", seed, 0)):
         if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < minimum:
             raise SpecError(f"dataset.users.{field}", f"must be an integer >= {minimum}; got {value!r}.")
     rng = rng_for(seed, f"users/{kind}")
-    if kind == "uniform":
-        flat = rng.integers(num_users, size=total)
-    elif kind == "balanced":
-        flat = rng.permutation(np.arange(total) % num_users)
-    else:
-        flat = _zipf(sizes, num_users, rng, zipf_alpha, main_silo_probability)
+    flat = rule(sizes, num_users, rng, zipf_alpha=zipf_alpha, main_silo_probability=main_silo_probability)
     ids = [part.astype(np.int64) for part in np.split(flat, np.cumsum(sizes)[:-1])]
     return UserAllocation(user_ids=ids, num_users=int(num_users), kind=kind)
 
@@ -167,10 +184,37 @@ def natural_users(dataset: Dataset, partition: Partition) -> UserAllocation:
     return UserAllocation(user_ids=ids, num_users=int(dataset.user_train.max()) + 1, kind="natural")
 
 
+def _allocated(kind: str, step: str) -> Callable[..., np.ndarray]:
+    """Returns the kind's rule for `step` (``within_silos`` or ``before_silos``), or refuses the kind."""
+    rule = getattr(USER_KINDS[kind], step) if kind in USER_KINDS else None
+    if rule is None:
+        raise SpecError("dataset.users.kind", f"must be one of {', '.join(user_kinds())}; got {kind!r}.")
+    return rule
+
+
+def _uniform_users(total: int, num_users: int, rng: np.random.Generator, **_: object) -> np.ndarray:
+    return rng.integers(num_users, size=total)
+
+
+def _balanced_users(total: int, num_users: int, rng: np.random.Generator, **_: object) -> np.ndarray:
+    return rng.permutation(np.arange(total) % num_users)
+
+
+def _zipf_users(total: int, num_users: int, rng: np.random.Generator, *, zipf_alpha: float) -> np.ndarray:
+    weights = np.arange(1, num_users + 1, dtype=np.float64) ** -float(zipf_alpha)
+    return rng.choice(num_users, size=total, p=weights / weights.sum())
+
+
 def _zipf(
-    sizes: np.ndarray, num_users: int, rng: np.random.Generator, alpha: float, main_probability: float
+    sizes: np.ndarray,
+    num_users: int,
+    rng: np.random.Generator,
+    *,
+    zipf_alpha: float,
+    main_silo_probability: float,
 ) -> np.ndarray:
     """Returns the user of every record, silo by silo (silo 0's records first)."""
+    alpha, main_probability = zipf_alpha, main_silo_probability
     total, num_silos = int(sizes.sum()), len(sizes)
     if num_users > total:
         raise SpecError(
@@ -244,16 +288,9 @@ def users_first(
         num_classes: number of classes.
     """
     total = len(partition_labels)
-    if kind not in _KINDS:
-        raise SpecError("dataset.users.kind", f"must be one of {', '.join(_KINDS)}; got {kind!r}.")
+    rule = _allocated(kind, "before_silos")
     rng = rng_for(seed, f"users-first/{kind}")
-    if kind == "uniform":
-        owner = rng.integers(num_users, size=total)
-    elif kind == "balanced":
-        owner = rng.permutation(np.arange(total) % num_users)
-    else:
-        weights = np.arange(1, num_users + 1, dtype=np.float64) ** -float(zipf_alpha)
-        owner = rng.choice(num_users, size=total, p=weights / weights.sum())
+    owner = rule(total, num_users, rng, zipf_alpha=zipf_alpha)
     silo_order = rng.permuted(np.tile(np.arange(num_silos), (num_users, 1)), axis=1)
     rank_weights = np.arange(1, num_silos + 1, dtype=np.float64) ** -float(silo_alpha)
     rank = rng.choice(num_silos, size=total, p=rank_weights / rank_weights.sum())
@@ -262,3 +299,38 @@ def users_first(
     split = Partition(silo_indices=indices, labels=partition_labels, num_classes=num_classes, kind="users")
     ids = [owner[rows].astype(np.int64) for rows in indices]
     return split, UserAllocation(user_ids=ids, num_users=int(num_users), kind=kind)
+
+
+def _whole(draw: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """Returns `draw` as a within-silos rule: records drawn independently of their silo."""
+    return lambda sizes, num_users, rng, **options: draw(int(sizes.sum()), num_users, rng, **options)
+
+
+USER_KINDS.add(
+    "uniform",
+    UserKind(
+        "each record's user drawn uniformly among `count` users",
+        ("count", "silo_alpha"),
+        _whole(_uniform_users),
+        _uniform_users,
+    ),
+)
+USER_KINDS.add(
+    "balanced",
+    UserKind(
+        "equal records per user, `count` users",
+        ("count", "silo_alpha"),
+        _whole(_balanced_users),
+        _balanced_users,
+    ),
+)
+USER_KINDS.add(
+    "zipf",
+    UserKind(
+        "records per user ∝ rank^-zipf_alpha, `count` users",
+        ("count", "zipf_alpha", "silo_alpha", "main_silo_probability"),
+        _zipf,
+        _zipf_users,
+    ),
+)
+USER_KINDS.add("natural", UserKind("the dataset's own user column (no `count`)", ()))

@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from dpfl.algorithms import ALGORITHMS
+
 __all__ = ["NEUTRAL_COLOUR", "algorithm_colour"]
 
 # The first seven are Okabe & Ito's colour-blind-safe set (without black, which marks the Pareto
@@ -52,9 +54,6 @@ _EXTRA_PALETTE = (
 
 NEUTRAL_COLOUR = "#4D4D4D"
 """Dark grey of the non-private reference, so it reads as a baseline rather than a contender."""
-
-# Non-private references of the papers' comparisons: all drawn as the neutral baseline.
-_NON_PRIVATE = frozenset({"fedavg", "fedavg_2lr", "localnewton"})
 
 # Append-only: never edit or reorder an entry, since probing would move the names after it. Besides the
 # registered keys it holds the expected keys of algorithms DESIGN.md plans; one registered under another
@@ -112,8 +111,9 @@ _COLOURS = _probe(_CATALOGUE)
 
 
 def algorithm_colour(name: str) -> str:
-    """Returns the hex colour of algorithm `name`: neutral grey for the non-private references."""
-    if name in _NON_PRIVATE:
+    """Returns the hex colour of algorithm `name`: neutral grey for the non-private references
+    (a registered algorithm whose notion is `none`), so they read as baselines, not contenders."""
+    if name in ALGORITHMS and ALGORITHMS[name].notion == "none":
         return NEUTRAL_COLOUR
     return _COLOURS.get(name) or _PALETTE[_hash_slot(name, len(_PALETTE))]
 

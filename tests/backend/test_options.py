@@ -22,7 +22,7 @@ def test_every_registered_name_is_offered(options):
     assert [m["name"] for m in options["models"]] == registered_models()
     assert [k["name"] for k in options["partition_kinds"]] == partition_kinds()
     assert [a["name"] for a in options["accountants"]] == registered_accountants()
-    assert [k["name"] for k in options["user_kinds"]] == ["uniform", "balanced", "zipf", "natural"]
+    assert [k["name"] for k in options["user_kinds"]] == ["balanced", "natural", "uniform", "zipf"]
     assert options["notions"] == ["none", "record", "user", "agent", "instance", "gdp"]
     assert options["default_accountant"] == "rdp"
     assert options["calibrations"] == ["accountant", "paper"]

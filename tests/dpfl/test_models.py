@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from dpfl.errors import SpecError, UnknownNameError
-from dpfl.models import build_model, register_model, registered_models
+from dpfl.models import MODELS, build_model, registered_models
 
 SHAPES = {"logreg": (50,), "mlp": (50,), "cnn": (1, 28, 28), "lenet": (28, 28)}
 
@@ -30,7 +30,7 @@ def test_registering_a_taken_name_is_refused_and_keeps_the_original():
         return nn.Linear(1, 1)
 
     with pytest.raises(ValueError, match="model 'mlp' is already registered"):
-        register_model("mlp")(other)
+        MODELS.register("mlp")(other)
     assert num_params(build_model("mlp", input_shape=(50,), num_classes=10)) == 3914
 
 

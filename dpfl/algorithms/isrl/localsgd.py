@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
+from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.engine import SiloBatch, clipped_grad_sum, gaussian_noise, silo_generator, stack_copies
 from dpfl.engine.noise import SAMPLING_STREAM
@@ -32,7 +32,7 @@ class LocalSGDParams(MBSGDParams):
     local_steps: int = Field(5, ge=1, le=1_000, description="K noisy local steps per round")
 
 
-@register_algorithm("isrl_localsgd")
+@ALGORITHMS.register("isrl_localsgd")
 class ISRLLocalSGD(ISRLMinibatchSGD):
     """ISRL-DP Local SGD: K noisy clipped local steps per silo per round, then model averaging."""
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm, silo_party
+from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput, participants, silo_party
 from dpfl.engine import SiloBatch, clipped_grad_sum, release_noise
 from dpfl.engine.sampling import poisson_batch
 from dpfl.errors import SpecError
@@ -36,7 +36,7 @@ class MBSGDParams(Params):
     clip: float = Field(1.0, gt=0, le=1e4, description="per-sample gradient clipping norm C")
 
 
-@register_algorithm("isrl_mbsgd")
+@ALGORITHMS.register("isrl_mbsgd")
 class ISRLMinibatchSGD(Algorithm):
     """ISRL-DP minibatch SGD: noisy clipped minibatch gradients from every silo, averaged.
 

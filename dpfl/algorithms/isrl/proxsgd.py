@@ -16,7 +16,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import register_algorithm
+from dpfl.algorithms.base import ALGORITHMS
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.algorithms.isrl.prox import prox
 
@@ -29,7 +29,7 @@ class ProxSGDParams(MBSGDParams):
     strength: float = Field(1e-3, ge=0, le=1e4, description="λ of the l1 or l2 regulariser")
 
 
-@register_algorithm("isrl_proxsgd")
+@ALGORITHMS.register("isrl_proxsgd")
 class ISRLProxSGD(ISRLMinibatchSGD):
     """ISRL-DP noisy prox-SGD: MB-SGD's noisy messages, then a proximal (or projection) step."""
 

@@ -49,7 +49,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import RoundOutput, participants, register_algorithm, silo_party
+from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants, silo_party
 from dpfl.algorithms.isrl import vector_sum
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.engine import gaussian_noise, per_sample_grads, silo_generator
@@ -82,7 +82,7 @@ class SDPParams(MBSGDParams):
     )
 
 
-@register_algorithm("sdp_mbsgd")
+@ALGORITHMS.register("sdp_mbsgd")
 class SDPMinibatchSGD(ISRLMinibatchSGD):
     """Shuffle-DP minibatch SGD: each record's clipped gradient randomized, shuffled and averaged."""
 

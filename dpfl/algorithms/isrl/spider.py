@@ -25,7 +25,7 @@ import math
 import numpy as np
 from pydantic import Field
 
-from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
+from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.engine import clipped_grad_sum
 
@@ -36,7 +36,7 @@ class SpiderParams(MBSGDParams):
     phase: int = Field(5, ge=1, le=10_000, description="phase length q: a fresh gradient every q rounds")
 
 
-@register_algorithm("isrl_spider")
+@ALGORITHMS.register("isrl_spider")
 class ISRLSpider(ISRLMinibatchSGD):
     """ISRL-DP FedProx-SPIDER: fresh noisy gradients at phase starts, noisy differences in between."""
 

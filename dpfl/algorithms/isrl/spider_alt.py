@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpfl.algorithms.base import RoundOutput, participants, register_algorithm, silo_party
+from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants, silo_party
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD
 from dpfl.engine import clipped_grad_sum
 from dpfl.privacy.events import Event
@@ -37,7 +37,7 @@ def messages(r: int) -> list[int]:
     return [1] if r == 1 else [2 * r - 2, 2 * r - 1]
 
 
-@register_algorithm("isrl_spider_alt")
+@ALGORITHMS.register("isrl_spider_alt")
 class ISRLSpiderAlt(ISRLMinibatchSGD):
     """ISRL-DP Fed-SPIDER (Alg. 11): a noisy difference and a fresh noisy gradient every round."""
 

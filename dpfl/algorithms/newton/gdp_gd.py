@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from dpfl.algorithms.base import register_algorithm
+from dpfl.algorithms.base import ALGORITHMS
 from dpfl.algorithms.newton.core import Direction, LocalSolver, SolverParams
 from dpfl.algorithms.newton.mechanism import noise_std, noisy_gradients
 from dpfl.algorithms.newton.objective import gradients
@@ -32,7 +32,7 @@ class GDPGDParams(SolverParams):
     )
 
 
-@register_algorithm("gdp_gd")
+@ALGORITHMS.register("gdp_gd")
 class GDPGD(LocalSolver):
     """Noisy full-batch local gradient steps, models averaged."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from dpfl.algorithms.base import register_algorithm
+from dpfl.algorithms.base import ALGORITHMS
 from dpfl.algorithms.newton.core import Direction, LocalSolver, NewtonParams
 from dpfl.algorithms.newton.mechanism import (
     floor_eigenvalues,
@@ -51,7 +51,7 @@ class GDPLocalNewtonParams(NewtonParams):
     )
 
 
-@register_algorithm("gdp_localnewton")
+@ALGORITHMS.register("gdp_localnewton")
 class GDPLocalNewton(LocalSolver):
     """Noisy gradient and noisy symmetric Hessian per local step; eigenvalue floor; batched solve."""
 

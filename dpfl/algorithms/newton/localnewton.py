@@ -12,7 +12,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import register_algorithm
+from dpfl.algorithms.base import ALGORITHMS
 from dpfl.algorithms.newton.core import Direction, LocalSolver, NewtonParams
 from dpfl.algorithms.newton.mechanism import newton_directions
 from dpfl.algorithms.newton.objective import gradients, hessians
@@ -27,7 +27,7 @@ class LocalNewtonParams(NewtonParams):
     lr: float = Field(1.0, gt=0, le=100, description="the line search's α*, the fixed step or the first step")
 
 
-@register_algorithm("localnewton")
+@ALGORITHMS.register("localnewton")
 class LocalNewton(LocalSolver):
     """Exact local Newton steps on every client at once (one batched solve), then the mean."""
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm
+from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput, participants
 from dpfl.algorithms.uldp.groups import RecordGroups, local_deltas
 
 __all__ = ["FedAvg2LR", "LocalTrainingParams"]
@@ -27,7 +27,7 @@ class LocalTrainingParams(Params):
     batch_size: int = Field(64, ge=1, le=100_000, description="local minibatch size B")
 
 
-@register_algorithm("fedavg_2lr")
+@ALGORITHMS.register("fedavg_2lr")
 class FedAvg2LR(Algorithm):
     """FedAvg with two learning rates: Q local epochs per silo, server step η_g · mean delta."""
 

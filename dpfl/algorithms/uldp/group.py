@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from pydantic import Field, field_validator
 
-from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
+from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER, FedAvg2LR, LocalTrainingParams
 from dpfl.algorithms.uldp.users import USERS_PARTY, require_one_noise_multiplier, require_users
 from dpfl.engine import clipped_grad_sum, release_noise
@@ -63,7 +63,7 @@ class GroupParams(LocalTrainingParams):
         raise ValueError(f"must be an integer ≥ 1 or one of max, median; got {value!r}")
 
 
-@register_algorithm("uldp_group")
+@ALGORITHMS.register("uldp_group")
 class ULDPGroup(FedAvg2LR):
     """Per-silo DP-SGD on records capped at k per user; ε by group privacy for groups of k."""
 

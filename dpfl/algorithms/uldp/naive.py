@@ -24,7 +24,7 @@ import math
 
 from pydantic import Field
 
-from dpfl.algorithms.base import RoundOutput, participants, register_algorithm
+from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER, FedAvg2LR, LocalTrainingParams
 from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, require_one_noise_multiplier, user_level_plan
 from dpfl.engine import release
@@ -42,7 +42,7 @@ class NaiveParams(LocalTrainingParams):
     clip: float = Field(0.1, gt=0, le=1e4, description="clipping norm C of each silo's delta")
 
 
-@register_algorithm("uldp_naive")
+@ALGORITHMS.register("uldp_naive")
 class ULDPNaive(FedAvg2LR):
     """DP-FedAvg whose per-silo noise std is σ·2C·√|S| (user-level sensitivity 2|S|C)."""
 

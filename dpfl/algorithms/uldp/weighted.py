@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import Algorithm, Params, RoundOutput, participants, register_algorithm
+from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput, participants
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER
 from dpfl.algorithms.uldp.groups import RecordGroups, local_deltas
 from dpfl.algorithms.uldp.secure import SecureWeighting
@@ -203,7 +203,7 @@ class ULDPWeighted(Algorithm):
         return self.w
 
 
-@register_algorithm("uldp_sgd")
+@ALGORITHMS.register("uldp_sgd")
 class ULDPSGD(ULDPWeighted):
     """ULDP-SGD: each user's mean gradient per silo, clipped and weighted; server descends."""
 
@@ -230,7 +230,7 @@ class ULDPSGD(ULDPWeighted):
         return total
 
 
-@register_algorithm("uldp_avg")
+@ALGORITHMS.register("uldp_avg")
 class ULDPAvg(ULDPWeighted):
     """ULDP-AVG: each user trains its own copy for Q epochs per silo; deltas clipped and weighted."""
 
@@ -245,7 +245,7 @@ class ULDPAvg(ULDPWeighted):
         return local_deltas(self, groups, block, r)
 
 
-@register_algorithm("uldp_avg_w")
+@ALGORITHMS.register("uldp_avg_w")
 class ULDPAvgW(ULDPAvg):
     """ULDP-AVG with weights n_{s,u}/N_u, optionally computed by the private weighting protocol."""
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from dpfl.algorithms.base import register_algorithm
+from dpfl.algorithms.base import ALGORITHMS
 from dpfl.algorithms.voting.base import VotingAlgorithm, VotingParams
 from dpfl.algorithms.voting.training import train_sgd
 from dpfl.algorithms.voting.votes import one_hot_votes, predicted_labels
@@ -32,7 +32,7 @@ class AEParams(VotingParams):
     local_momentum: float = Field(0.9, ge=0, lt=1, description="local momentum")
 
 
-@register_algorithm("ae_dpfl")
+@ALGORITHMS.register("ae_dpfl")
 class AEDPFL(VotingAlgorithm):
     """AE-DPFL: a noisy-argmax vote of the agents' local models on public queries, then a student."""
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import Algorithm, Params, RoundOutput, register_algorithm
+from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput
 from dpfl.algorithms.voting.split import HeldOutPool, carve_public_pool
 from dpfl.engine import mean_grad, release_noise, stack_copies
 from dpfl.engine.sampling import minibatches
@@ -65,7 +65,7 @@ class DPFedAvgParams(Params):
     public_pool: HeldOutPool = 0
 
 
-@register_algorithm("dp_fedavg")
+@ALGORITHMS.register("dp_fedavg")
 class DPFedAvg(Algorithm):
     """DP-FedAvg: Poisson-sampled agents, clipped local updates, Gaussian noise on their sum."""
 

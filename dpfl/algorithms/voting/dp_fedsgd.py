@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from dpfl.algorithms.base import RoundOutput, register_algorithm
+from dpfl.algorithms.base import ALGORITHMS, RoundOutput
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.algorithms.voting.split import HeldOutPool, carve_public_pool
 from dpfl.engine import release_noise
@@ -28,7 +28,7 @@ class DPFedSGDParams(MBSGDParams):
     public_pool: HeldOutPool = 0
 
 
-@register_algorithm("dp_fedsgd")
+@ALGORITHMS.register("dp_fedsgd")
 class DPFedSGD(ISRLMinibatchSGD):
     """DP-FedSGD: one DP-SGD step per agent per round, noise shares summed by secure aggregation."""
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from dpfl.algorithms.base import register_algorithm
+from dpfl.algorithms.base import ALGORITHMS
 from dpfl.algorithms.voting.base import VotingAlgorithm, VotingParams
 from dpfl.algorithms.voting.votes import knn_votes
 from dpfl.data.transforms import pca_components
@@ -41,7 +41,7 @@ class KNNParams(VotingParams):
     pca_components: int = Field(50, ge=1, le=10_000, description="PCA dimensions (features: pca)")
 
 
-@register_algorithm("knn_dpfl")
+@ALGORITHMS.register("knn_dpfl")
 class KNNDPFL(VotingAlgorithm):
     """kNN-DPFL: each agent votes the label frequencies of its k nearest records to the query."""
 

@@ -28,7 +28,7 @@ import numpy as np
 from dpfl.data.dataset import Dataset
 from dpfl.data.files import FileSpec, locate
 from dpfl.data.preprocessing import STANDARDISED, one_hot, standardise
-from dpfl.data.registry import register
+from dpfl.data.registry import DATASETS
 from dpfl.errors import DatasetUnavailable, SpecError
 
 __all__ = ["A9A_BIN_EDGES", "ADULT_FILES", "load_adult"]
@@ -95,7 +95,7 @@ A9A_BIN_EDGES = {
 _ENCODINGS = ("onehot", "a9a")
 
 
-@register(
+@DATASETS.register(
     "adult",
     description="UCI Adult census income (> $50K): 32,561 train / 16,281 test; one-hot (108 features) "
     "or LIBSVM a9a (123 binary features).",

@@ -13,7 +13,7 @@ import numpy as np
 
 from dpfl.data.dataset import Dataset
 from dpfl.data.preprocessing import STANDARDISED, standardise, stratified_split
-from dpfl.data.registry import register
+from dpfl.data.registry import DATASETS
 
 __all__ = ["load_breast_cancer", "load_digits"]
 
@@ -21,7 +21,7 @@ _TEST_FRACTION = 0.2
 _SEED = 0
 
 
-@register(
+@DATASETS.register(
     "digits",
     description="UCI optical handwritten digits as bundled with scikit-learn: 1,797 images of 8x8 "
     "pixels, 10 classes; pixels divided by 16.",
@@ -50,7 +50,7 @@ def load_digits(*, search_dirs: Sequence[Path], cache_dir: Path | None, download
     )
 
 
-@register(
+@DATASETS.register(
     "breast_cancer",
     description="Wisconsin Diagnostic Breast Cancer (WDBC) as bundled with scikit-learn: 569 tumours, "
     "30 features, 0 = malignant, 1 = benign; standardised.",

@@ -12,7 +12,7 @@ import numpy as np
 from dpfl.data.dataset import Dataset
 from dpfl.data.files import lookup_candidates
 from dpfl.data.preprocessing import one_hot, standardise, stratified_split
-from dpfl.data.registry import register
+from dpfl.data.registry import DATASETS
 from dpfl.errors import SpecError
 
 __all__ = ["NonFiniteCell", "load_csv"]
@@ -35,7 +35,7 @@ class NonFiniteCell(SpecError):
         self.row, self.column = row, column
 
 
-@register(
+@DATASETS.register(
     "csv",
     description="Your own CSV file: a header row, one label column, numeric and categorical features, "
     "optional silo and user columns.",

@@ -30,7 +30,7 @@ import numpy as np
 from dpfl.data.dataset import Dataset
 from dpfl.data.files import FileSpec, locate
 from dpfl.data.preprocessing import STANDARDISED, standardise
-from dpfl.data.registry import register
+from dpfl.data.registry import DATASETS
 from dpfl.errors import DatasetUnavailable, SpecError
 
 __all__ = ["HEART_FILES", "HEART_HOSPITALS", "load_heart"]
@@ -71,7 +71,7 @@ _TRAIN_FRACTION = 0.66
 _SPLIT_SEED = 43  # FLamby's random_state
 
 
-@register(
+@DATASETS.register(
     "heart",
     description="UCI Heart Disease, 4 hospitals as natural silos (FLamby Fed-Heart-Disease): "
     "740 patients, 13 features, label = disease present.",

@@ -10,7 +10,7 @@ import numpy as np
 
 from dpfl.data.dataset import Dataset
 from dpfl.data.files import FileSpec, locate
-from dpfl.data.registry import register
+from dpfl.data.registry import DATASETS
 from dpfl.errors import DatasetUnavailable
 
 __all__ = ["MNIST_FILES", "load_mnist", "read_idx"]
@@ -61,7 +61,7 @@ def read_idx(path: Path, *, magic: int) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
 
 
-@register(
+@DATASETS.register(
     "mnist",
     description="MNIST handwritten digits: 60,000 train / 10,000 test, 28x28 pixels in [0, 1].",
     source_url="http://yann.lecun.com/exdb/mnist/",

@@ -12,7 +12,7 @@ import numpy as np
 
 from dpfl.data.dataset import Dataset
 from dpfl.data.preprocessing import rng_for
-from dpfl.data.registry import register
+from dpfl.data.registry import DATASETS
 from dpfl.errors import SpecError
 
 __all__ = ["load_logistic", "load_synthetic"]
@@ -37,7 +37,7 @@ def _check_non_negative(field: str, value: object) -> None:
         raise SpecError(f"dataset.{field}", f"must be a number >= 0; got {value!r}.")
 
 
-@register(
+@DATASETS.register(
     "synthetic",
     description="FedProx Synthetic(alpha, beta): 60 features, 10 classes, one generated model and "
     "input distribution per silo (natural silos), lognormal silo sizes.",
@@ -119,7 +119,7 @@ def load_synthetic(
     )
 
 
-@register(
+@DATASETS.register(
     "logistic",
     description="Logistic-model data of the GDP-LocalNewton paper: x ~ N(0, I), "
     "y ~ Bernoulli(sigmoid(w*.x)).",

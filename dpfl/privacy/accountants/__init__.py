@@ -1,11 +1,11 @@
 """Accountants, selectable by name: rdp, pate, pld, gdp, group (see `registered_accountants`)."""
 
 from dpfl.privacy.accountants.base import (
+    ACCOUNTANTS,
     Accountant,
     accountant_class,
     headline_problem,
     make_accountant,
-    register_accountant,
     registered_accountants,
 )
 from dpfl.privacy.accountants.gdp import GDPAccountant, gdp_delta, gdp_epsilon, gdp_mu
@@ -14,6 +14,7 @@ from dpfl.privacy.accountants.pld import PLDAccountant
 from dpfl.privacy.accountants.rdp import DEFAULT_ORDERS, PATEAccountant, RDPAccountant
 
 __all__ = [
+    "ACCOUNTANTS",
     "DEFAULT_ORDERS",
     "Accountant",
     "GDPAccountant",
@@ -27,6 +28,5 @@ __all__ = [
     "gdp_mu",
     "headline_problem",
     "make_accountant",
-    "register_accountant",
     "registered_accountants",
 ]

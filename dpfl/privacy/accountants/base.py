@@ -11,25 +11,24 @@ accountant unchanged. An accountant that cannot give a trustworthy ε raises
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 import numpy as np
 
-from dpfl.errors import UnknownNameError, UnsupportedEventError
+from dpfl.errors import UnsupportedEventError
 from dpfl.privacy.events import Event
+from dpfl.registry import Registry
 
 __all__ = [
+    "ACCOUNTANTS",
     "Accountant",
     "Unsupported",
     "accountant_class",
     "headline_problem",
     "make_accountant",
-    "register_accountant",
     "registered_accountants",
 ]
-
-_ACCOUNTANTS: dict[str, Callable[..., Accountant]] = {}
 
 
 class Unsupported(Exception):
@@ -163,30 +162,25 @@ def headline_problem(name: str, events: Iterable[Event]) -> str | None:
 _HEADLINE_EXAMPLES = "rdp or pld"  # sound and data-independent for every event kind but ApproxDP (pld only)
 
 
-def register_accountant(name: str):
-    """Class decorator: registers an accountant factory under `name`; refuses a taken name."""
+def _accountant_entry(name: str, cls: type[Accountant]) -> type[Accountant]:
+    cls.name = name
+    return cls
 
-    def add(cls):
-        if name in _ACCOUNTANTS:
-            raise ValueError(f"accountant {name!r} is already registered")
-        cls.name = name
-        _ACCOUNTANTS[name] = cls
-        return cls
 
-    return add
+ACCOUNTANTS: Registry[type[Accountant]] = Registry(
+    "accountant", _accountant_entry, field="privacy.accountant"
+)
+"""Every accountant, by name: ``@ACCOUNTANTS.register("rdp")`` above the class registers it."""
 
 
 def registered_accountants() -> list[str]:
     """Returns the names of every registered accountant."""
-    return sorted(_ACCOUNTANTS)
+    return ACCOUNTANTS.names()
 
 
 def accountant_class(name: str) -> type[Accountant]:
     """Returns the class registered under `name`; raises UnknownNameError listing the names."""
-    try:
-        return _ACCOUNTANTS[name]  # type: ignore[return-value]
-    except KeyError:
-        raise UnknownNameError("accountant", name, list(_ACCOUNTANTS)) from None
+    return ACCOUNTANTS[name]
 
 
 def make_accountant(name: str, **options) -> Accountant:

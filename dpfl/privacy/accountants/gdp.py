@@ -16,7 +16,7 @@ import numpy as np
 from scipy import optimize, special
 
 from dpfl.errors import AccountingError
-from dpfl.privacy.accountants.base import Accountant, Unsupported, register_accountant
+from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
 from dpfl.privacy.events import (
     ComposedEvent,
     Event,
@@ -77,7 +77,7 @@ def gdp_mu(*, epsilon: float, delta: float) -> float:
     return math.exp(optimize.brentq(gap, math.log(1e-6), math.log(1e4), xtol=1e-14, rtol=1e-12))
 
 
-@register_accountant("gdp")
+@ACCOUNTANTS.register("gdp")
 class GDPAccountant(Accountant):
     """μ-GDP: Gaussian, GDP and vote events exactly; Poisson-sampled Gaussians by the CLT."""
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpfl.errors import AccountingError
-from dpfl.privacy.accountants.base import Accountant, Unsupported, register_accountant
+from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
 from dpfl.privacy.accountants.rdp import DEFAULT_ORDERS, RDPAccountant
 from dpfl.privacy.conversion import rdp_to_epsilon
 from dpfl.privacy.events import ComposedEvent, Event, GroupEvent, SelfComposedEvent
@@ -76,7 +76,7 @@ def _eps_at_log_delta(orders: np.ndarray, rdp: np.ndarray, log_delta: np.ndarray
     return np.maximum(eps.min(axis=1), 0.0)
 
 
-@register_accountant("group")
+@ACCOUNTANTS.register("group")
 class GroupAccountant(Accountant):
     """Group privacy: the smaller of Mironov's RDP route and the (ε, δ) route, for GroupEvents.
 

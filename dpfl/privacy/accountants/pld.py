@@ -19,7 +19,7 @@ from dp_accounting.pld import privacy_loss_distribution as _pld
 
 from dpfl.errors import AccountingError
 from dpfl.privacy import shuffle
-from dpfl.privacy.accountants.base import Accountant, Unsupported, register_accountant
+from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
 from dpfl.privacy.events import (
     ApproxDPEvent,
     ComposedEvent,
@@ -88,7 +88,7 @@ def _check_noise_floor(event: Event) -> None:
             _check_noise_floor(sub)
 
 
-@register_accountant("pld")
+@ACCOUNTANTS.register("pld")
 class PLDAccountant(Accountant):
     """Privacy loss distributions (dp_accounting): tight numerical (ε, δ) for Gaussian-type releases.
 

@@ -24,7 +24,7 @@ from dp_accounting.rdp import RdpAccountant as _DpaRdp
 
 from dpfl.errors import AccountingError
 from dpfl.privacy import gnmax, shuffle
-from dpfl.privacy.accountants.base import Accountant, Unsupported, register_accountant
+from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
 from dpfl.privacy.conversion import CONVERSIONS, rdp_to_epsilon
 from dpfl.privacy.events import (
     ComposedEvent,
@@ -99,7 +99,7 @@ def _curve(event: Event, orders: np.ndarray, data_dependent: bool) -> np.ndarray
     return accountant.rdp
 
 
-@register_accountant("rdp")
+@ACCOUNTANTS.register("rdp")
 class RDPAccountant(Accountant):
     """Rényi DP (Mironov 2017) via dp_accounting; votes accounted data-independently.
 
@@ -165,7 +165,7 @@ class RDPAccountant(Accountant):
         return eps
 
 
-@register_accountant("pate")
+@ACCOUNTANTS.register("pate")
 class PATEAccountant(RDPAccountant):
     """RDP with the data-dependent GNMax bound for votes that recorded their histogram.
 

@@ -122,72 +122,75 @@ function sweepFields(algorithms, initial, hidden) {
     field("seeds (comma-separated)", "grid.seed", h("input", { name: "sweep.seeds", value: "0, 1, 2" })));
 }
 
-export async function render(root, { params }) {
-  const [algorithms, { datasets }, catalogue] = await Promise.all([api.algorithms(), api.datasets(), api.options()]);
-  const base = params.from ? await api.spec(params.from) : null;
-  const initial = base ?? DEFAULT_SPEC;
-  const sweepMode = current().params.mode === "sweep";
-  const noun = sweepMode ? "sweep" : "run";
-  const about = h("p", { class: "muted about" });
-  const paramBox = h("div");
-  const projection = h("div", { class: "projection", "aria-live": "polite" }, "…");
-  const projectionState = h("p", { class: "muted projection-state" });
-  const partitionChart = h("div", { class: "chart small", id: "chart-partition-preview" });
-  const privacyBox = privacyFields(initial.privacy, catalogue, () => changed());
-  const switched = h("p", { class: "muted switched", role: "status" });
-  const advanced = h("textarea", { name: "advanced", rows: 4, spellcheck: "false", class: "advanced" });
-  const submitError = h("p", { class: "error-text submit-error", role: "alert" });
+/** The page's elements that its handlers fill: notes, the params box, the projection, the advanced box, the submit error. */
+const pageParts = () => ({
+  about: h("p", { class: "muted about" }),
+  paramBox: h("div"),
+  projection: h("div", { class: "projection", "aria-live": "polite" }, "…"),
+  projectionState: h("p", { class: "muted projection-state" }),
+  partitionChart: h("div", { class: "chart small", id: "chart-partition-preview" }),
+  switched: h("p", { class: "muted switched", role: "status" }),
+  advanced: h("textarea", { name: "advanced", rows: 4, spellcheck: "false", class: "advanced" }),
+  submitError: h("p", { class: "error-text submit-error", role: "alert" }),
+});
 
-  const form = h("form", { class: "spec", novalidate: true, onsubmit: (e) => { e.preventDefault(); submit(); }, oninput: (e) => { clearError(e.target); changed(); }, onchange: () => changed() },
-    h("div", {},
-      h("fieldset", {}, h("legend", {}, "Algorithm"),
-        field("algorithm", "algorithm", h("select", { name: "algorithm", onchange: () => { switchAlgorithm(); } },
-          algorithms.map((a) => h("option", { value: a.name, selected: a.name === initial.algorithm ? "" : null }, a.name)))),
-        switched, about, paramBox),
-      dataFields(initial, datasets, catalogue),
-      h("fieldset", {}, h("legend", {}, "Advanced"),
-        field("fields the form does not show, as a JSON object merged into the spec", "advanced", advanced,
-          'e.g. {"dataset": {"options": {"num_samples": 2000}}}; a clone keeps its other fields here'))),
-    h("div", {}, privacyBox, sweepFields(algorithms, initial, !sweepMode), h("h2", {}, "Before it runs"), projectionState, projection, partitionChart,
-      h("p", { class: "submit" }, h("button", { type: "submit", class: "primary" }, sweepMode ? "Start sweep" : "Start run"), " ",
-        h("a", { href: sweepMode ? "#/new" : "#/new?mode=sweep" }, sweepMode ? "single run instead" : "sweep instead")),
-      submitError));
+/** The algorithm fieldset: its select, the line saying what a switch moved, its summary and its params. */
+const algorithmFields = (algorithms, initial, { switched, about, paramBox }, switchAlgorithm) =>
+  h("fieldset", {}, h("legend", {}, "Algorithm"),
+    field("algorithm", "algorithm", h("select", { name: "algorithm", onchange: () => { switchAlgorithm(); } },
+      algorithms.map((a) => h("option", { value: a.name, selected: a.name === initial.algorithm ? "" : null }, a.name)))),
+    switched, about, paramBox);
 
-  const chosen = () => algorithms.find((a) => a.name === form.elements.algorithm.value);
+/** The advanced fieldset: the box for the fields the form does not show. */
+const advancedFields = (advanced) => h("fieldset", {}, h("legend", {}, "Advanced"),
+  field("fields the form does not show, as a JSON object merged into the spec", "advanced", advanced,
+    'e.g. {"dataset": {"options": {"num_samples": 2000}}}; a clone keeps its other fields here'));
 
-  /** A new algorithm: the model, dataset and users it accepts, its params, and a line saying what moved. */
-  function switchAlgorithm() {
-    switched.textContent = fitTo(form, chosen()).join("; ");
-    renderParams();
+/** The submit line: the start button and the link to the other mode (run or sweep). */
+const submitLine = (sweepMode) => h("p", { class: "submit" }, h("button", { type: "submit", class: "primary" }, sweepMode ? "Start sweep" : "Start run"), " ",
+  h("a", { href: sweepMode ? "#/new" : "#/new?mode=sweep" }, sweepMode ? "single run instead" : "sweep instead"));
+
+/** The whole form: algorithm, data and advanced on the left; privacy, sweep, projection and submit on the right. */
+function buildForm({ algorithms, datasets, catalogue, initial, sweepMode }, parts, on) {
+  return h("form", { class: "spec", novalidate: true, onsubmit: (e) => { e.preventDefault(); on.submit(); }, oninput: (e) => { clearError(e.target); on.changed(); }, onchange: () => on.changed() },
+    h("div", {}, algorithmFields(algorithms, initial, parts, on.switchAlgorithm), dataFields(initial, datasets, catalogue), advancedFields(parts.advanced)),
+    h("div", {}, privacyFields(initial.privacy, catalogue, () => on.changed()), sweepFields(algorithms, initial, !sweepMode),
+      h("h2", {}, "Before it runs"), parts.projectionState, parts.projection, parts.partitionChart, submitLine(sweepMode), parts.submitError));
+}
+
+/** Returns a reader of the spec the form and the advanced box describe, or `null` with the errors shown beside their fields. */
+const specReader = (form, advanced, algorithms) => () => {
+  const errors = formErrors(form);
+  let fragment = {};
+  try {
+    fragment = parseFragment(advanced.value);
+  } catch (err) {
+    errors.advanced = err.message;
   }
-
-  function renderParams() {
-    const algorithm = chosen();
-    about.textContent = `${algorithm.summary} · privacy: ${algorithm.notion} · paper: ${algorithm.paper}`;
-    const same = base && base.algorithm === algorithm.name ? base.params : null;
-    replace(paramBox, paramInputs(algorithm, same));
-    changed();
+  if (Object.keys(errors).length) {
+    showErrors(form, errors);
+    return null;
   }
+  return merge(readSpec(form, algorithms), fragment);
+};
 
-  /** The spec the form and the advanced box describe, or `null` with the errors shown beside their fields. */
-  function specOrErrors() {
-    const errors = formErrors(form);
-    let fragment = {};
-    try {
-      fragment = parseFragment(advanced.value);
-    } catch (err) {
-      errors.advanced = err.message;
-    }
-    if (Object.keys(errors).length) {
-      showErrors(form, errors);
-      return null;
-    }
-    return merge(readSpec(form, algorithms), fragment);
-  }
+/** The projection as one line: σ and the projected ε (or "not private"), and the budget the run would use. */
+function projectionText(p, datasetName) {
+  const parts = p.notion === "none" ? ["not private: no ε is spent"]
+    : [`σ = ${fmt(p.noise_multiplier?.length ? Math.max(...p.noise_multiplier) : p.noise_multiplier, 4)}`,
+       `projected ε = ${fmt(p.epsilon, 4)} at δ = ${p.delta} (${p.accountant}, ${p.notion}-level)`];
+  if (p.budget !== null && p.budget !== undefined) parts.push(`budget: this run needs ${fmt(p.epsilon)} of ${fmt(p.budget)} remaining on ${datasetName}`);
+  return parts.join(" · ");
+}
 
+/**
+ * Returns `changed`: it shows the relevant fields, marks the shown projection stale and, 300 ms
+ * after the last change, asks for a new one; an answer to an older form (its `seq` passed) is dropped.
+ */
+function projectionUpdater(form, { projection, projectionState, partitionChart }, catalogue, chosen, specOrErrors) {
   let timer = null;
   let seq = 0;
-  function changed() {
+  return () => {
     showRelevant(form, chosen(), catalogue);
     clearTimeout(timer);
     // the shown projection is for the form as it was: say so until the new one arrives
@@ -205,11 +208,7 @@ export async function render(root, { params }) {
       try {
         const p = await api.project(spec);
         if (mine !== seq) return;
-        const parts = p.notion === "none" ? ["not private: no ε is spent"]
-          : [`σ = ${fmt(p.noise_multiplier?.length ? Math.max(...p.noise_multiplier) : p.noise_multiplier, 4)}`,
-             `projected ε = ${fmt(p.epsilon, 4)} at δ = ${p.delta} (${p.accountant}, ${p.notion}-level)`];
-        if (p.budget !== null && p.budget !== undefined) parts.push(`budget: this run needs ${fmt(p.epsilon)} of ${fmt(p.budget)} remaining on ${spec.dataset.name}`);
-        projection.textContent = parts.join(" · ");
+        projection.textContent = projectionText(p, spec.dataset.name);
         projection.dataset.noiseMultiplier = JSON.stringify(p.noise_multiplier);
         if (p.partition_figure) await draw(partitionChart, p.partition_figure);
         if (mine !== seq) return;
@@ -223,18 +222,46 @@ export async function render(root, { params }) {
       }
       projection.removeAttribute("aria-busy");
     }, 300);
-  }
+  };
+}
 
-  /** Shows `message` beside the submit button and moves focus to the first field marked invalid. */
-  function refused(message) {
-    submitError.textContent = `Could not start ${noun}: ${message}`;
-    const invalid = form.querySelector(".field.invalid :is(input, select, textarea)");
-    invalid?.focus({ preventScroll: true });
-    invalid?.scrollIntoView({ block: "nearest" });
-    submitError.scrollIntoView({ block: "nearest" });
-  }
+/** Returns the params renderer: the chosen algorithm's summary and inputs (a clone's values if it is the clone's algorithm), then a new projection. */
+const paramsRenderer = ({ about, paramBox }, base, chosen, changed) => () => {
+  const algorithm = chosen();
+  about.textContent = `${algorithm.summary} · privacy: ${algorithm.notion} · paper: ${algorithm.paper}`;
+  const same = base && base.algorithm === algorithm.name ? base.params : null;
+  replace(paramBox, paramInputs(algorithm, same));
+  changed();
+};
 
-  async function submit() {
+/** Shows `message` beside the submit button and moves focus to the first field marked invalid. */
+function refuse(form, submitError, noun, message) {
+  submitError.textContent = `Could not start ${noun}: ${message}`;
+  const invalid = form.querySelector(".field.invalid :is(input, select, textarea)");
+  invalid?.focus({ preventScroll: true });
+  invalid?.scrollIntoView({ block: "nearest" });
+  submitError.scrollIntoView({ block: "nearest" });
+}
+
+/** The sweep request: the form's spec as its base (its params for the chosen algorithm only) and the grid from the sweep fieldset. */
+function sweepRequest(form, spec) {
+  const list = (name) => form.elements[name].value.split(",").map((s) => s.trim()).filter(Boolean).map(Number);
+  const grid = { algorithm: [...form.querySelectorAll("input[name='sweep.algorithms']:checked")].map((b) => b.value),
+    "privacy.epsilon": list("sweep.epsilons"), seed: list("sweep.seeds") };
+  // The form's params belong to the chosen algorithm; the sweep's other algorithms keep their defaults.
+  const sweepBase = { ...spec, params: {}, params_by_algorithm: { [spec.algorithm]: spec.params },
+    privacy: spec.privacy ?? { epsilon: 1, delta: 1e-5 } };
+  return { base: sweepBase, grid };
+}
+
+/** A 422's field names as the form's: a sweep's `base.` prefix dropped, `params_by_algorithm.X.` read as `params.`. */
+const formFieldNames = (fields) => Object.fromEntries(Object.entries(fields).map(([k, m]) =>
+  [k.replace(/^base\./, "").replace(/^params_by_algorithm\.[^.]+\./, "params."), m]));
+
+/** Returns the submit handler: it starts the run (or the sweep) and shows a refusal beside the fields and the button. */
+function submitHandler(form, submitError, sweepMode, specOrErrors) {
+  const refused = (message) => refuse(form, submitError, sweepMode ? "sweep" : "run", message);
+  return async () => {
     submitError.textContent = "";
     const spec = specOrErrors();
     if (!spec) { refused("see the fields marked in red"); return; }
@@ -244,18 +271,11 @@ export async function render(root, { params }) {
         go(`runs/${run.id}`);
         return;
       }
-      const list = (name) => form.elements[name].value.split(",").map((s) => s.trim()).filter(Boolean).map(Number);
-      const grid = { algorithm: [...form.querySelectorAll("input[name='sweep.algorithms']:checked")].map((b) => b.value),
-        "privacy.epsilon": list("sweep.epsilons"), seed: list("sweep.seeds") };
-      // The form's params belong to the chosen algorithm; the sweep's other algorithms keep their defaults.
-      const sweepBase = { ...spec, params: {}, params_by_algorithm: { [spec.algorithm]: spec.params },
-        privacy: spec.privacy ?? { epsilon: 1, delta: 1e-5 } };
-      const sweep = await api.createSweep({ base: sweepBase, grid });
+      const sweep = await api.createSweep(sweepRequest(form, spec));
       go("compare", { sweep: sweep.id });
     } catch (err) {
       if (err instanceof ApiError && err.status === 422) {
-        const fields = Object.fromEntries(Object.entries(err.fields).map(([k, m]) =>
-          [k.replace(/^base\./, "").replace(/^params_by_algorithm\.[^.]+\./, "params."), m]));
+        const fields = formFieldNames(err.fields);
         // a field the form does not show was typed in the advanced box: its error goes there
         const rest = showErrors(form, fields);
         if (rest) showErrors(form, { ...fields, advanced: rest });
@@ -264,15 +284,35 @@ export async function render(root, { params }) {
         refused(err.message);
       }
     }
-  }
+  };
+}
+
+/** A clone keeps every field of its spec: those the form does not show go to the advanced box. */
+function fillAdvanced(advanced, base, form, algorithms, catalogue) {
+  const rest = unmodelled(base, readSpec(form, algorithms), kindDefaults(catalogue));
+  advanced.value = Object.keys(rest).length ? JSON.stringify(rest, null, 1) : "";
+}
+
+export async function render(root, { params }) {
+  const [algorithms, { datasets }, catalogue] = await Promise.all([api.algorithms(), api.datasets(), api.options()]);
+  const base = params.from ? await api.spec(params.from) : null;
+  const initial = base ?? DEFAULT_SPEC;
+  const sweepMode = current().params.mode === "sweep";
+  const parts = pageParts();
+  // the handlers need the form, so its listeners reach them through these arrows (called only after render has made them)
+  const form = buildForm({ algorithms, datasets, catalogue, initial, sweepMode }, parts,
+    { changed: () => changed(), switchAlgorithm: () => switchAlgorithm(), submit: () => submit() });
+  const chosen = () => algorithms.find((a) => a.name === form.elements.algorithm.value);
+  const specOrErrors = specReader(form, parts.advanced, algorithms);
+  const changed = projectionUpdater(form, parts, catalogue, chosen, specOrErrors);
+  const renderParams = paramsRenderer(parts, base, chosen, changed);
+  /** A new algorithm: the model, dataset and users it accepts, its params, and a line saying what moved. */
+  const switchAlgorithm = () => { parts.switched.textContent = fitTo(form, chosen()).join("; "); renderParams(); };
+  const submit = submitHandler(form, parts.submitError, sweepMode, specOrErrors);
 
   replace(root, h("h1", {}, sweepMode ? "New sweep" : (base ? `New run (from ${params.from})` : "New run")), form);
   fitTo(form, chosen());  // disables what the algorithm does not accept (a clone's choices are accepted ones)
   renderParams();
-  // a clone keeps every field of its spec: those the form does not show go to the advanced box
-  if (base) {
-    const rest = unmodelled(base, readSpec(form, algorithms), kindDefaults(catalogue));
-    advanced.value = Object.keys(rest).length ? JSON.stringify(rest, null, 1) : "";
-  }
+  if (base) fillAdvanced(parts.advanced, base, form, algorithms, catalogue);
   setTitle(sweepMode ? "New sweep" : "New run");
 }

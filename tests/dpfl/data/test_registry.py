@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpfl.data import Dataset, dataset_info, load_dataset, register, registered_datasets
+from dpfl.data import DATASETS, Dataset, dataset_info, load_dataset, registered_datasets
 from dpfl.errors import DatasetUnavailable, SpecError, UnknownNameError
 
 GENERATED = ["digits", "breast_cancer", "synthetic", "logistic"]
@@ -74,4 +74,5 @@ def test_unknown_dataset_lists_the_registered_ones() -> None:
 
 def test_registering_a_taken_name_is_refused() -> None:
     with pytest.raises(ValueError, match="dataset 'mnist' is already registered"):
-        register("mnist", description="x", source_url="x", license="x", num_classes=2)(lambda **_: None)
+        register = DATASETS.register("mnist", description="x", source_url="x", license="x", num_classes=2)
+        register(lambda **_: None)

@@ -92,6 +92,6 @@ def test_zipf_needs_a_record_per_user() -> None:
 
 def test_unknown_kind_is_refused() -> None:
     silos = partition(labelled([3, 3]), kind="iid", num_silos=2, seed=0)
-    expected = "`dataset.users.kind` must be one of uniform, balanced, zipf; got 'pareto'."
+    expected = "`dataset.users.kind` must be one of balanced, uniform, zipf; got 'pareto'."
     with pytest.raises(SpecError, match=re.escape(expected)):
         users(silos, num_users=2, kind="pareto", seed=0)

@@ -1,0 +1,47 @@
+"""Parts defined outside this package: modules that register algorithms, datasets, models, ….
+
+A plugin is a module whose import registers its parts (``@ALGORITHMS.register("mine")``). Two
+ways name it, read by every process that looks parts up (the CLI, the API, the worker), so a
+run submitted to one is understood by the others:
+
+- an installed package's entry point in the group ``dpfl.plugins`` (its value a module), as
+  pytest and Flower find their plugins;
+- ``DPFL_PLUGINS``: importable module names separated by commas, for a module of your own.
+
+`dpfl.algorithms` loads them once its own algorithms are registered.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from importlib.metadata import entry_points
+
+from dpfl.errors import PluginError
+
+__all__ = ["GROUP", "load_plugins"]
+
+GROUP = "dpfl.plugins"
+_loaded: set[str] = set()
+
+
+def plugin_modules() -> list[str]:
+    """Returns the plugin modules to import: the installed entry points', then `DPFL_PLUGINS`'."""
+    named = [point.value for point in entry_points(group=GROUP)]
+    named += [name.strip() for name in os.environ.get("DPFL_PLUGINS", "").split(",") if name.strip()]
+    return list(dict.fromkeys(named))
+
+
+def load_plugins() -> None:
+    """Imports every plugin module not imported yet; raises PluginError naming a missing one."""
+    for name in plugin_modules():
+        if name in _loaded:
+            continue
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            where = f"DPFL_PLUGINS or a {GROUP} entry point"
+            raise PluginError(f"plugin {name!r} ({where}) is not an importable module") from None
+        _loaded.add(name)
