@@ -19,16 +19,17 @@ from importlib.metadata import entry_points
 
 from dpfl.errors import PluginError
 
-__all__ = ["GROUP", "load_plugins"]
+__all__ = ["ENV_VAR", "GROUP", "load_plugins", "plugin_modules"]
 
 GROUP = "dpfl.plugins"
+ENV_VAR = "DPFL_PLUGINS"
 _loaded: set[str] = set()
 
 
 def plugin_modules() -> list[str]:
     """Returns the plugin modules to import: the installed entry points', then `DPFL_PLUGINS`'."""
     named = [point.value for point in entry_points(group=GROUP)]
-    named += [name.strip() for name in os.environ.get("DPFL_PLUGINS", "").split(",") if name.strip()]
+    named += [name.strip() for name in os.environ.get(ENV_VAR, "").split(",") if name.strip()]
     return list(dict.fromkeys(named))
 
 
@@ -42,6 +43,6 @@ def load_plugins() -> None:
         except ModuleNotFoundError as exc:
             if exc.name != name:
                 raise
-            where = f"DPFL_PLUGINS or a {GROUP} entry point"
+            where = f"{ENV_VAR} or a {GROUP} entry point"
             raise PluginError(f"plugin {name!r} ({where}) is not an importable module") from None
         _loaded.add(name)

@@ -47,7 +47,7 @@ from dpfl.privacy.disclosure import Caveat, split_metrics
 from dpfl.privacy.events import gaussian_noise_multipliers
 from dpfl.privacy.ledger import Ledger
 from dpfl.results import Privacy, Progress, RoundRecord, RunResult, ledger_mu
-from dpfl.spec import RunSpec
+from dpfl.spec import RunSpec, check_privacy
 
 __all__ = [
     "Privacy",
@@ -59,7 +59,6 @@ __all__ = [
     "accepted_models",
     "caveats",
     "check",
-    "check_privacy",
     "federate",
     "noise_source",
     "prepare",
@@ -106,23 +105,6 @@ def check(spec: RunSpec) -> type[Algorithm]:
         )
     check_privacy(spec, cls.notion_of(params))
     return cls
-
-
-def check_privacy(spec: RunSpec, notion: str) -> None:
-    """Refuses a privacy block that an algorithm of `notion` does not take, naming the field."""
-    privacy = spec.privacy
-    if notion == "none":
-        if privacy is not None:
-            raise SpecError("privacy", f"must be omitted: {spec.algorithm} is not private.")
-        return
-    if privacy is None:
-        raise SpecError("privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`.")
-    if privacy.mu is not None and notion != "gdp":
-        raise SpecError(
-            "privacy.mu",
-            f"is a μ-GDP target, offered by algorithms of notion `gdp`; give `epsilon` or "
-            f"`noise_multiplier` for {spec.algorithm}.",
-        )
 
 
 def accepted_models(cls: type[Algorithm]) -> list[str]:

@@ -28,6 +28,7 @@ __all__ = [
     "RunSpec",
     "UsersSpec",
     "apply_overrides",
+    "check_privacy",
     "load_spec",
     "parse_spec",
     "spec_error",
@@ -302,3 +303,20 @@ def load_spec(text: str, *, overrides: Sequence[str] = ()) -> RunSpec:
         raise SpecError("spec", f"must be a mapping of fields; got {type(data).__name__}.")
     data = {k: v for k, v in data.items() if k != "reproduce"}  # a paper config's sweep (dpfl.reproduce)
     return parse_spec(apply_overrides(data, overrides))
+
+
+def check_privacy(spec: RunSpec, notion: str) -> None:
+    """Refuses a privacy block that an algorithm of `notion` does not take, naming the field."""
+    privacy = spec.privacy
+    if notion == "none":
+        if privacy is not None:
+            raise SpecError("privacy", f"must be omitted: {spec.algorithm} is not private.")
+        return
+    if privacy is None:
+        raise SpecError("privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`.")
+    if privacy.mu is not None and notion != "gdp":
+        raise SpecError(
+            "privacy.mu",
+            f"is a μ-GDP target, offered by algorithms of notion `gdp`; give `epsilon` or "
+            f"`noise_multiplier` for {spec.algorithm}.",
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from pydantic import Field
 
@@ -9,7 +10,7 @@ from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput, par
 from dpfl.engine import mean_grad, stack_copies
 from dpfl.engine.sampling import minibatches
 
-__all__ = ["FedAvg"]
+__all__ = ["FedAvg", "local_sgd"]
 
 
 class FedAvgParams(Params):
@@ -32,20 +33,9 @@ class FedAvg(Algorithm):
         self.w = self.layout.flatten_module(self.model).detach().clone()
 
     def round(self, r: int) -> RoundOutput:
-        p, spec = self.params, self.spec
-        silos = participants(spec, r)
-        local = stack_copies(self.w, len(silos))
-        for batch in minibatches(
-            self.data.x_train,
-            self.data.y_train,
-            self.data.silos,
-            silos=silos,
-            batch_size=p.batch_size,
-            steps=p.local_steps,
-            seed=spec.seed,
-            round=r,
-        ):
-            local -= p.lr * mean_grad(self.model, self.layout, local, batch)
+        p = self.params
+        silos = participants(self.spec, r)
+        local = local_sgd(self, silos, r, lr=p.lr, batch_size=p.batch_size, steps=p.local_steps)
         sizes = torch.as_tensor(self.data.silo_sizes[silos], dtype=local.dtype)
         self.w = (sizes[:, None] * local).sum(0) / sizes.sum()
         return RoundOutput()
@@ -53,3 +43,24 @@ class FedAvg(Algorithm):
     @property
     def global_params(self) -> torch.Tensor:
         return self.w
+
+
+def local_sgd(
+    algorithm: Algorithm, silos: np.ndarray, r: int, *, lr: float, batch_size: int, steps: int
+) -> torch.Tensor:
+    """Returns the silos' models [len(silos), P] after `steps` minibatch SGD steps from the
+    server's `algorithm.w`, all silos at once: FedAvg's local update, which its variants share
+    (DP-FedAvg clips and noises what comes out of it). Batches are drawn from (seed, round)."""
+    local = stack_copies(algorithm.w, len(silos))
+    for batch in minibatches(
+        algorithm.data.x_train,
+        algorithm.data.y_train,
+        algorithm.data.silos,
+        silos=silos,
+        batch_size=batch_size,
+        steps=steps,
+        seed=algorithm.spec.seed,
+        round=r,
+    ):
+        local -= lr * mean_grad(algorithm.model, algorithm.layout, local, batch)
+    return local

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 import dpfl
 from dpfl.errors import DpflError, SpecError, UnknownNameError
-from dpfl.spec import parse_spec, spec_error, yaml_load
+from dpfl.spec import check_privacy, parse_spec, spec_error, yaml_load
 from dpfl.sweep import PER_ALGORITHM, Point, PointError, expand, locate
 
 __all__ = [
@@ -274,11 +274,7 @@ def _validate(index: int, points: Sequence[Point], base: Mapping[str, Any]) -> N
     try:
         spec = parse_spec(point.data)
         cls = algorithm_class(spec.algorithm)
-        cls.parse_params(spec.params)
-        if spec.privacy is None and cls.notion != "none":
-            raise SpecError(
-                "privacy", f"is required for {spec.algorithm}: give `epsilon` or `noise_multiplier`."
-            )
+        check_privacy(spec, cls.notion_of(cls.parse_params(spec.params)))
     except SpecError as exc:
         where = ", ".join(f"{k}={json.dumps(v)}" for k, v in point.overrides.items())
         raise PointError(

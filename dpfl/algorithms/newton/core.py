@@ -32,7 +32,7 @@ from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.events import Event, GDPEvent
 from dpfl.privacy.ledger import Ledger
 
-__all__ = ["Direction", "LocalSolver", "NewtonParams", "SolverParams"]
+__all__ = ["ClippedParams", "Direction", "LocalSolver", "NewtonParams", "SolverParams"]
 
 PAPER = "001: Cao, Guo & Zhang, Privacy-Preserving Distributed Learning via Newton Algorithm (2023)"
 
@@ -55,6 +55,29 @@ class SolverParams(Params):
     feature_clip: float | None = Field(
         1.0, gt=0, le=1e4, description="each record's features are scaled to norm ≤ R (None: not scaled)"
     )
+
+
+class ClippedParams(SolverParams):
+    """The private members' clipping: R bounds each record's features, Γ its gradient.
+
+    With rows of norm ≤ R, the logistic loss bounds each record's gradient by R and its Hessian by
+    B = R²/4 (objective.py); Γ < R clips the gradient further.
+    """
+
+    feature_clip: float = Field(
+        1.0, gt=0, le=1e4, description="R: records scaled to norm ≤ R (a Newton step's Hessian: B = R²/4)"
+    )
+    grad_clip: float | None = Field(
+        None,
+        gt=0,
+        le=1e4,
+        description="Γ: each record's gradient clipped to norm Γ (None: Γ = R, never binding)",
+    )
+
+    @property
+    def grad_bound(self) -> float:
+        """Returns Γ, the bound on one record's gradient."""
+        return self.feature_clip if self.grad_clip is None else self.grad_clip
 
 
 class NewtonParams(SolverParams):

@@ -13,23 +13,16 @@ from typing import Literal
 from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS
-from dpfl.algorithms.newton.core import Direction, LocalSolver, SolverParams
+from dpfl.algorithms.newton.core import ClippedParams, Direction, LocalSolver
 from dpfl.algorithms.newton.mechanism import noise_std, noisy_gradients
 from dpfl.algorithms.newton.objective import gradients
 
 __all__ = ["GDPGD", "GDPGDParams"]
 
 
-class GDPGDParams(SolverParams):
+class GDPGDParams(ClippedParams):
     step: Literal["fixed", "decay"] = Field("fixed", description="step-size rule: fixed α or decaying α_t")
     lr: float = Field(1.0, gt=0, le=100, description="the fixed step or the first decaying step")
-    feature_clip: float = Field(1.0, gt=0, le=1e4, description="R: records scaled to norm ≤ R")
-    grad_clip: float | None = Field(
-        None,
-        gt=0,
-        le=1e4,
-        description="Γ: each record's gradient clipped to norm Γ (None: Γ = R, never binding)",
-    )
 
 
 @ALGORITHMS.register("gdp_gd")
@@ -41,18 +34,12 @@ class GDPGD(LocalSolver):
     summary = "μ-GDP gradient descent: Gaussian noise on each client's full local gradient"
     releases_per_step = 1
 
-    @property
-    def grad_bound(self) -> float:
-        """Returns Γ, the bound on one record's gradient."""
-        p = self.params
-        return p.feature_clip if p.grad_clip is None else p.grad_clip
-
     def setup(self, noise_multiplier) -> None:
         super().setup(noise_multiplier)
-        self.grad_std = noise_std(self.sigmas, bound=self.grad_bound, sizes=self.data.silo_sizes)
+        self.grad_std = noise_std(self.sigmas, bound=self.params.grad_bound, sizes=self.data.silo_sizes)
 
     def direction(self, data, w, clients, r, step) -> Direction:
-        grads, clipped = gradients(data, w, ridge=self.params.ridge, clip=self.grad_bound)
+        grads, clipped = gradients(data, w, ridge=self.params.ridge, clip=self.params.grad_bound)
         noisy = noisy_gradients(
             grads, self.grad_std[clients], seed=self.spec.seed, clients=clients, round=r, step=step
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS
-from dpfl.algorithms.newton.core import Direction, LocalSolver, NewtonParams
+from dpfl.algorithms.newton.core import ClippedParams, Direction, LocalSolver, NewtonParams
 from dpfl.algorithms.newton.mechanism import (
     floor_eigenvalues,
     newton_directions,
@@ -33,16 +33,7 @@ LINE_SEARCH_CAVEAT = (
 )
 
 
-class GDPLocalNewtonParams(NewtonParams):
-    feature_clip: float = Field(
-        1.0, gt=0, le=1e4, description="R: records scaled to norm ≤ R, so each Hessian is bounded by B = R²/4"
-    )
-    grad_clip: float | None = Field(
-        None,
-        gt=0,
-        le=1e4,
-        description="Γ: each record's gradient clipped to norm Γ (None: Γ = R, never binding)",
-    )
+class GDPLocalNewtonParams(NewtonParams, ClippedParams):
     eigen_floor: float | None = Field(
         None,
         gt=0,
@@ -61,12 +52,6 @@ class GDPLocalNewton(LocalSolver):
     releases_per_step = 2
 
     @property
-    def grad_bound(self) -> float:
-        """Returns Γ, the bound on one record's gradient."""
-        p = self.params
-        return p.feature_clip if p.grad_clip is None else p.grad_clip
-
-    @property
     def hessian_bound(self) -> float:
         """Returns B = R²/4: the logistic ℓ'' ≤ 1/4 times ‖x‖² ≤ R² (Frobenius norm of a rank-one term)."""
         return self.params.feature_clip**2 / 4
@@ -77,12 +62,12 @@ class GDPLocalNewton(LocalSolver):
     def setup(self, noise_multiplier) -> None:
         super().setup(noise_multiplier)
         sizes = self.data.silo_sizes
-        self.grad_std = noise_std(self.sigmas, bound=self.grad_bound, sizes=sizes)
+        self.grad_std = noise_std(self.sigmas, bound=self.params.grad_bound, sizes=sizes)
         self.hessian_std = noise_std(self.sigmas, bound=self.hessian_bound, sizes=sizes)
 
     def direction(self, data, w, clients, r, step) -> Direction:
         p, seed = self.params, self.spec.seed
-        grads, clipped = gradients(data, w, ridge=p.ridge, clip=self.grad_bound)
+        grads, clipped = gradients(data, w, ridge=p.ridge, clip=self.params.grad_bound)
         hess = hessians(data, w, ridge=p.ridge)
         noisy_g = noisy_gradients(
             grads, self.grad_std[clients], seed=seed, clients=clients, round=r, step=step

@@ -29,9 +29,9 @@ import torch
 from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput
+from dpfl.algorithms.fedavg import local_sgd
 from dpfl.algorithms.voting.split import HeldOutPool, carve_public_pool
-from dpfl.engine import mean_grad, release_noise, stack_copies
-from dpfl.engine.sampling import minibatches
+from dpfl.engine import release_noise
 from dpfl.errors import SpecError
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
 from dpfl.privacy.ledger import Ledger
@@ -147,19 +147,8 @@ class DPFedAvg(Algorithm):
         total = torch.zeros(self.layout.size)
         unclipped, norms = 0.0, torch.zeros(0)
         if len(agents):
-            local = stack_copies(self.w, len(agents))
             lr = p.lr * p.lr_decay ** (r - 1)
-            for batch in minibatches(
-                self.data.x_train,
-                self.data.y_train,
-                self.data.silos,
-                silos=agents,
-                batch_size=p.batch_size,
-                steps=p.local_steps,
-                seed=spec.seed,
-                round=r,
-            ):
-                local -= lr * mean_grad(self.model, self.layout, local, batch)
+            local = local_sgd(self, agents, r, lr=lr, batch_size=p.batch_size, steps=p.local_steps)
             updates = local - self.w
             norms = torch.linalg.vector_norm(updates, dim=1)
             total = (updates * (self.clip / norms.clamp(min=self.clip)).unsqueeze(1)).sum(0)

@@ -295,7 +295,7 @@ def test_the_gradient_noise_covers_replacing_a_record_and_depends_on_the_clients
     params = {"feature_clip": 3.0, "lr": 0.5}
     alg = prepare(_spec(algorithm=algorithm, params=params))
     alg.setup(project(alg).noise_multiplier)
-    bound, std = alg.grad_bound, float(alg.grad_std[0])
+    bound, std = alg.params.grad_bound, float(alg.grad_std[0])
     one = client_data(alg.data, radius=3.0).take([0])
     s = int(one.sizes[0])
     # A model far along e1 and two records of norm R with margin −10 (so |ℓ'| ≈ 1) pointing
