@@ -14,17 +14,13 @@ Guarantee, per party: the result meets the target and σ·(1 − 1e-3) does not.
 ends with a bracket lo < hi of evaluated points, ε(hi) ≤ target < ε(lo) and hi/lo < 1 + rtol
 (rtol = 1e-4), and returns hi; ε is non-increasing in σ.
 
-Root finding works on f(x) = log ε(eˣ) − log ε_target with x = log σ, which is close to a
-straight line (ε ∝ 1/σ for a Gaussian-type release). Each new (q, σ) costs a fresh RDP curve:
+The search itself is `dpfl.privacy.rootfind`'s, on f(x) = log ε(eˣ) − log ε_target with
+x = log σ (`_Target.gap`), between σ = 1e-3 (or the accountant's floor) and 1e5. f is close
+to a straight line, and evaluations are what cost: each new (q, σ) needs a fresh RDP curve,
 0.05–0.5 s at every tracked order, about 1 ms under the rdp accountant for Gaussian releases,
 where `pruned_epsilon` computes only the orders that can hold the minimum (starting near the
-last one's) and gives the same ε. Either way evaluations are kept few: a first step from a model of f (a
-parabola fitted to a similar party's search, or slope −1), aimed tol/2 past the predicted
-root, secant steps until the root is bracketed, then regula falsi with the Anderson–Björck
-rule. Every interpolated point is kept at least tol/2 inside the bracket, so once the
-interpolation is accurate the next point lands just across the root and the bracket closes;
-four steps that fail to halve the bracket are followed by a bisection. From a cold start a
-search takes about 6 evaluations (plain bisection took about 17); a warm-started one 3–4.
+last one's) and gives the same ε. A search from a cold start takes about 6 evaluations; one
+warm-started from a similar party's search 3–4.
 
 Under the rdp accountant the search first runs on the grid's integer orders alone (exact in
 dp-accounting, and cheap): ε there bounds the whole grid's from above, so its σ meets the
@@ -40,7 +36,7 @@ import dataclasses
 import hashlib
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +50,7 @@ from dpfl.privacy.events import (
     SelfComposedEvent,
     gaussian_noise_multipliers,
 )
+from dpfl.privacy.rootfind import Bracket, RootSearch, Shape, find_root
 
 __all__ = [
     "NoiseOutOfRange",
@@ -64,8 +61,10 @@ __all__ = [
 ]
 
 _SIGMA_MIN, _SIGMA_MAX = 1e-3, 1e5
-_MAX_STEP = math.log(4.0)  # a bracketing step moves σ by at most ×4
-_MIN_SPREAD = 0.005  # points closer than this in log σ are too close to tell a curvature from noise
+
+# σ ↦ each party's events (a list, or a mapping by party), None where the schedule refuses σ
+_Schedule = Callable[[float], Sequence[Event] | None]
+_PartySchedule = Callable[[float | np.ndarray], Mapping[str, Event] | None]
 
 
 class NoiseOutOfRange(SpecError):
@@ -95,6 +94,10 @@ def epsilon(events: Event | Sequence[Event], *, delta: float, accountant: str = 
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# One σ for every party
+
+
 def calibrate_noise_multiplier(
     make_events: Callable[[float], Event | Sequence[Event]],
     *,
@@ -120,39 +123,43 @@ def calibrate_noise_multiplier(
         SpecError: the target cannot be met with σ ≤ 1e5.
     """
     _check_target(target_epsilon)
-    target = _Target(target_epsilon, target_delta, accountant, options)
-
-    def parties(sigma: float) -> list[Event] | None:
-        try:
-            events = make_events(sigma)
-        except NoiseOutOfRange:
-            return None
-        return [events] if isinstance(events, Event) else list(events)
-
-    def gaps(sigma: float) -> list[float]:
-        events = parties(sigma)
-        return [math.inf] if events is None else [target.gap(e) for e in events]
-
+    parties = _as_party_list(make_events)
     probe_sigma, probe = _probe(parties)
-    target = dataclasses.replace(target, gaussian=any(gaussian_noise_multipliers(e) for e in probe))
+    target = _Target(epsilon=target_epsilon, delta=target_delta, accountant=accountant, options=options)
+    target = target.releasing(probe)
     key = _result_key("one", (probe, parties(2 * probe_sigma)), (), target, rtol)
     if (known := _RESULTS.get(key)) is not None:
         return known
     rough = _on_exact_orders(calibrate_noise_multiplier, target, probe, make_events, rtol=rtol)
-    x, shape = (0.0 if rough is None else math.log(rough)), _Shape()
-    values = gaps(math.exp(x))
+    x0 = 0.0 if rough is None else math.log(rough)
+    return _remember(key, math.exp(_search_least_private(parties, target, x0, rtol)))
+
+
+def _search_least_private(parties: _Schedule, target: _Target, x: float, rtol: float) -> float:
+    """Returns the log σ found for the least private party at it, once every party meets the target there.
+
+    The least private party at x is searched; if another party fails the target at the σ
+    found, it is searched next, from there.
+    """
+    shape, gaps = Shape(), _gaps(parties, target, x)
     while True:
-        worst = max(range(len(values)), key=values.__getitem__)
-
-        def f(x: float, k: int = worst) -> float:
-            events = parties(math.exp(x))
-            return math.inf if events is None else target.gap(events[k])
-
-        x, shape = _drive(_search(x0=x, f0=values[worst], shape=shape, rtol=rtol, target=target), f)
-        values = gaps(math.exp(x))
+        worst = max(range(len(gaps)), key=gaps.__getitem__)
+        f = _gap_at(parties, target, worst)
+        x, shape = target.solve(f, x, f0=gaps[worst], shape=shape, rtol=rtol)
+        gaps = _gaps(parties, target, x)
         # ε falls with σ, so each repeat moves to a larger σ and visits a party at most once.
-        if max(values) <= 0:
-            return _remember(key, math.exp(x))
+        if max(gaps) <= 0:
+            return x
+
+
+def _gaps(parties: _Schedule, target: _Target, x: float) -> list[float]:
+    """Returns every party's gap at σ = eˣ; [+∞] where the schedule refuses σ."""
+    events = parties(math.exp(x))
+    return [math.inf] if events is None else [target.gap(e) for e in events]
+
+
+# ---------------------------------------------------------------------------------------------
+# Each party its own σ
 
 
 def calibrate_party_noise_multipliers(
@@ -186,28 +193,15 @@ def calibrate_party_noise_multipliers(
         AccountingError: a party's events depend on other parties' σ.
     """
     _check_target(target_epsilon)
-    target = _Target(target_epsilon, target_delta, accountant, options)
-    position = {p: i for i, p in enumerate(parties)}
-
-    def events_at(sigma: float | np.ndarray) -> Mapping[str, Event] | None:
-        try:
-            return make_events(sigma)
-        except NoiseOutOfRange:
-            return None
-
+    events_at = _refused_as_none(make_events)
     probe_sigma, probe = _probe(events_at)
-    target = dataclasses.replace(target, gaussian=any(gaussian_noise_multipliers(e) for e in probe.values()))
+    target = _Target(epsilon=target_epsilon, delta=target_delta, accountant=accountant, options=options)
+    target = target.releasing(probe.values())
     key = _result_key("parties", (probe, events_at(2 * probe_sigma)), tuple(parties), target, rtol)
     if (known := _RESULTS.get(key)) is not None:
         return known.copy() if isinstance(known, np.ndarray) else known
-    stray = sorted(set(probe) - set(position))
-    if stray:
+    if stray := sorted(set(probe) - set(parties)):
         raise ValueError(f"parties {stray} release events but are not listed in `parties`")
-    groups: dict[Event, list[str]] = {}
-    for party, event in probe.items():
-        groups.setdefault(event, []).append(party)
-    leader = {p: members[0] for members in groups.values() for p in members}
-    first, *others = [members[0] for members in groups.values()]
     # each schedule's search starts at its σ on the exact (integer) orders, when that pays
     rough = _on_exact_orders(
         calibrate_party_noise_multipliers,
@@ -217,48 +211,7 @@ def calibrate_party_noise_multipliers(
         rtol=rtol,
         parties=parties,
     )
-    start = {}
-    if rough is not None:
-        rough = np.broadcast_to(np.asarray(rough, dtype=float), (len(parties),))
-        start = {p: math.log(rough[position[p]]) for p in [first, *others]}
-
-    def alone(party: str, x0: float, shape: _Shape) -> tuple[float, _Shape]:
-        def f(x: float) -> float:
-            events = events_at(math.exp(x))
-            return math.inf if events is None else target.gap(events[party])
-
-        return _drive(_search(x0=x0, f0=None, shape=shape, rtol=rtol, target=target), f)
-
-    x1, shape = alone(first, start.get(first, 0.0), _Shape())
-    solved = {first: x1}
-    searches = {
-        p: _search(x0=start.get(p, x1), f0=None, shape=shape, rtol=rtol, target=target) for p in others
-    }
-    asked = {p: next(search) for p, search in searches.items()}
-
-    def sigmas(x_of: Mapping[str, float], idle: float = x1) -> np.ndarray:
-        return np.array([math.exp(x_of[leader[p]] if p in leader else idle) for p in parties])
-
-    while asked:
-        events = events_at(sigmas(solved | asked))
-        for p in list(asked):
-            if events is not None:
-                fx = target.gap(events[p])
-            else:  # some σ asked is out of range: account each schedule at its own σ alone
-                alone_events = events_at(math.exp(asked[p]))
-                fx = math.inf if alone_events is None else target.gap(alone_events[p])
-            try:
-                asked[p] = searches[p].send(fx)
-            except StopIteration as done:
-                solved[p] = done.value[0]
-                del asked[p]
-    events = events_at(sigmas(solved)) or {}
-    for members in groups.values():  # equal at σ = 1; a member whose events differ is searched alone
-        for p in members[1:]:
-            if p in events and events[p] != events[members[0]]:
-                leader[p] = p
-                solved[p] = alone(p, solved[members[0]], shape)[0]
-    out = sigmas(solved, idle=max(solved.values()))
+    out = _PartySearch(events_at, parties, target, rtol, _group_equal(probe)).run(rough)
     if not _meets(target, events_at(out)):
         raise AccountingError(
             "per-party calibration: a party's releases depend on other parties' noise, so each "
@@ -267,30 +220,210 @@ def calibrate_party_noise_multipliers(
     return _remember(key, float(out[0]) if len(out) and np.all(out == out[0]) else out)
 
 
-# Calibrated σ by schedule and target: a sweep's runs, and a worker's repeated runs, calibrate
-# the same schedules again and again. A schedule is known by its events at two σ (the probe's
-# and twice it), which is what `make_events` makes of σ for every schedule a run builds. Only
-# this process writes here; and a run's ε is always accounted afresh from what it released.
-_RESULTS: OrderedDict[str, float | np.ndarray] = OrderedDict()
-_RESULTS_KEPT = 512
+def _group_equal(probe: Mapping[str, Event]) -> dict[Event, list[str]]:
+    """Returns the parties by their events at the probe σ: each group needs one search."""
+    groups: dict[Event, list[str]] = {}
+    for party, event in probe.items():
+        groups.setdefault(event, []).append(party)
+    return groups
 
 
-def _result_key(kind: str, probe: object, parties: tuple, target: _Target, rtol: float) -> str:
-    """Returns the cache key of a calibration: its schedule (the events at the probe σ), target and tolerance.
+@dataclass
+class _PartySearch:
+    """The searches of one per-party calibration: each group of equal schedules is searched once.
 
-    Events are frozen dataclasses whose repr holds every field, floats exactly.
+    σ are handled as x = log σ throughout; `solved` holds each searched party's result.
     """
-    options = sorted(target.options.items())
-    text = repr((kind, probe, parties, target.epsilon, target.delta, target.accountant, options, rtol))
-    return hashlib.sha256(text.encode()).hexdigest()
+
+    events_at: _PartySchedule
+    parties: Sequence[str]  # the listed parties, in the order of make_events' σ array
+    target: _Target
+    rtol: float
+    groups: dict[Event, list[str]]  # releasing parties by their events at the probe σ
+    solved: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # each releasing party takes the σ of its group's first member (until found to differ)
+        self.leader = {p: members[0] for members in self.groups.values() for p in members}
+
+    def run(self, rough: float | np.ndarray | None) -> np.ndarray:
+        """Returns σ per listed party; `rough` is the result on the exact orders (starts), if any."""
+        first, *others = [members[0] for members in self.groups.values()]
+        start = self._starts(rough, [first, *others])
+        x1, shape = self._alone(first, start.get(first, 0.0), Shape())
+        self.solved[first] = x1
+        self._in_lockstep({p: start.get(p, x1) for p in others}, shape, idle=x1)
+        self._split_groups(shape, idle=x1)
+        return self._sigmas(self.solved, idle=max(self.solved.values()))
+
+    def _starts(self, rough: float | np.ndarray | None, searched: list[str]) -> dict[str, float]:
+        """Returns log σ by searched party from the exact orders' result; {} without one."""
+        if rough is None:
+            return {}
+        rough = np.broadcast_to(np.asarray(rough, dtype=float), (len(self.parties),))
+        position = {p: i for i, p in enumerate(self.parties)}
+        return {p: math.log(rough[position[p]]) for p in searched}
+
+    def _alone(self, party: str, x0: float, shape: Shape) -> tuple[float, Shape]:
+        """Searches one party from x0, one make_events call per step; returns (x, fitted shape)."""
+        return self.target.solve(_gap_at(self.events_at, self.target, party), x0, shape=shape, rtol=self.rtol)
+
+    def _in_lockstep(self, starts: Mapping[str, float], shape: Shape, idle: float) -> None:
+        """Searches each party of `starts` from its start, all at once: one make_events call a step."""
+        searches = {p: self.target.search(x0, shape=shape, rtol=self.rtol) for p, x0 in starts.items()}
+        while searches:
+            asked = {p: search.x for p, search in searches.items()}
+            events = self.events_at(self._sigmas(self.solved | asked, idle))
+            for p, search in list(searches.items()):
+                if events is not None:
+                    search.tell(self.target.gap(events[p]))
+                else:  # some σ asked is out of range: account each schedule at its own σ alone
+                    search.tell(_gap_at(self.events_at, self.target, p)(search.x))
+                if search.x is None:
+                    self.solved[p] = self.target.root(search.result)
+                    del searches[p]
+
+    def _split_groups(self, shape: Shape, idle: float) -> None:
+        """Searches alone each group member whose events, equal at σ = 1, differ at the σ found."""
+        events = self.events_at(self._sigmas(self.solved, idle)) or {}
+        for members in self.groups.values():
+            for p in members[1:]:
+                if p in events and events[p] != events[members[0]]:
+                    self.leader[p] = p
+                    self.solved[p] = self._alone(p, self.solved[members[0]], shape)[0]
+
+    def _sigmas(self, x_of: Mapping[str, float], idle: float) -> np.ndarray:
+        """Returns σ per listed party from its leader's x; e^idle for a party that never releases."""
+        return np.array([math.exp(x_of[self.leader[p]] if p in self.leader else idle) for p in self.parties])
 
 
-def _remember(key: str, sigma: float | np.ndarray) -> float | np.ndarray:
-    _RESULTS[key] = sigma.copy() if isinstance(sigma, np.ndarray) else sigma
-    _RESULTS.move_to_end(key)
-    while len(_RESULTS) > _RESULTS_KEPT:
-        _RESULTS.popitem(last=False)
-    return sigma
+# ---------------------------------------------------------------------------------------------
+# The target, and what both calibrations share
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Target:
+    """What a calibration must meet (ε at δ under an accountant), and how far σ is from it."""
+
+    epsilon: float
+    delta: float
+    accountant: str
+    options: dict  # the accountant's options
+    gaussian: bool = True  # the releases are Gaussian: the accountant's σ floor applies
+    # The RDP order of the last ε computed: similar parties' and σ's minima lie near it. A memo,
+    # shared by copies (`releasing`) and mutated in place, so not part of the target's value.
+    near: list[float | None] = dataclasses.field(default_factory=lambda: [None], compare=False, repr=False)
+
+    def releasing(self, events: Iterable[Event]) -> _Target:
+        """Returns this target for a schedule of these events (the σ floor applies if any is Gaussian)."""
+        return dataclasses.replace(self, gaussian=any(gaussian_noise_multipliers(e) for e in events))
+
+    def gap(self, event: Event) -> float:
+        """Returns log(ε / target ε) of one party's events: ≤ 0 meets the target; +inf if unaccountable."""
+        try:
+            if rdp_pruned.applies(self.accountant, [event]):
+                eps, self.near[0] = rdp_pruned.pruned_epsilon(
+                    event, delta=self.delta, near=self.near[0], **rdp_pruned.pruned_options(self.options)
+                )
+            else:
+                eps = epsilon(event, delta=self.delta, accountant=self.accountant, **self.options)
+        except AccountingError:
+            return math.inf
+        return math.log(eps / self.epsilon) if eps > 0 else -math.inf
+
+    @property
+    def min_sigma(self) -> float:
+        """Returns the smallest σ the search may evaluate: the accountant's bounded-cost floor."""
+        floor = accountant_class(self.accountant).min_noise_multiplier if self.gaussian else None
+        return max(_SIGMA_MIN, floor or 0.0)
+
+    def search(self, x0: float, *, shape: Shape, rtol: float, f0: float | None = None) -> RootSearch:
+        """Returns a search for log σ from x0, within the σ this target may evaluate."""
+        x_min, x_max = math.log(self.min_sigma), math.log(_SIGMA_MAX)
+        return RootSearch(x0, f0=f0, shape=shape, rtol=rtol, x_min=x_min, x_max=x_max)
+
+    def solve(
+        self, f: Callable[[float], float], x0: float, *, shape: Shape, rtol: float, f0: float | None = None
+    ) -> tuple[float, Shape]:
+        """Returns (log σ, fitted shape) of f's root searched from x0; raises where there is none."""
+        x_min, x_max = math.log(self.min_sigma), math.log(_SIGMA_MAX)
+        bracket = find_root(f, x0, f0=f0, shape=shape, rtol=rtol, x_min=x_min, x_max=x_max)
+        return self.root(bracket), bracket.shape
+
+    def root(self, bracket: Bracket | None) -> float:
+        """Returns log σ of a finished search: its bracket's hi; raises if it left the range of σ."""
+        assert bracket is not None
+        if bracket.hi is None:
+            raise self.unreachable()
+        # met even at the smallest σ evaluated: the answer, unless the accountant cannot look lower
+        if bracket.lo is None and self.min_sigma > _SIGMA_MIN:
+            raise self.below_minimum()
+        return bracket.hi
+
+    def below_minimum(self) -> SpecError:
+        return SpecError(
+            "privacy.epsilon",
+            f"{self.epsilon:g} at δ={self.delta:g} is met at a noise multiplier below "
+            f"{self.min_sigma:g}, the smallest the {self.accountant} accountant evaluates in bounded "
+            "time and memory; give a smaller ε or use the rdp accountant.",
+        )
+
+    def unreachable(self) -> SpecError:
+        return SpecError(
+            "target_epsilon",
+            f"{self.epsilon:g} cannot be met at δ={self.delta:g} "
+            f"with a noise multiplier ≤ {_SIGMA_MAX:g}; raise ε or δ.",
+        )
+
+
+def _check_target(target_epsilon: float) -> None:
+    if not target_epsilon > 0:
+        raise SpecError("target_epsilon", f"must be > 0; got {target_epsilon!r}.")
+
+
+def _refused_as_none(make_events: Callable) -> Callable:
+    """Returns make_events, giving None for a σ the schedule refuses (read as ε = ∞)."""
+
+    def events_at(sigma):
+        try:
+            return make_events(sigma)
+        except NoiseOutOfRange:
+            return None
+
+    return events_at
+
+
+def _as_party_list(make_events: Callable[[float], Event | Sequence[Event]]) -> _Schedule:
+    """Returns σ ↦ the list of every party's events (one event is one party); None where σ is refused."""
+
+    def parties(sigma: float) -> list[Event] | None:
+        try:
+            events = make_events(sigma)
+            return [events] if isinstance(events, Event) else list(events)
+        except NoiseOutOfRange:
+            return None
+
+    return parties
+
+
+def _gap_at(events_at: Callable, target: _Target, party: int | str) -> Callable[[float], float]:
+    """Returns f(x): `party`'s gap at σ = eˣ (+∞ where the schedule refuses σ), what a search solves."""
+
+    def f(x: float) -> float:
+        events = events_at(math.exp(x))
+        return math.inf if events is None else target.gap(events[party])
+
+    return f
+
+
+def _probe(events_at: Callable[[float], Mapping[str, Event] | None]) -> tuple[float, Mapping[str, Event]]:
+    """Returns σ = 1, or the first larger power of 4 the schedule accepts, and every party's events there."""
+    sigma = 1.0
+    while (events := events_at(sigma)) is None:
+        sigma *= 4
+        if sigma > _SIGMA_MAX:
+            raise SpecError("privacy.noise_multiplier", f"no noise multiplier ≤ {_SIGMA_MAX:g} is accepted.")
+    return sigma, events
 
 
 def _meets(target: _Target, events: Mapping[str, Event] | Sequence[Event] | None) -> bool:
@@ -330,189 +463,30 @@ def _on_exact_orders(
         return None
 
 
-def _check_target(target_epsilon: float) -> None:
-    if not target_epsilon > 0:
-        raise SpecError("target_epsilon", f"must be > 0; got {target_epsilon!r}.")
+# ---------------------------------------------------------------------------------------------
+# Results remembered
+
+# Calibrated σ by schedule and target: a sweep's runs, and a worker's repeated runs, calibrate
+# the same schedules again and again. A schedule is known by its events at two σ (the probe's
+# and twice it), which is what `make_events` makes of σ for every schedule a run builds. Only
+# this process writes here; and a run's ε is always accounted afresh from what it released.
+_RESULTS: OrderedDict[str, float | np.ndarray] = OrderedDict()
+_RESULTS_KEPT = 512
 
 
-@dataclass(frozen=True)
-class _Shape:
-    """f near a root: f(root + Δ) ≈ slope·Δ + curvature·Δ²/2. A warm start for a similar party.
+def _result_key(kind: str, probe: object, parties: tuple, target: _Target, rtol: float) -> str:
+    """Returns the cache key of a calibration: its schedule (the events at the probe σ), target and tolerance.
 
-    The default, slope −1 and no curvature, is a Gaussian release's ε ∝ 1/σ.
+    Events are frozen dataclasses whose repr holds every field, floats exactly.
     """
-
-    slope: float = -1.0
-    curvature: float = 0.0
-
-    def step(self, fx: float) -> float:
-        """Returns the Δ that takes f from fx to 0 under this model (the root nearer to 0)."""
-        disc = self.slope**2 - 2 * self.curvature * fx
-        if self.curvature == 0 or disc < 0:
-            return -fx / self.slope
-        return -2 * fx / (self.slope - math.sqrt(disc))
-
-    @classmethod
-    def fit(cls, points: Sequence[tuple[float, float]], root: float, prior: _Shape) -> _Shape:
-        """Returns the parabola's slope and curvature at `root` through up to three spread-out points."""
-        chosen: list[tuple[float, float]] = []
-        for x, fx in sorted(points, key=lambda p: abs(p[0] - root)):
-            if math.isfinite(fx) and all(abs(x - c[0]) >= _MIN_SPREAD for c in chosen):
-                chosen.append((x, fx))
-            if len(chosen) == 3:
-                break
-        if len(chosen) < 2:
-            return prior
-        (xa, fa), (xb, fb) = chosen[:2]
-        d1 = (fb - fa) / (xb - xa)
-        d2 = 0.0
-        if len(chosen) == 3:
-            xc, fc = chosen[2]
-            d2 = ((fc - fb) / (xc - xb) - d1) / (xc - xa)
-        slope = d1 + d2 * (2 * root - xa - xb)
-        return cls(slope, 2 * d2) if slope < 0 else prior
+    options = sorted(target.options.items())
+    text = repr((kind, probe, parties, target.epsilon, target.delta, target.accountant, options, rtol))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-_Search = Generator[float, float, tuple[float, _Shape]]  # yields x = log σ, is sent f(x); returns (x, shape)
-
-
-@dataclass(frozen=True)
-class _Target:
-    epsilon: float
-    delta: float
-    accountant: str
-    options: dict
-    gaussian: bool = True  # the releases are Gaussian: the accountant's σ floor applies
-    # the RDP order of the last ε computed: similar parties' and σ's minima lie near it
-    near: list[float | None] = dataclasses.field(default_factory=lambda: [None])
-
-    def gap(self, event: Event) -> float:
-        """Returns log(ε / target ε) of one party's events: ≤ 0 meets the target; +inf if unaccountable."""
-        try:
-            if rdp_pruned.applies(self.accountant, [event]):
-                eps, self.near[0] = rdp_pruned.pruned_epsilon(
-                    event, delta=self.delta, near=self.near[0], **rdp_pruned.pruned_options(self.options)
-                )
-            else:
-                eps = epsilon(event, delta=self.delta, accountant=self.accountant, **self.options)
-        except AccountingError:
-            return math.inf
-        return math.log(eps / self.epsilon) if eps > 0 else -math.inf
-
-    @property
-    def min_sigma(self) -> float:
-        """Returns the smallest σ the search may evaluate: the accountant's bounded-cost floor."""
-        floor = accountant_class(self.accountant).min_noise_multiplier if self.gaussian else None
-        return max(_SIGMA_MIN, floor or 0.0)
-
-    def below_minimum(self) -> SpecError:
-        return SpecError(
-            "privacy.epsilon",
-            f"{self.epsilon:g} at δ={self.delta:g} is met at a noise multiplier below "
-            f"{self.min_sigma:g}, the smallest the {self.accountant} accountant evaluates in bounded "
-            "time and memory; give a smaller ε or use the rdp accountant.",
-        )
-
-    def unreachable(self) -> SpecError:
-        return SpecError(
-            "target_epsilon",
-            f"{self.epsilon:g} cannot be met at δ={self.delta:g} "
-            f"with a noise multiplier ≤ {_SIGMA_MAX:g}; raise ε or δ.",
-        )
-
-
-def _probe(events_at: Callable[[float], Mapping[str, Event] | None]) -> tuple[float, Mapping[str, Event]]:
-    """Returns σ = 1, or the first larger power of 4 the schedule accepts, and every party's events there."""
-    sigma = 1.0
-    while (events := events_at(sigma)) is None:
-        sigma *= 4
-        if sigma > _SIGMA_MAX:
-            raise SpecError("privacy.noise_multiplier", f"no noise multiplier ≤ {_SIGMA_MAX:g} is accepted.")
-    return sigma, events
-
-
-def _drive(search: _Search, f: Callable[[float], float]) -> tuple[float, _Shape]:
-    """Returns what `search` returns, answering each x it asks for with f(x)."""
-    try:
-        x = next(search)
-        while True:
-            x = search.send(f(x))
-    except StopIteration as done:
-        return done.value
-
-
-def _search(*, x0: float, f0: float | None, shape: _Shape, rtol: float, target: _Target) -> _Search:
-    """Searches the smallest x = log σ, to within log(1 + rtol), with f(x) ≤ 0; returns (x, shape).
-
-    A generator: it yields each x it needs f at and is sent f(x) back, so that several
-    searches can share one evaluation of a run's plan. `shape` predicts the first step (a
-    similar party's f near its root); later steps use secants. The returned shape is fitted
-    to this search's own points, a warm start for the next.
-    """
-    tol = math.log1p(rtol)
-    x_min, x_max = math.log(target.min_sigma), math.log(_SIGMA_MAX)
-    if f0 is None:
-        f0 = yield x0
-    lo: tuple[float, float] | None = None  # (x, f) with f > 0: too little noise
-    hi: tuple[float, float] | None = None  # (x, f) with f ≤ 0: meets the target
-
-    def keep(x: float, fx: float) -> None:
-        nonlocal lo, hi
-        if fx > 0:
-            if lo is None or x > lo[0]:
-                lo = (x, fx)
-        elif hi is None or x < hi[0]:
-            hi = (x, fx)
-
-    keep(x0, f0)
-    seen = [(x0, f0)]
-    while lo is None or hi is None:  # bracket the root: a model step, then secant steps
-        x, fx = seen[-1]
-        model = shape
-        if len(seen) > 1 and math.isfinite(seen[-2][1]) and math.isfinite(fx) and fx != seen[-2][1]:
-            chord = (fx - seen[-2][1]) / (x - seen[-2][0])
-            model = _Shape(chord) if chord < 0 else shape
-        # Aim just past the predicted root, so that an accurate prediction brackets it at once;
-        # at f = +∞ (no guarantee) or −∞ (ε = 0) only the direction is known.
-        step = math.copysign(_MAX_STEP, fx) if math.isinf(fx) else model.step(fx) + math.copysign(tol / 2, fx)
-        step = min(max(step, tol), _MAX_STEP) if fx > 0 else max(min(step, -tol), -_MAX_STEP)
-        x_new = x + step
-        if x_new > x_max:
-            raise target.unreachable()
-        if x_new < x_min:  # meets the target even at the smallest σ considered
-            if target.min_sigma > _SIGMA_MIN:  # the accountant cannot look lower: not the smallest σ
-                raise target.below_minimum()
-            return hi[0], shape  # type: ignore[index]  # fx ≤ 0 here, so hi is set
-        f_new = yield x_new
-        keep(x_new, f_new)
-        seen.append((x_new, f_new))
-
-    (xl, fl), (xh, fh) = lo, hi
-    wl, wh = fl, fh  # interpolation weights; the endpoint that stays put is scaled down
-    kept_side, widths = "", [xh - xl]
-    while xh - xl > tol:
-        if len(widths) >= 5 and widths[-1] > widths[-5] / 2:
-            x = (xl + xh) / 2  # four steps without halving the bracket: bisect
-        elif math.isfinite(wl) and math.isfinite(wh) and wl != wh:
-            x = xl + wl * (xh - xl) / (wl - wh)
-        else:
-            x = (xl + xh) / 2
-        x = min(max(x, xl + tol / 2), xh - tol / 2)
-        fx = yield x
-        seen.append((x, fx))
-        if fx > 0:
-            if kept_side == "h":  # Anderson–Björck: the retained endpoint's weight shrinks
-                wh *= _shrink(fx, fl)
-            xl, fl, wl, kept_side = x, fx, fx, "h"
-        else:
-            if kept_side == "l":
-                wl *= _shrink(fx, fh)
-            xh, fh, wh, kept_side = x, fx, fx, "l"
-        widths.append(xh - xl)
-    return xh, _Shape.fit(seen, xh, shape)
-
-
-def _shrink(f_new: float, f_old: float) -> float:
-    """Returns the Anderson–Björck factor 1 − f_new/f_old, or 1/2 where that is not in (0, 1)."""
-    m = 1 - f_new / f_old if f_old != 0 and math.isfinite(f_old) and math.isfinite(f_new) else 0.0
-    return m if 0 < m < 1 else 0.5
+def _remember(key: str, sigma: float | np.ndarray) -> float | np.ndarray:
+    _RESULTS[key] = sigma.copy() if isinstance(sigma, np.ndarray) else sigma
+    _RESULTS.move_to_end(key)
+    while len(_RESULTS) > _RESULTS_KEPT:
+        _RESULTS.popitem(last=False)
+    return sigma
