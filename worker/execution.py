@@ -26,7 +26,6 @@ from backend.datasets.service import check_dataset_files
 from backend.db import Database, is_locked, utcnow
 from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
 from backend.runs.service import ATTEMPT_RESET
-from backend.runs.service import ledger as ledger_of
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.errors import DpflError
@@ -296,4 +295,5 @@ def _record_finish(session: Session, run_id: str, *, status: RunStatus, **values
 
 def _spent_so_far(session: Session, run: Run) -> float:
     """Returns the ε of what a failed run released before it failed (its ledger, recomputed)."""
-    return ledger_of(session, run.id, accountant=None, delta=None)["epsilon"] or 0.0
+    rows = session.scalars(select(LedgerEventRow).where(LedgerEventRow.run_id == run.id)).all()
+    return LedgerEventRow.ledger(rows).headline_epsilon(accountant=run.accountant, delta=run.delta or 1e-5)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import JSON, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db import Base
+from dpfl.privacy.events import with_withheld
+from dpfl.privacy.ledger import Ledger
 
 __all__ = ["LedgerEventRow"]
 
@@ -24,3 +27,12 @@ class LedgerEventRow(Base):
     # Per event, its withheld fields (a vote's noiseless histogram) or None: read only by the
     # data-dependent accountant, never served (dpfl.privacy.events.public_event).
     withheld: Mapped[list[dict[str, Any] | None] | None] = mapped_column(JSON, nullable=True)
+
+    @staticmethod
+    def ledger(rows: Iterable[LedgerEventRow]) -> Ledger:
+        """Returns the dpfl ledger of these rows, withheld fields restored (for the accountants only)."""
+        return Ledger.from_json(
+            {"round": r.round, "party": r.party, "event": with_withheld(e, w)}
+            for r in rows
+            for e, w in zip(r.events, r.withheld or [None] * len(r.events), strict=True)
+        )

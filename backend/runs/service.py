@@ -21,9 +21,7 @@ from backend.privacy import bounded
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.errors import DpflError, SpecError, UnknownNameError
-from dpfl.privacy.accountants import accountant_class, headline_problem, make_accountant
-from dpfl.privacy.events import with_withheld
-from dpfl.privacy.ledger import Ledger
+from dpfl.privacy.accountants import accountant_class, make_accountant
 from dpfl.spec import RunSpec
 
 __all__ = [
@@ -360,16 +358,10 @@ def ledger(session: Session, run_id: str, *, accountant: str | None, delta: floa
             "diagnostic withheld for datasets with a budget; use `rdp` or `pld`"
         )
     # The served events are the public ones; only the accountant reads the withheld fields.
-    book = Ledger.from_json(
-        {"round": r.round, "party": r.party, "event": with_withheld(e, w)}
-        for r in rows
-        for e, w in zip(r.events, r.withheld or [None] * len(r.events), strict=True)
-    )
+    book = LedgerEventRow.ledger(rows)
     events = list(book.party_events().values())
     if not accountant:  # the default is the run's headline ε, which settles its budget charge
-        accountant = run.accountant or "rdp"
-        if headline_problem(accountant, events) is not None:  # a run admitted before the rule
-            accountant = "rdp"
+        accountant = book.headline_accountant(run.accountant)
     try:
         curves = book.epsilon_curves(delta=delta, accountant=accountant)
     except DpflError:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from dpfl.privacy.accountants import make_accountant, rdp_pruned
+from dpfl.privacy.accountants import headline_problem, make_accountant, rdp_pruned
 from dpfl.privacy.events import ComposedEvent, Event, SelfComposedEvent, from_json, public_event, to_json
 
 __all__ = ["Ledger", "LedgerEntry"]
@@ -145,3 +145,15 @@ class Ledger:
         """Returns the run's ε: the maximum over parties of their ε after the last round (0 if empty)."""
         by_round = self.epsilon_by_round(delta=delta, accountant=accountant, **options)
         return float(by_round[-1]) if len(by_round) else 0.0
+
+    def headline_accountant(self, accountant: str | None) -> str:
+        """Returns the accountant of the run's headline ε: its own (default `rdp`), or `rdp` where
+        that one cannot give a headline ε for these releases (a run admitted before the rule)."""
+        accountant = accountant or "rdp"
+        if headline_problem(accountant, self.party_events().values()) is not None:
+            return "rdp"
+        return accountant
+
+    def headline_epsilon(self, *, accountant: str | None, delta: float) -> float:
+        """Returns the ε the run has spent, by its headline accountant: what settles its budget."""
+        return self.epsilon(delta=delta, accountant=self.headline_accountant(accountant))
