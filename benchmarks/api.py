@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from backend.models import Run
 from benchmarks.api_data import SPEC, fresh_database, seed
 from benchmarks.api_load import percentile
-from benchmarks.report import print_headline, write_section
+from benchmarks.report import print_headline, publish
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -569,9 +569,7 @@ def main() -> int:
         client.flushdb()  # the sweeps' messages: no worker ever runs them
         client.close()
     body, ok = table(lists, sweep, events, errors, pair, first)
-    print(body)
-    if not args.no_write:
-        write_section("API: runs list, sweep submission and live events", body)
+    publish("API: runs list, sweep submission and live events", body, write=not args.no_write)
     headline(lists, sweep, events, ok, pair, first)
     return 0 if ok else 1
 

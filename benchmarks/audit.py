@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import print_headline, write_section
+from benchmarks.report import print_headline, publish
 from dpfl.audit.fuzz import fixed_sample_spec, fuzz
 from dpfl.audit.rounds import audit_first_round
 from dpfl.audit.statistics import epsilon_lower_bound
@@ -157,9 +157,7 @@ def main() -> int:
             *rows,
         ]
     )
-    print(table)
-    if not args.no_write:
-        write_section(TITLE, table)
+    publish(TITLE, table, write=not args.no_write)
     print_headline(
         "audit",
         headline=f"ε lower bound ÷ ledger ε from {min(ratios):.2f} to {max(ratios):.2f} at ε = {EPSILON:g}; "

@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import print_headline, write_section
+from benchmarks.report import print_headline, publish
 from dpfl.privacy import calibration
 from dpfl.privacy.accountants import rdp_pruned
 from dpfl.privacy.calibration import calibrate_party_noise_multipliers, epsilon, sgd_event
@@ -124,9 +124,7 @@ def main() -> int:
             f"σ·(1 − 1e-3) does not; their σ differ by at most {spread:.1e} (relative).",
         ]
     )
-    print(body)
-    if not args.no_write:
-        write_section(TITLE, body)
+    publish(TITLE, body, write=not args.no_write)
     print_headline(
         "calibration",
         headline=f"cold {cold_s:.2f} s ({full_s / cold_s:.0f}× every order)",

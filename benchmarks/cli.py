@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.report import interleaved_medians, print_headline, write_section  # noqa: E402
+from benchmarks.report import interleaved_medians, print_headline, publish  # noqa: E402
 
 TITLE = "CLI start-up"
 EPSILON_ARGS = [
@@ -81,9 +81,7 @@ def main() -> int:
             f"{'' if target is None else f'< {target:g} s'} | {verdict} |"
         )
     body = "\n".join(lines)
-    print(body)
-    if not args.no_write:
-        write_section(TITLE, body)
+    publish(TITLE, body, write=not args.no_write)
     help_s, epsilon_s = (medians[n] for n in list(COMMANDS)[:2])
     print_headline(
         "cli",

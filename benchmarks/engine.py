@@ -46,7 +46,7 @@ from torch.func import functional_call, grad, vmap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from benchmarks.report import interleaved_medians, print_headline, write_section
+from benchmarks.report import interleaved_medians, print_headline, publish
 from dpfl.engine import (
     NOISE_STREAM,
     SAMPLING_STREAM,
@@ -349,9 +349,7 @@ def main() -> int:
         memory = measure_memory(list(rounds), data, args.threads)
 
     body, ok = render(times, memory, description, agreement)
-    print(f"## {TITLE}\n\n{body}")
-    if not args.no_write:
-        write_section(TITLE, body)
+    publish(TITLE, body, write=not args.no_write)
     if not ok:
         print("error: a target is missed (see the table above)", file=sys.stderr)
     loops = {name: t for name, t in times.items() if name.startswith("loop_")}

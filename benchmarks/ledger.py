@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import print_headline, write_section
+from benchmarks.report import print_headline, publish
 from dpfl.privacy.accountants import rdp_pruned
 from dpfl.privacy.events import GaussianEvent, PoissonSampledEvent
 from dpfl.privacy.ledger import Ledger
@@ -129,9 +129,7 @@ def main() -> int:
             f"torch threads {torch.get_num_threads()}.",
         ]
     )
-    print(table)
-    if not args.no_write:
-        write_section("Ledger: ε of 100 parties × 1,000 rounds", table)
+    publish("Ledger: ε of 100 parties × 1,000 rounds", table, write=not args.no_write)
     same, mixed = measured["identical"], measured["heterogeneous"]
     print_headline(
         "ledger",

@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout, too
 from backend import migrate  # noqa: E402
 from backend.assets import PLOTLY_FILE  # noqa: E402
 from benchmarks.api_data import seed  # noqa: E402
-from benchmarks.report import print_headline, write_section  # noqa: E402
+from benchmarks.report import print_headline, publish  # noqa: E402
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.server import free_port  # noqa: E402
 
@@ -219,9 +219,7 @@ def main() -> int:
             rows = measure(base, sweep, args.repeats)
             evaluation = plotly_evaluation(base, args.repeats)
     body = table(rows, args.repeats, evaluation)
-    print(body)
-    if not args.no_write:
-        write_section(TITLE, body)
+    publish(TITLE, body, write=not args.no_write)
     worst = max(r["primed_s"] for r in rows)
     print_headline(
         "pages",

@@ -44,6 +44,13 @@ def write_section(title: str, body: str, *, doc: Path = DOC, first: bool = False
     doc.write_text(text.rstrip() + "\n")
 
 
+def publish(title: str, body: str, *, write: bool) -> None:
+    """Prints the section `## {title}` and, when `write`, puts it into docs/benchmarks.md."""
+    print(f"## {title}\n\n{body}")
+    if write:
+        write_section(title, body)
+
+
 def machine() -> dict[str, Any]:
     """Returns what a number measured here depends on: cores, CPU model, OS, Python, torch, date.
 

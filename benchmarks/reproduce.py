@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from benchmarks.all import Child, run_child
-from benchmarks.report import machine, print_headline, write_section
+from benchmarks.report import machine, print_headline, publish
 
 TITLE = "Quick reproductions"  # the section of docs/benchmarks.md
 DOC = Path(__file__).resolve().parents[1] / "docs" / "reproduction.md"  # the full sweeps' verdicts
@@ -226,9 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 quick = claim_verdicts(section.read_text(encoding="utf-8"))
                 verdicts[paper] = compare_verdicts(quick, full_verdicts(paper))
     body, ok = render(plans, results, verdicts)
-    print(f"## {TITLE}\n\n{body}")
-    if not args.no_write:
-        write_section(TITLE, body)
+    publish(TITLE, body, write=not args.no_write)
     headline(plans, results, ok)
     return 0 if ok else 1
 

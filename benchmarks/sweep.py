@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.report import print_headline, write_section  # noqa: E402
+from benchmarks.report import print_headline, publish  # noqa: E402
 from dpfl import runner  # noqa: E402
 from dpfl.batching import batches  # noqa: E402
 from dpfl.reproduce import default_config_dir, load_paper  # noqa: E402
@@ -100,9 +100,7 @@ def main() -> int:
             f"| {ratio:.2f}× | < {TARGET_S:g} s, ≤ {TARGET_RATIO:g}× | {'yes' if met else 'no'} |",
         ]
     )
-    print(body)
-    if not args.no_write:
-        write_section(TITLE, body)
+    publish(TITLE, body, write=not args.no_write)
     print_headline(
         "sweep",
         headline=f"{runs} runs in {wall:.1f} s batched, {ratio:.2f}× their training and evaluation",

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from benchmarks.report import interleaved_medians, print_headline, write_section
+from benchmarks.report import interleaved_medians, print_headline, publish
 from dpfl.algorithms.base import participants
 from dpfl.algorithms.uldp.groups import RecordGroups, epoch_order
 from dpfl.algorithms.uldp.weighted import ULDPAvg
@@ -289,9 +289,7 @@ def main() -> int:
         results[name] = measure(name, repeats[name], data_dirs)
         print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
     body, ok = render(results, repeats)
-    print(f"## {TITLE}\n\n{body}")
-    if not args.no_write:
-        write_section(TITLE, body)
+    publish(TITLE, body, write=not args.no_write)
     if not all(res["agree"] for res in results.values()):
         print("error: the per-user loop disagrees with the vectorised round", file=sys.stderr)
     elif not ok:

@@ -8,7 +8,7 @@ and is never shown for a protected run, whose diagnostics are withheld.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,23 +251,15 @@ def spent_figure(session: Session, run_ids: Sequence[str]) -> dict[str, Any]:
     Raises:
         NotFound: a run does not exist (404).
     """
-    runs, _ = _runs(session, (), run_ids)
-    by_id = {r.id: r for r in runs}
-    rounds = _rounds(session, run_ids)
-    series = []
-    for run_id in run_ids:
-        run = by_id[run_id]
-        series.append(
-            {
-                "id": run.id,
-                "algorithm": run.algorithm,
-                "notion": run.notion,
-                "delta": run.delta,
-                "label": f"{run.algorithm} ε={run.target_epsilon or '–'} ({run.id[:6]})",
-                "rounds": rounds[run_id],
-            }
-        )
-    subtitle = plots.compare_subtitle(r.setting() for r in runs) or None
+    series, subtitle = _per_run(
+        session,
+        run_ids,
+        lambda run: {
+            "notion": run.notion,
+            "delta": run.delta,
+            "label": f"{run.algorithm} ε={run.target_epsilon or '–'} ({run.id[:6]})",
+        },
+    )
     return plots.to_json(plots.accuracy_vs_spent(series, subtitle=subtitle))
 
 
@@ -280,25 +272,29 @@ def curves_figure(session: Session, run_ids: Sequence[str]) -> dict[str, Any]:
     """
     if not run_ids:
         raise ParameterError("query", "runs", "give at least one run id (comma-separated)")
+
+    def fields(run: _Compared) -> dict[str, Any]:
+        eps = run.target_epsilon if run.target_epsilon is not None else run.epsilon
+        privacy = "non-private" if eps is None else f"ε={eps:.3g}"
+        return {"seed": run.seed or 0, "label": f"{run.algorithm} {privacy} seed {run.seed} ({run.id[:6]})"}
+
+    series, subtitle = _per_run(session, run_ids, fields)
+    return plots.to_json(plots.accuracy_per_round(series, subtitle=subtitle))
+
+
+def _per_run(
+    session: Session, run_ids: Sequence[str], fields: Callable[[_Compared], dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Returns one series per run, in the order asked (its id, algorithm, `fields(run)` and its
+    evaluated rounds), and the figure's subtitle: what the runs share."""
     runs, _ = _runs(session, (), run_ids)
     by_id = {r.id: r for r in runs}
     rounds = _rounds(session, run_ids)
-    series = []
-    for run_id in run_ids:
-        run = by_id[run_id]
-        eps = run.target_epsilon if run.target_epsilon is not None else run.epsilon
-        privacy = "non-private" if eps is None else f"ε={eps:.3g}"
-        series.append(
-            {
-                "id": run.id,
-                "algorithm": run.algorithm,
-                "seed": run.seed or 0,
-                "label": f"{run.algorithm} {privacy} seed {run.seed} ({run.id[:6]})",
-                "rounds": rounds[run_id],
-            }
-        )
-    subtitle = plots.compare_subtitle(r.setting() for r in runs) or None
-    return plots.to_json(plots.accuracy_per_round(series, subtitle=subtitle))
+    series = [
+        {"id": r.id, "algorithm": r.algorithm, **fields(r), "rounds": rounds[r.id]}
+        for r in (by_id[run_id] for run_id in run_ids)
+    ]
+    return series, plots.compare_subtitle(r.setting() for r in runs) or None
 
 
 def _rounds(session: Session, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:

@@ -35,7 +35,9 @@ def _delta(value: float) -> None:
         raise SpecError("--delta", f"must be in (0, 1); got {value:g}.")
 
 
-def _schedule(*, steps: int, sampling_rate: float) -> None:
+def _schedule(*, steps: int, sampling_rate: float, delta: float) -> None:
+    """Refuses a DP-SGD schedule's options out of range, naming the option."""
+    _delta(delta)
     if steps < 1:
         raise SpecError("--steps", f"must be an integer ≥ 1; got {steps}.")
     if not 0 < sampling_rate <= 1:
@@ -79,8 +81,7 @@ def epsilon(
     from dpfl.privacy.accountants import make_accountant
 
     _positive("--noise-multiplier", noise_multiplier)
-    _schedule(steps=steps, sampling_rate=sampling_rate)
-    _delta(delta)
+    _schedule(steps=steps, sampling_rate=sampling_rate, delta=delta)
     _accountant(accountant)
     acc = make_accountant(accountant)
     acc.compose(
@@ -114,8 +115,7 @@ def calibrate(
     from dpfl.privacy.accountants import headline_problem
 
     _positive("--epsilon", epsilon)
-    _schedule(steps=steps, sampling_rate=sampling_rate)
-    _delta(delta)
+    _schedule(steps=steps, sampling_rate=sampling_rate, delta=delta)
     _accountant(accountant)
 
     def schedule(sigma: float):
@@ -244,8 +244,7 @@ def group(
     from dpfl.privacy.events import GroupEvent
 
     _positive("--noise-multiplier", noise_multiplier)
-    _schedule(steps=steps, sampling_rate=sampling_rate)
-    _delta(delta)
+    _schedule(steps=steps, sampling_rate=sampling_rate, delta=delta)
     if group_size < 1:
         raise SpecError("--group-size", f"must be an integer ≥ 1; got {group_size}.")
     record = calibration.sgd_event(

@@ -14,8 +14,9 @@ from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput, participants
 from dpfl.algorithms.uldp.groups import RecordGroups, local_deltas
+from dpfl.algorithms.uldp.users import require_one_noise_multiplier
 
-__all__ = ["FedAvg2LR", "LocalTrainingParams"]
+__all__ = ["FedAvg2LR", "LocalTrainingParams", "UserLevelFedAvg2LR"]
 
 PAPER = "004: Kato et al., ULDP-FL: Federated Learning with Across-Silo User-Level DP"
 
@@ -56,3 +57,16 @@ class FedAvg2LR(Algorithm):
     @property
     def global_params(self) -> torch.Tensor:
         return self.w
+
+
+class UserLevelFedAvg2LR(FedAvg2LR):
+    """FedAvg2LR under one noise multiplier σ for all silos: the base of ULDP-NAIVE and
+    ULDP-GROUP, whose user-level release is one noisy sum over silos."""
+
+    def check_noise(self, noise_multiplier) -> None:
+        require_one_noise_multiplier(self.name, noise_multiplier)
+
+    def setup(self, noise_multiplier) -> None:
+        self.check_noise(noise_multiplier)
+        self.sigma = float(noise_multiplier)
+        super().setup(noise_multiplier)

@@ -31,8 +31,8 @@ import torch
 from pydantic import Field, field_validator
 
 from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants
-from dpfl.algorithms.uldp.fedavg_2lr import PAPER, FedAvg2LR, LocalTrainingParams
-from dpfl.algorithms.uldp.users import USERS_PARTY, require_one_noise_multiplier, require_users
+from dpfl.algorithms.uldp.fedavg_2lr import PAPER, LocalTrainingParams, UserLevelFedAvg2LR
+from dpfl.algorithms.uldp.users import USERS_PARTY, require_users
 from dpfl.engine import clipped_grad_sum, release_noise
 from dpfl.engine.sampling import poisson_batch
 from dpfl.errors import SpecError
@@ -64,7 +64,7 @@ class GroupParams(LocalTrainingParams):
 
 
 @ALGORITHMS.register("uldp_group")
-class ULDPGroup(FedAvg2LR):
+class ULDPGroup(UserLevelFedAvg2LR):
     """Per-silo DP-SGD on records capped at k per user; ε by group privacy for groups of k."""
 
     Params = GroupParams
@@ -118,13 +118,6 @@ class ULDPGroup(FedAvg2LR):
             ledger.record(r, USERS_PARTY, self.release_event(participants(self.spec, r), noise_multiplier))
         return ledger
 
-    def check_noise(self, noise_multiplier) -> None:
-        require_one_noise_multiplier(self.name, noise_multiplier)
-
-    def setup(self, noise_multiplier) -> None:
-        self.check_noise(noise_multiplier)
-        self.sigma = float(noise_multiplier)
-        super().setup(noise_multiplier)
 
     def silo_deltas(self, silos: np.ndarray, r: int) -> torch.Tensor:
         """Returns each listed silo's delta after its DP-SGD steps on its kept records, [S, P]."""

@@ -25,8 +25,8 @@ import math
 from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants
-from dpfl.algorithms.uldp.fedavg_2lr import PAPER, FedAvg2LR, LocalTrainingParams
-from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, require_one_noise_multiplier, user_level_plan
+from dpfl.algorithms.uldp.fedavg_2lr import PAPER, LocalTrainingParams, UserLevelFedAvg2LR
+from dpfl.algorithms.uldp.users import USERS_PARTY, clip_rows, user_level_plan
 from dpfl.engine import release
 from dpfl.privacy.calibration import calibrate_noise_multiplier
 from dpfl.privacy.events import GaussianEvent
@@ -43,7 +43,7 @@ class NaiveParams(LocalTrainingParams):
 
 
 @ALGORITHMS.register("uldp_naive")
-class ULDPNaive(FedAvg2LR):
+class ULDPNaive(UserLevelFedAvg2LR):
     """DP-FedAvg whose per-silo noise std is σ·2C·√|S| (user-level sensitivity 2|S|C)."""
 
     Params = NaiveParams
@@ -70,13 +70,6 @@ class ULDPNaive(FedAvg2LR):
         )
         return sigma_paper * PAPER_SENSITIVITY_RATIO
 
-    def check_noise(self, noise_multiplier) -> None:
-        require_one_noise_multiplier(self.name, noise_multiplier)
-
-    def setup(self, noise_multiplier) -> None:
-        self.check_noise(noise_multiplier)
-        self.sigma = float(noise_multiplier)
-        super().setup(noise_multiplier)
 
     def round(self, r: int) -> RoundOutput:
         p = self.params

@@ -22,6 +22,7 @@ the batch size a second time; here it is the plain mean gradient (§2.5).
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import Literal
 
@@ -94,9 +95,9 @@ class ULDPWeighted(Algorithm):
     needs_contributions = False  # whether `aggregate` needs each pair's clipped contribution
 
     @property
+    @abc.abstractmethod
     def records_per_step(self) -> int:
         """Records of one group in one batched computation (sizes the blocks of groups)."""
-        raise NotImplementedError
 
     def plan(self, noise_multiplier: float) -> Ledger:
         return user_level_plan(self.spec, self.release_event(float(noise_multiplier)))
@@ -139,9 +140,9 @@ class ULDPWeighted(Algorithm):
             self._groups[key] = RecordGroups.of_users(self.data, self.users, silos)
         return self._groups[key]
 
+    @abc.abstractmethod
     def contributions(self, groups: RecordGroups, block: slice, r: int) -> torch.Tensor:
         """Returns the unclipped contribution of each group of the block, [G_block, P]."""
-        raise NotImplementedError
 
     def silo_sums(
         self, r: int, silos: np.ndarray, sampled: np.ndarray | None, *, keep: bool = False
