@@ -210,9 +210,9 @@ def _run_on_server(
     ids, links = [], {}
     for sweep in sweeps:
         name = f"reproduce {paper}: {sweep.setting}" + (" (quick)" if quick else "")
-        sweep_id = remote.submit(client, sweep, name=name)
-        ids.append(sweep_id)
-        links[sweep.setting] = f"{client.url}/#/compare?sweep={sweep_id}"
+        sweep_ids = remote.submit(client, sweep, name=name)
+        ids.append(sweep_ids)
+        links[sweep.setting] = f"{client.url}/#/compare?sweep={sweep_ids[0]}"
         console.print(
             f"submitted {escape(name)}: {len(sweep.points)} runs; {links[sweep.setting]}", soft_wrap=True
         )
@@ -229,7 +229,7 @@ def _run_on_server(
         def on_progress(progress: float, finished: int, runs: int) -> None:
             bar.update(task, completed=progress, total=runs, finished=f"{finished}/{runs} finished")
 
-        remote.wait(client, ids, on_progress=on_progress)
+        remote.wait(client, [i for sweep_ids in ids for i in sweep_ids], on_progress=on_progress)
     outcomes = [
         o for sweep, i in zip(sweeps, ids, strict=True) for o in remote.fetch_outcomes(client, sweep, i)
     ]

@@ -102,7 +102,7 @@ def paper_calibrations(
         seen: set[tuple] = set()
         for point in sweep.points:
             spec = parse_spec(point.data)
-            algorithm, x, variant, _ = sweep.cell(spec.to_json())
+            algorithm, x, variant, _, _ = sweep.cell(spec.to_json())
             privacy, key = spec.privacy, (algorithm, x, variant)
             if x is None or key in seen or privacy is None or not _offers_closed_form(algorithm):
                 continue

@@ -59,10 +59,7 @@ def run_sweeps(
     outcomes, index = [], 0
     for sweep in sweeps:
         specs = [parse_spec(p.data) for p in sweep.points]
-        where = []
-        for spec in specs:
-            algorithm, x, variant, seed = sweep.cell(spec.to_json())
-            where.append(dict(setting=sweep.setting, algorithm=algorithm, x=x, variant=variant, seed=seed))
+        where = [dict(sweep.cell(spec.to_json())._asdict(), setting=sweep.setting) for spec in specs]
         found: dict[int, Outcome] = {}
         for group in batches(specs):
             if on_point is not None:
@@ -100,6 +97,7 @@ def _succeeded(where: dict, result: runner.RunResult) -> Outcome:
         status="succeeded",
         accuracy=None if final is None else final.accuracy,
         loss=None if final is None else final.loss,
+        train_loss=None if final is None else final.diagnostics.get("train_loss"),
         epsilon=epsilon,
         target_epsilon=result.privacy.target_epsilon,
         warning=result.privacy.warning(epsilon),

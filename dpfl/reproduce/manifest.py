@@ -15,6 +15,8 @@ base setting; `dpfl.spec.load_spec` ignores the block) plus an optional top-leve
       claims:                       # checked on the mean over the sweep's x values
         - {text: "...", better: isrl_spider, than: isrl_mbsgd, metric: test_error, by: 0.0172}
         - {text: "...", better: uldp_avg_w, than: uldp_avg, metric: loss, round: 10}  # at round 10
+      tune:                         # a method whose setting the paper picks by training loss
+        gdp_gd: [{label: "α = 0.3", set: {params.lr: 0.3}}, {label: "α = 1", set: {params.lr: 1.0}}]
       notes: "free text shown under the setting's title"
 
 Parameters: the config's own `params` belong to its own `algorithm`; every other algorithm of
@@ -22,20 +24,27 @@ the grid takes exactly its `params_by_algorithm` entry (or its defaults), so par
 method does not know (SPIDER's `phase`) never reach another. The grid is the API's
 (`dpfl.sweep.expand`), with `seed` added from `seeds`; grid keys besides `algorithm`, `x` and
 `seed` split the results into variants, each with its own figure and verdicts.
+
+Tuning: a method listed under `tune` runs once per candidate (each sets `algorithm`, `params` or
+`params.<name>` over the method's point), and in every cell (variant, x) the candidate with the
+lowest mean final training loss over the seeds stands for the method, as the papers pick step
+sizes and variants. Training loss is a diagnostic of private data: the choice is not accounted
+in the ledger (nor is it in the papers), and the report says so next to the chosen candidates.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import dpfl
 from dpfl.errors import DpflError, SpecError, UnknownNameError
@@ -44,6 +53,8 @@ from dpfl.sweep import PER_ALGORITHM, Point, PointError, expand, locate
 
 __all__ = [
     "PAPERS",
+    "Candidate",
+    "Cell",
     "Claim",
     "ConfigError",
     "PaperInfo",
@@ -150,6 +161,21 @@ class Claim(_Strict):
     where: dict[str, Any] = Field(default_factory=dict)
 
 
+class Candidate(_Strict):
+    """One setting a tuned method may take: a label for the report and the fields it sets."""
+
+    label: str = Field(min_length=1)
+    set: dict[str, Any] = Field(min_length=1)
+
+    @field_validator("set")
+    @classmethod
+    def _only_the_method(cls, values: dict[str, Any]) -> dict[str, Any]:
+        for key in values:
+            if key not in ("algorithm", "params") and not key.startswith("params."):
+                raise ValueError(f"may set `algorithm`, `params` or `params.<name>` only; got {key!r}")
+        return values
+
+
 class ReproduceBlock(_Strict):
     """The `reproduce:` block of a config (see the module docstring)."""
 
@@ -161,7 +187,19 @@ class ReproduceBlock(_Strict):
     x: str = "privacy.epsilon"
     paper: list[PaperValue] = Field(default_factory=list)
     claims: list[Claim] = Field(default_factory=list)
+    tune: dict[str, list[Candidate]] = Field(default_factory=dict)
     notes: str = ""
+
+
+class Cell(NamedTuple):
+    """Where a run of a reproduction sits: method, x, variant, seed, and the tuning candidate
+    it runs ("" for a method that is not tuned)."""
+
+    algorithm: str
+    x: float | None
+    variant: tuple[tuple[str, Any], ...]
+    seed: int
+    candidate: str = ""
 
 
 @dataclass(frozen=True)
@@ -173,20 +211,47 @@ class Sweep:
     grid: dict[str, list[Any]]
     x: str
     points: list[Point]
+    tune: Mapping[str, Sequence[Candidate]] = dataclasses.field(default_factory=dict)
 
     @property
     def variant_keys(self) -> list[str]:
         """Returns the grid keys that split results into variants (not algorithm, x or seed)."""
         return [k for k in self.grid if k not in ("algorithm", "seed", self.x)]
 
-    def cell(self, spec: Mapping[str, Any]) -> tuple[str, float | None, tuple[tuple[str, Any], ...], int]:
-        """Returns (algorithm, x, variant, seed) of a run from its spec as JSON.
+    def cell(self, spec: Mapping[str, Any]) -> Cell:
+        """Returns where a run sits, from its spec as JSON: its method (the tuned method a
+        candidate stands for), x, variant, seed and candidate label.
 
         x is None for a run without that field (a non-private run when x is `privacy.epsilon`).
         """
         x = _get(spec, self.x)
         variant = tuple((key, _get(spec, key)) for key in self.variant_keys)
-        return spec["algorithm"], None if x is None else float(x), variant, int(spec.get("seed", 0))
+        method, candidate = self._method(spec)
+        return Cell(method, None if x is None else float(x), variant, int(spec.get("seed", 0)), candidate)
+
+    def _method(self, spec: Mapping[str, Any]) -> tuple[str, str]:
+        """Returns (method, candidate label) of a run: the first candidate whose fields it has."""
+        for method, candidates in self.tune.items():
+            for candidate in candidates:
+                wanted = candidate.set.get("algorithm", method)
+                if spec["algorithm"] == wanted and all(
+                    _get(spec, key) == value for key, value in candidate.set.items() if key != "algorithm"
+                ):
+                    return method, candidate.label
+        return str(spec["algorithm"]), ""
+
+    def submissions(self) -> list[tuple[dict[str, Any], dict[str, list[Any]]]]:
+        """Returns the (base, grid) sweeps a server runs for this one: the untuned methods' grid,
+        then one sweep per candidate of a tuned method (a server's grid sets no per-method fields)."""
+        untuned = [a for a in self.grid.get("algorithm", []) if a not in self.tune]
+        out = [(self.base, self.grid | {"algorithm": untuned})] if untuned else []
+        for method, candidates in self.tune.items():
+            for candidate in candidates:
+                data = _with(_method_point(self.base, method), candidate.set)
+                algorithm = data["algorithm"]
+                base = self.base | {PER_ALGORITHM: {algorithm: data.get("params") or {}}}
+                out.append((base, self.grid | {"algorithm": [algorithm]}))
+        return out
 
 
 @dataclass(frozen=True)
@@ -232,23 +297,33 @@ class Setting:
                 _validate(i, points, base)
         except PointError as exc:
             raise ConfigError(self.path.name, self._field(exc.loc, fields), exc.reason) from None
-        return Sweep(self.name, base, grid, block.x, points)
+        return Sweep(self.name, base, grid, block.x, self._tuned(points), dict(block.tune))
+
+    def _tuned(self, points: Sequence[Point]) -> list[Point]:
+        """Returns the points with each point of a tuned method replaced by one per candidate."""
+        out = []
+        for point in points:
+            for i, candidate in enumerate(self.block.tune.get(point.algorithm, [None])):
+                if candidate is None:
+                    out.append(point)
+                    continue
+                tuned = Point(point.overrides, _with(point.data, candidate.set))
+                where = f"{BLOCK}.tune.{point.algorithm}.{i}.set"
+                try:
+                    _check_spec(tuned.data)
+                except SpecError as exc:
+                    raise ConfigError(self.path.name, f"{where}.{exc.field}", exc.reason) from None
+                except UnknownNameError as exc:
+                    raise ConfigError(self.path.name, f"{where}.{exc.field}", f"names {exc}.") from None
+                out.append(tuned)
+        return out
 
     def _quick_set(self, data: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
         """Returns a copy of `data` with each dotted key of `quick.set` set to its value."""
-        out = copy.deepcopy(data)
-        for key, value in values.items():
-            node, (*parents, leaf) = out, key.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-                if not isinstance(node, dict):
-                    raise ConfigError(
-                        self.path.name,
-                        f"{BLOCK}.quick.set.{key}",
-                        f"cannot be set: {part!r} is not a mapping.",
-                    )
-            node[leaf] = copy.deepcopy(value)
-        return out
+        try:
+            return _with(data, values)
+        except _NotMapping as exc:
+            raise ConfigError(self.path.name, f"{BLOCK}.quick.set.{exc.key}", exc.reason) from None
 
     def _field(self, loc: Sequence[str], fields: Mapping[str, str]) -> str:
         """Returns where in the file a sweep field is written."""
@@ -268,13 +343,9 @@ class Setting:
 
 def _validate(index: int, points: Sequence[Point], base: Mapping[str, Any]) -> None:
     """Refuses a point whose spec or params are invalid, naming the field it came from."""
-    from dpfl.algorithms import algorithm_class  # here: naming the papers (`dpfl --help`) needs no torch
-
     point = points[index]
     try:
-        spec = parse_spec(point.data)
-        cls = algorithm_class(spec.algorithm)
-        check_privacy(spec, cls.notion_of(cls.parse_params(spec.params)))
+        _check_spec(point.data)
     except SpecError as exc:
         where = ", ".join(f"{k}={json.dumps(v)}" for k, v in point.overrides.items())
         raise PointError(
@@ -282,6 +353,41 @@ def _validate(index: int, points: Sequence[Point], base: Mapping[str, Any]) -> N
         ) from None
     except UnknownNameError as exc:
         raise PointError(("base", "spec"), str(exc)) from None
+
+
+def _check_spec(data: Mapping[str, Any]) -> None:
+    """Raises SpecError naming the field (or UnknownNameError) unless `data` is a spec its
+    algorithm takes, params and privacy block included."""
+    from dpfl.algorithms import algorithm_class  # here: naming the papers (`dpfl --help`) needs no torch
+
+    spec = parse_spec(data)
+    cls = algorithm_class(spec.algorithm)
+    check_privacy(spec, cls.notion_of(cls.parse_params(spec.params)))
+
+
+class _NotMapping(Exception):
+    def __init__(self, key: str, part: str):
+        super().__init__(key)
+        self.key, self.reason = key, f"cannot be set: {part!r} is not a mapping."
+
+
+def _with(data: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Returns a deep copy of `data` with each dotted key of `values` set (parents created)."""
+    out = copy.deepcopy(dict(data))
+    for key, value in values.items():
+        node, (*parents, leaf) = out, key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise _NotMapping(key, part)
+        node[leaf] = copy.deepcopy(value)
+    return out
+
+
+def _method_point(base: Mapping[str, Any], method: str) -> dict[str, Any]:
+    """Returns `method`'s spec fields over the base: its algorithm and its per-method params."""
+    params = (base.get(PER_ALGORITHM) or {}).get(method) or {}
+    return {"algorithm": method, "params": copy.deepcopy(params)}
 
 
 def _get(data: Mapping[str, Any], dotted: str) -> Any:
@@ -360,6 +466,16 @@ def _check_block(setting: Setting) -> None:
     for i, claim in enumerate(block.claims):
         _known_algorithm(file, f"{BLOCK}.claims.{i}.better", claim.better, known)
         _known_algorithm(file, f"{BLOCK}.claims.{i}.than", claim.than, known)
+    for method, candidates in block.tune.items():
+        _known_algorithm(file, f"{BLOCK}.tune.{method}", method, known)
+        for i, candidate in enumerate(candidates):
+            other = candidate.set.get("algorithm", method)
+            if other != method and other in known:
+                raise ConfigError(
+                    file,
+                    f"{BLOCK}.tune.{method}.{i}.set.algorithm",
+                    f"must not be a method of the grid ({other!r} is): its runs would count twice.",
+                )
 
 
 def _known_algorithm(file: str, field: str, name: str, known: Sequence[str]) -> None:

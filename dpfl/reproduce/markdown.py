@@ -15,7 +15,7 @@ from typing import Any
 from dpfl.reproduce.calibration import PaperCalibration
 from dpfl.reproduce.manifest import Setting, Sweep
 from dpfl.reproduce.report import Report
-from dpfl.reproduce.summary import variant_label
+from dpfl.reproduce.summary import HOLDS, Verdict, variant_label
 
 __all__ = ["X_SYMBOLS", "markdown", "splice"]
 
@@ -53,6 +53,7 @@ def markdown(report: Report) -> str:
         f"{report.started:%Y-%m-%d}.",
         "",
     ]
+    lines += _robustness(report.verdicts)
     for setting, sweep in zip(report.settings, report.sweeps, strict=True):
         lines += _setting(setting, sweep, report)
     lines += _privacy(report)
@@ -62,6 +63,24 @@ def markdown(report: Report) -> str:
         lines += [f"- {o.label}: {o.status}: {(o.error or '').partition(chr(10))[0]}" for o in failed]
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _robustness(verdicts: Sequence[Verdict]) -> list[str]:
+    """Returns each claim's verdicts across the readings (settings and variants) it was checked in."""
+    by_claim: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        by_claim.setdefault(v.claim.text, []).append(v)
+    if not any(len(vs) > 1 for vs in by_claim.values()):
+        return []
+    out = ["Each claim across the readings it was checked in (a setting, and a variant of it):", ""]
+    for text, vs in by_claim.items():
+        held = [v for v in vs if v.verdict == HOLDS]
+        where = "; ".join(
+            f"{v.verdict} in {v.setting}" + (f" ({variant_label(v.variant)})" if v.variant else "")
+            for v in vs
+        )
+        out.append(f"- *{text}*: holds in {len(held)} of {len(vs)} readings ({where}).")
+    return [*out, ""]
 
 
 def _x_name(x: str) -> str:
@@ -100,6 +119,7 @@ def _setting(setting: Setting, sweep: Sweep, report: Report) -> list[str]:
         if variant:
             lines += [f"#### {variant}", ""]
         lines += _table(block.x, rows)
+        lines += _tuned(block.x, rows)
         lines += _paper_numbers(block.x, rows)
         lines += _claims(setting, variant, report)
     return lines
@@ -143,6 +163,25 @@ def _table(x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
                 "",
             ]
     return out
+
+
+def _tuned(x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Returns the candidates each tuned cell chose, with every candidate's training loss."""
+    tuned = [r for r in rows if r["tuned"] is not None]
+    if not tuned:
+        return []
+    out = [
+        "Tuned by final training loss (mean over seeds; the lowest stands for the method above). "
+        "The choice reads training loss, a diagnostic of the silos' data that no ledger covers, as "
+        "the paper's tuning does:",
+        "",
+        f"| method | {_x_name(x_key)} | chosen | training loss of each candidate |",
+        "|---|---|---|---|",
+    ]
+    for r in tuned:
+        losses = ", ".join(f"{label} {_num(loss)}" for label, loss in r["tuned_losses"].items())
+        out.append(f"| {r['algorithm']} | {_num(r['x'])} | {r['tuned']} | {losses} |")
+    return [*out, ""]
 
 
 def _paper_numbers(x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -50,6 +50,7 @@ CSV_COLUMNS = (
     "ours",
     "paper_epsilon",
     "paper_source",
+    "tuned",
 )
 _FIGURE_HEIGHT = "460px"
 _CSS = """
@@ -198,7 +199,8 @@ def _table(setting: Setting, variant: str, rows: Sequence[Mapping[str, Any]]) ->
             if r["epsilon_mean"] is None
             else f"{_num(r['epsilon_mean'])} / {_num(r['epsilon_max'])}"
         )
-        line = [f"<td class=name>{_e(r['algorithm'])}</td>"]
+        tuned = "" if r.get("tuned") is None else f" <small>(tuned: {_e(r['tuned'])})</small>"
+        line = [f"<td class=name>{_e(r['algorithm'])}{tuned}</td>"]
         if not by_epsilon:
             line.append(f"<td>{_num(r['x'])}</td>")
         line += [f"<td>{_num(r['target_epsilon'])}</td>", f"<td>{runs}</td>"]

@@ -72,11 +72,12 @@ def _reason(response: httpx.Response) -> str:
     return f"{detail} (HTTP {response.status_code})"
 
 
-def submit(client: Client, sweep: Sweep, *, name: str) -> str:
-    """Returns the id of the sweep the server created and queued for `sweep`."""
-    body = {"name": name, "base": sweep.base, "grid": sweep.grid}
-    created = client.request("POST", "/api/sweeps", json=body, what=f"create the sweep of {sweep.setting}")
-    return str(created["id"])
+def submit(client: Client, sweep: Sweep, *, name: str) -> list[str]:
+    """Returns the ids of the sweeps the server created and queued for `sweep`: one, and one more
+    per candidate of a tuned method (`Sweep.submissions`)."""
+    what = f"create the sweep of {sweep.setting}"
+    bodies = [{"name": name, "base": base, "grid": grid} for base, grid in sweep.submissions()]
+    return [str(client.request("POST", "/api/sweeps", json=body, what=what)["id"]) for body in bodies]
 
 
 def wait(
@@ -102,13 +103,18 @@ def wait(
         time.sleep(poll_s)
 
 
-def fetch_outcomes(client: Client, sweep: Sweep, sweep_id: str) -> list[Outcome]:
-    """Returns the outcome of every run of a finished sweep, placed in its cell by its own spec."""
-    detail = client.request("GET", f"/api/sweeps/{sweep_id}", what=f"show sweep {sweep_id}")
+def fetch_outcomes(client: Client, sweep: Sweep, sweep_ids: Sequence[str]) -> list[Outcome]:
+    """Returns the outcome of every run of the finished sweeps submitted for `sweep`, each placed
+    in its cell by its own spec."""
+    runs = [
+        run
+        for sweep_id in sweep_ids
+        for run in client.request("GET", f"/api/sweeps/{sweep_id}", what=f"show sweep {sweep_id}")["runs"]
+    ]
     outcomes = []
-    for run in detail["runs"]:
+    for run in runs:
         spec = client.request("GET", f"/api/runs/{run['id']}/spec", what=f"show the spec of run {run['id']}")
-        algorithm, x, variant, seed = sweep.cell(spec)
+        cell = sweep.cell(spec)
         done = run["status"] == "succeeded"
         metrics = (
             client.request(
@@ -119,14 +125,12 @@ def fetch_outcomes(client: Client, sweep: Sweep, sweep_id: str) -> list[Outcome]
         )
         outcomes.append(
             Outcome(
+                **cell._asdict(),
                 setting=sweep.setting,
-                algorithm=algorithm,
-                x=x,
-                variant=variant,
-                seed=seed,
                 status=run["status"],
                 accuracy=run["final_accuracy"] if done else None,
                 loss=run["final_loss"] if done else None,
+                train_loss=((metrics[-1].get("diagnostics") or {}).get("train_loss") if metrics else None),
                 epsilon=run["epsilon"],
                 target_epsilon=run["target_epsilon"],
                 error=run["error"] or (None if done else f"run {run['id']} {run['status']}"),

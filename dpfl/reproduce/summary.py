@@ -12,6 +12,9 @@ by the same code, and the statistics are tested with numbers.
   at the final round or at the round the claim names. It holds when A is better by more than 0,
   and by at least m when m is given; it cannot be checked when either method has no finished
   run (evaluated at that round).
+- A tuned method's cell is the candidate with the lowest mean final training loss over its
+  succeeded seeds (candidates without one are passed over); the row says which, and every
+  candidate's training loss.
 - A privacy correction is a run whose ledger ε exceeds its target (e.g. a paper's closed-form
   noise): the report says so next to the ε the paper states.
 """
@@ -55,6 +58,8 @@ class Outcome:
         variant: the values of the grid's other keys, as (key, value) pairs.
         status: succeeded, failed or cancelled.
         accuracy, loss: final test accuracy in [0, 1] and test loss (None unless succeeded).
+        train_loss: final training loss (a diagnostic; what tuning selects by), when recorded.
+        candidate: the tuning candidate the run is of ("" for a method that is not tuned).
         curve: test accuracy and loss at every evaluated round, for claims checked at a round.
         epsilon: the ε its ledger adds up to (None for a non-private or unfinished run).
         target_epsilon: the ε it was calibrated to (None without an ε target).
@@ -76,13 +81,16 @@ class Outcome:
     error: str | None = None
     duration_s: float | None = None
     curve: tuple[tuple[int, float, float], ...] = ()  # (round, accuracy, loss) of every evaluation
+    train_loss: float | None = None
+    candidate: str = ""
 
     @property
     def label(self) -> str:
         """Returns a short name of the run: setting, algorithm, x, variant and seed."""
         x = "" if self.x is None else f" x={self.x:g}"
         variant = f" {variant_label(self.variant)}" if self.variant else ""
-        return f"{self.setting} {self.algorithm}{x}{variant} seed {self.seed}"
+        candidate = f" ({self.candidate})" if self.candidate else ""
+        return f"{self.setting} {self.algorithm}{candidate}{x}{variant} seed {self.seed}"
 
 
 @dataclass(frozen=True)
@@ -160,14 +168,17 @@ def summary_rows(outcomes: Iterable[Outcome], blocks: Mapping[str, ReproduceBloc
     accuracy_std, loss_mean, loss_std, epsilon_mean, epsilon_max (ledger ε spent), target_epsilon,
     by_round (round → mean accuracy and loss, for the rounds every succeeded run evaluated), and
     the paper's number for the cell: paper_metric, paper_value, ours (our mean in the paper's
-    metric), paper_epsilon (the ε the paper states), paper_source; None where not given.
+    metric), paper_epsilon (the ε the paper states), paper_source; None where not given; and for a
+    tuned method, `tuned` (the chosen candidate) and `tuned_losses` (candidate → mean final
+    training loss, None where none finished).
     """
     groups: dict[tuple, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         x = None if o.x is None else round(o.x, 12)
         groups[(o.setting, o.variant, o.algorithm, x)].append(o)
     rows = []
-    for (setting, variant, algorithm, _), members in groups.items():
+    for (setting, variant, algorithm, _), cell in groups.items():
+        members, chosen, losses = _chosen(cell)
         done = [o for o in members if o.status == "succeeded"]
         accuracy = [o.accuracy for o in done if o.accuracy is not None]
         loss = [o.loss for o in done if o.loss is not None]
@@ -189,6 +200,8 @@ def summary_rows(outcomes: Iterable[Outcome], blocks: Mapping[str, ReproduceBloc
             "epsilon_max": max(spent) if spent else None,
             "target_epsilon": targets.pop() if len(targets) == 1 else None,
             "by_round": _by_round(done),
+            "tuned": chosen,
+            "tuned_losses": losses,
         }
         entry = _paper_value(block.paper, algorithm, x, variant)
         stated = None
@@ -205,6 +218,24 @@ def summary_rows(outcomes: Iterable[Outcome], blocks: Mapping[str, ReproduceBloc
         }
         rows.append(row)
     return rows
+
+
+def _chosen(cell: Sequence[Outcome]) -> tuple[list[Outcome], str | None, dict[str, float | None] | None]:
+    """Returns the runs that stand for a cell, the chosen candidate and every candidate's mean final
+    training loss: all runs and None, None for a method that is not tuned."""
+    by_candidate: dict[str, list[Outcome]] = defaultdict(list)
+    for o in cell:
+        by_candidate[o.candidate].append(o)
+    if set(by_candidate) == {""}:
+        return list(cell), None, None
+    losses = {
+        label: _mean([o.train_loss for o in runs if o.status == "succeeded" and o.train_loss is not None])
+        for label, runs in by_candidate.items()
+    }
+    finished = {label: loss for label, loss in losses.items() if loss is not None}
+    # no candidate finished: the first one's failed runs stand for the cell, which shows them
+    chosen = min(finished, key=finished.__getitem__) if finished else next(iter(by_candidate))
+    return by_candidate[chosen], chosen, losses
 
 
 def _by_x(

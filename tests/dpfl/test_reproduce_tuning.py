@@ -1,0 +1,171 @@
+"""`reproduce.tune`: a method runs once per candidate and the lowest mean final training loss stands
+for it in each cell; the Newton configs pick the step α per μ this way, on both row scalings."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+
+import pytest
+
+from dpfl.cli import main
+from dpfl.reproduce import default_config_dir, load_paper
+from dpfl.reproduce.manifest import ReproduceBlock, Sweep
+from dpfl.reproduce.summary import Outcome, summary_rows
+from dpfl.spec import parse_spec
+from dpfl.sweep import expand
+from tests.dpfl.test_reproduce import BLOCK, write_config
+from tests.factories import run_cli
+
+TUNE = {
+    "isrl_mbsgd": [
+        {"label": "lr 0.5", "set": {"params.lr": 0.5}},
+        {"label": "lr 2", "set": {"params.lr": 2.0}},
+    ],
+    "isrl_localsgd": [
+        {"label": "MB-SGD's K", "set": {"params.batch_size": 64}},
+        {
+            "label": "Alg. 11",
+            "set": {"algorithm": "isrl_spider_alt", "params": {"lr": 1.0, "batch_size": 32}},
+        },
+    ],
+}
+TUNED = BLOCK | {"tune": TUNE, "quick": None}
+BLOCK_OF_S = ReproduceBlock.model_validate({"title": "s", "grid": {"x": [1]}, "x": "x"})
+
+
+def _outcome(candidate, seed, train_loss, accuracy, status="succeeded"):
+    return Outcome(
+        setting="s",
+        algorithm="m",
+        x=1.0,
+        variant=(),
+        seed=seed,
+        status=status,
+        accuracy=accuracy if status == "succeeded" else None,
+        loss=0.5,
+        train_loss=train_loss,
+        candidate=candidate,
+    )
+
+
+def _sweep(tmp_path) -> Sweep:
+    block = {k: v for k, v in TUNED.items() if v is not None}
+    (setting,) = load_paper("isrl", write_config(tmp_path, block=block))
+    return setting.sweep()
+
+
+def test_the_lowest_mean_training_loss_stands_for_the_cell():
+    runs = [
+        _outcome("a", 0, 0.5, 0.90),
+        _outcome("a", 1, 0.7, 0.92),
+        _outcome("b", 0, 0.4, 0.70),
+        _outcome("b", 1, 0.5, 0.72),
+        _outcome("c", 0, None, None, status="failed"),  # no training loss: passed over
+    ]
+    (row,) = summary_rows(runs, {"s": BLOCK_OF_S})
+    assert row["tuned"] == "b"
+    assert row["tuned_losses"] == {"a": pytest.approx(0.6), "b": pytest.approx(0.45), "c": None}
+    assert (row["n"], row["failed"], row["accuracy_mean"]) == (2, 0, pytest.approx(0.71))
+
+
+def test_a_cell_without_a_finished_candidate_shows_its_failures():
+    (row,) = summary_rows([_outcome("a", 0, None, None, status="failed")], {"s": BLOCK_OF_S})
+    assert (row["tuned"], row["n"], row["failed"]) == ("a", 0, 1)
+
+
+def test_an_untuned_method_has_no_choice():
+    (row,) = summary_rows([_outcome("", 0, 0.3, 0.8)], {"s": BLOCK_OF_S})
+    assert (row["tuned"], row["tuned_losses"]) == (None, None)
+
+
+def test_each_candidate_is_a_run_of_its_own_placed_back_in_its_method(tmp_path):
+    sweep = _sweep(tmp_path)
+    cells = [sweep.cell(parse_spec(p.data).to_json()) for p in sweep.points]
+    # 2 methods × 2 candidates × 2 ε × 2 seeds
+    assert len(cells) == 16
+    by_candidate = {(c.algorithm, c.candidate) for c in cells}
+    assert by_candidate == {
+        ("isrl_mbsgd", "lr 0.5"),
+        ("isrl_mbsgd", "lr 2"),
+        ("isrl_localsgd", "MB-SGD's K"),
+        ("isrl_localsgd", "Alg. 11"),
+    }
+    alg11 = [p.data for p in sweep.points if p.data["algorithm"] == "isrl_spider_alt"]
+    assert len(alg11) == 4 and all(d["params"] == {"lr": 1.0, "batch_size": 32} for d in alg11)
+    localsgd = [p.data["params"] for p in sweep.points if p.data["algorithm"] == "isrl_localsgd"]
+    assert all(p == BLOCK["params_by_algorithm"]["isrl_localsgd"] | {"batch_size": 64} for p in localsgd)
+
+
+def test_a_server_runs_exactly_the_local_points(tmp_path):
+    sweep = _sweep(tmp_path)
+    local = sorted(parse_spec(p.data).model_dump_json() for p in sweep.points)
+    served = sorted(
+        parse_spec(p.data).model_dump_json()
+        for base, grid in sweep.submissions()
+        for p in expand(base, grid, max_points=1000)
+    )
+    assert served == local and len(sweep.submissions()) == 4  # candidates only: no untuned method
+
+
+@pytest.mark.parametrize(
+    ("tune", "message"),
+    [
+        (
+            {"isrl_mbsgd": [{"label": "x", "set": {"rounds": 3}}]},
+            "`reproduce.tune.isrl_mbsgd.0.set` may set `algorithm`, `params` or "
+            "`params.<name>` only; got 'rounds'.",
+        ),
+        (
+            {"isrl_spider": [{"label": "x", "set": {"params.phase": 2}}]},
+            "`reproduce.tune.isrl_spider` must be one of the sweep's algorithms (isrl_mbsgd, "
+            "isrl_localsgd); got 'isrl_spider'.",
+        ),
+        (
+            {"isrl_mbsgd": [{"label": "x", "set": {"algorithm": "isrl_localsgd"}}]},
+            "`reproduce.tune.isrl_mbsgd.0.set.algorithm` must not be a method of the grid "
+            "('isrl_localsgd' is): its runs would count twice.",
+        ),
+        (
+            {"isrl_mbsgd": [{"label": "x", "set": {"params.phase": 2}}]},
+            "`reproduce.tune.isrl_mbsgd.0.set.params.phase` is not a known field.",
+        ),
+    ],
+)
+def test_a_bad_candidate_is_one_line_naming_it(capsys, tmp_path, tune, message):
+    block = {k: v for k, v in (BLOCK | {"tune": tune}).items()}
+    configs = write_config(tmp_path, block=block)
+    out = str(tmp_path / "o")
+    code, _, err = run_cli(capsys, "reproduce", "isrl", "--configs", str(configs), "--out", out)
+    assert (code, err) == (1, f"error: isrl_tiny.yaml: {message}\n")
+
+
+def test_the_report_names_each_cells_choice(tmp_path):
+    block = {k: v for k, v in TUNED.items() if v is not None} | {"seeds": 1, "claims": []}
+    configs, out = write_config(tmp_path / "configs", block=block), tmp_path / "out"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        main(["reproduce", "isrl", "--configs", str(configs), "--out", str(out)])
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert {r["algorithm"] for r in rows} == {"isrl_mbsgd", "isrl_localsgd"} and len(rows) == 4
+    assert {r["tuned"] for r in rows if r["algorithm"] == "isrl_mbsgd"} <= {"lr 0.5", "lr 2"}
+    text = (out / "reproduction.md").read_text()
+    assert "Tuned by final training loss" in text and "Alg. 11" in text
+
+
+def test_the_newton_configs_pick_the_step_per_mu_on_both_scalings():
+    for setting in load_paper("newton", default_config_dir()):
+        sweep = setting.sweep()
+        assert sweep.variant_keys == ["params.feature_clip"]
+        assert sorted(set(sweep.grid["params.feature_clip"]))[0] == 1.0  # unit-norm rows are a reading
+        steps = {}
+        for p in sweep.points:
+            cell = sweep.cell(p.data)
+            steps.setdefault((cell.algorithm, cell.x, cell.variant), set()).add(p.data["params"]["lr"])
+        mus = set(setting.block.grid["privacy.mu"])
+        for method, n in (("gdp_localnewton", 5), ("gdp_gd", 4)):
+            cells = {k: v for k, v in steps.items() if k[0] == method}
+            assert {k[1] for k in cells} == mus and all(len(v) == n for v in cells.values())
+
+
