@@ -63,12 +63,14 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--paper", default="isrl")
+    # the setting the throughput target names (63 runs); the paper's own task has a sweep of its own
+    parser.add_argument("--setting", default="isrl_mnist")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--mode", choices=["one-by-one", "batched"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     logging.getLogger("absl").setLevel(logging.ERROR)
     data_dirs = [Path(p) for p in os.environ.get("DPFL_DATA_DIR", "").split(os.pathsep) if p]
-    sweeps = [s.sweep() for s in load_paper(args.paper, default_config_dir())]
+    sweeps = [s.sweep() for s in load_paper(args.paper, default_config_dir()) if s.name == args.setting]
     if args.mode is not None:  # one mode, in this fresh process: its numbers as JSON
         specs = [parse_spec(p.data) for s in sweeps for p in s.points]
         numbers = _one_by_one(specs, data_dirs) if args.mode == "one-by-one" else _batched(sweeps, data_dirs)
@@ -76,7 +78,8 @@ def main() -> int:
         return 0
     measured = {}
     for mode in ("one-by-one", "batched"):
-        cmd = [sys.executable, "-m", "benchmarks.sweep", "--paper", args.paper, "--mode", mode]
+        cmd = [sys.executable, "-m", "benchmarks.sweep", "--paper", args.paper, "--setting", args.setting]
+        cmd += ["--mode", mode]
         out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
         measured[mode] = json.loads(out.strip().splitlines()[-1])
     runs = sum(len(s.points) for s in sweeps)

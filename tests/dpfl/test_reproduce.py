@@ -128,7 +128,7 @@ def test_load_spec_ignores_the_block_and_the_paper_config_runs_its_base():
 
 
 def test_isrl_config_sweeps_the_documented_grid():
-    (setting,) = load_paper("isrl", default_config_dir())
+    setting, paper = load_paper("isrl", default_config_dir())
     full, quick = setting.sweep(), setting.sweep(quick=True)
     assert setting.algorithms == ["isrl_mbsgd", "isrl_localsgd", "isrl_spider"]
     assert full.grid["privacy.epsilon"] == [0.75, 1, 1.5, 3, 6, 12, 18]
@@ -138,6 +138,13 @@ def test_isrl_config_sweeps_the_documented_grid():
     assert params["isrl_mbsgd"] == {"lr": 2.0, "batch_size": 128, "clip": 1.0}  # no SPIDER `phase`
     assert {p.data["participation"] for p in full.points} == {25}
     assert {p.data["rounds"] for p in quick.points} == {10}
+    # the paper's own task: SPIDER tuned over Alg. 3's q and Alg. 11, per ε, by training loss
+    sweep = paper.sweep()
+    cells = [sweep.cell(p.data) for p in sweep.points]
+    spider = {c.candidate for c in cells if c.algorithm == "isrl_spider"}
+    assert spider == {"Alg. 3, q = 1", "Alg. 3, q = 2", "Alg. 3, q = 4", "Alg. 11"}
+    assert len(sweep.points) == (1 + 1 + 4) * 7 * 3
+    assert {p.data["dataset"]["records_per_silo"] for p in sweep.points} == {1238}
 
 
 @pytest.mark.parametrize(
