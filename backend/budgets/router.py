@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Response
-from pydantic import BaseModel, Field
 
 from backend.budgets import service
+from backend.budgets.schemas import BudgetRead, BudgetUpdate
 from backend.datasets.service import list_uploads
 from backend.deps import SessionDep, SettingsDep, WriteGuard
 from backend.errors import ParameterError
@@ -17,33 +17,30 @@ from dpfl.data import registered_datasets
 router = APIRouter(prefix="/budgets", tags=["budgets"])
 
 
-class BudgetUpdate(BaseModel):
-    total_epsilon: float = Field(gt=0, le=1e6, description="the dataset's total ε")
-
-
-@router.get("")
-def list_budgets(session: SessionDep) -> list[dict[str, Any]]:
+@router.get("", response_model=list[BudgetRead])
+def list_budgets(session: SessionDep) -> Any:
     """Every dataset's budget."""
     return service.list_budgets(session)
 
 
-@router.get("/{dataset}", responses={404: {"description": "the dataset has no budget"}})
-def get_budget(dataset: str, session: SessionDep) -> dict[str, Any]:
+@router.get(
+    "/{dataset}", response_model=BudgetRead, responses={404: {"description": "the dataset has no budget"}}
+)
+def get_budget(dataset: str, session: SessionDep) -> Any:
     """A dataset's total ε, what is spent, reserved and remaining, and the runs charged."""
     return service.get_budget(session, dataset)
 
 
 @router.put(
     "/{dataset}",
+    response_model=BudgetRead,
     dependencies=[WriteGuard],
     responses={
         404: {"description": "no dataset of this name, registered or uploaded; the detail lists them"},
         422: {"description": "`total_epsilon` is not in (0, 1e6], or no dataset is named"},
     },
 )
-def put_budget(
-    dataset: str, body: BudgetUpdate, session: SessionDep, settings: SettingsDep
-) -> dict[str, Any]:
+def put_budget(dataset: str, body: BudgetUpdate, session: SessionDep, settings: SettingsDep) -> Any:
     """Set a dataset's total ε budget (a registered dataset or an upload)."""
     budget = service.put_budget(
         session, dataset=dataset, total_epsilon=body.total_epsilon, known=_known(settings)
@@ -54,7 +51,7 @@ def put_budget(
 
 def _known(settings: Settings) -> list[str]:
     """Returns the datasets a budget may be set on: the registered ones and the uploads."""
-    return sorted({*registered_datasets(), *(u["name"] for u in list_uploads(settings))})
+    return sorted({*registered_datasets(), *(u.name for u in list_uploads(settings))})
 
 
 # Without a dataset, PUT and DELETE would otherwise answer "Method Not Allowed" (GET /budgets exists).

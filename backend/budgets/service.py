@@ -20,6 +20,7 @@ from pathlib import Path
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from backend.budgets.schemas import BudgetRead, ChargeRead, SiloUsage
 from backend.datasets.service import uploads_dir
 from backend.db import utcnow
 from backend.errors import BudgetExceeded, Conflict, NotFound
@@ -111,32 +112,30 @@ def settle(session: Session, *, run_id: str, spent: float) -> None:
     session.flush()
 
 
-def get_budget(session: Session, dataset: str) -> dict:
+def get_budget(session: Session, dataset: str) -> BudgetRead:
     """Returns the dataset's budget: total, spent, reserved, remaining, and the runs charged."""
     budget = session.get(Budget, dataset)
     if budget is None:
         raise NotFound(f"dataset {dataset!r} has no privacy budget; set one with PUT /api/budgets/{dataset}")
     use = usage(session, dataset)
     charges = session.scalars(select(BudgetCharge).where(BudgetCharge.dataset == dataset)).all()
-    return {
-        "dataset": dataset,
-        "total_epsilon": budget.total_epsilon,
-        **use,
-        "remaining": budget.total_epsilon - use["spent"] - use["reserved"],
-        "silos": _silo_usage(session, dataset, budget.total_epsilon, charges),
-        "charges": [
-            {
-                "run_id": c.run_id,
-                "reserved": c.reserved,
-                "spent": c.spent,
-                "settled": c.settled_at is not None,
-            }
+    return BudgetRead(
+        dataset=dataset,
+        total_epsilon=budget.total_epsilon,
+        spent=use["spent"],
+        reserved=use["reserved"],
+        remaining=budget.total_epsilon - use["spent"] - use["reserved"],
+        silos=_silo_usage(session, dataset, budget.total_epsilon, charges),
+        charges=[
+            ChargeRead(run_id=c.run_id, reserved=c.reserved, spent=c.spent, settled=c.settled_at is not None)
             for c in charges
         ],
-    }
+    )
 
 
-def _silo_usage(session: Session, dataset: str, total: float, charges: Sequence[BudgetCharge]) -> dict | None:
+def _silo_usage(
+    session: Session, dataset: str, total: float, charges: Sequence[BudgetCharge]
+) -> dict[str, SiloUsage] | None:
     """Returns silo ↦ {spent, reserved, remaining} for a dataset with natural silos, else None."""
     natural = dataset_info(dataset).natural_silos if dataset in registered_datasets() else None
     if not natural:
@@ -150,7 +149,12 @@ def _silo_usage(session: Session, dataset: str, total: float, charges: Sequence[
         per_silo = _spent_per_silo(session, session.get(Run, charge.run_id))
         for name, use in silos.items():
             use["spent"] += per_silo.get(name, 0.0) if per_silo is not None else charge.spent or 0.0
-    return {name: use | {"remaining": total - use["spent"] - use["reserved"]} for name, use in silos.items()}
+    return {
+        name: SiloUsage(
+            spent=use["spent"], reserved=use["reserved"], remaining=total - use["spent"] - use["reserved"]
+        )
+        for name, use in silos.items()
+    }
 
 
 def _spent_per_silo(session: Session, run: Run) -> dict[str, float] | None:
@@ -168,13 +172,13 @@ def _spent_per_silo(session: Session, run: Run) -> dict[str, float] | None:
     return {party: float(curve[-1]) for party, curve in curves.items()}
 
 
-def list_budgets(session: Session) -> list[dict]:
+def list_budgets(session: Session) -> list[BudgetRead]:
     """Returns every dataset's budget, as `get_budget` does, by dataset name."""
     names = session.scalars(select(Budget.dataset).order_by(Budget.dataset))
     return [get_budget(session, name) for name in names]
 
 
-def put_budget(session: Session, *, dataset: str, total_epsilon: float, known: Sequence[str]) -> dict:
+def put_budget(session: Session, *, dataset: str, total_epsilon: float, known: Sequence[str]) -> BudgetRead:
     """Sets (or creates) a dataset's total ε; returns the budget.
 
     Raises:

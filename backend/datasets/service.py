@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from backend.datasets.schemas import DatasetList, DatasetRead, UploadRead
 from backend.datasets.upload import Form
 from backend.db import utcnow
 from backend.errors import Conflict
@@ -40,35 +43,35 @@ def uploads_dir(settings: Settings) -> Path:
     return settings.cache_dir / "uploads"
 
 
-def catalogue(settings: Settings) -> dict[str, Any]:
+def catalogue(settings: Settings) -> DatasetList:
     """Returns every registered dataset with its availability here, and the uploaded CSV files."""
-    return {
-        "datasets": [_entry(name, settings) for name in registered_datasets()],
-        "uploads": list_uploads(settings),
-    }
+    return DatasetList(
+        datasets=[_entry(name, settings) for name in registered_datasets()],
+        uploads=list_uploads(settings),
+    )
 
 
-def _entry(name: str, settings: Settings) -> dict[str, Any]:
+def _entry(name: str, settings: Settings) -> DatasetRead:
     info = dataset_info(name)
     reason = None
     try:  # bundled and generated data need no files: locate([]) finds them all
         locate(info.files, search_dirs=settings.data_dirs, cache_dir=settings.cache_dir, download=False)
     except DatasetUnavailable as exc:
         reason = str(exc)
-    return {
-        "name": info.name,
-        "description": info.description,
-        "num_classes": info.num_classes,
-        "natural_silos": info.natural_silos,
-        "license": info.license,
-        "source": info.source_url,
-        "options": dict(info.options),
-        "available": reason is None,
-        "unavailable_reason": reason,
-    }
+    return DatasetRead(
+        name=info.name,
+        description=info.description,
+        num_classes=info.num_classes,
+        natural_silos=info.natural_silos,
+        license=info.license,
+        source=info.source_url,
+        options=dict(info.options),
+        available=reason is None,
+        unavailable_reason=reason,
+    )
 
 
-def list_uploads(settings: Settings) -> list[dict[str, Any]]:
+def list_uploads(settings: Settings) -> list[UploadRead]:
     """Returns the uploaded CSV files, by name."""
     folder = uploads_dir(settings)
     out = []
@@ -78,7 +81,10 @@ def list_uploads(settings: Settings) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue  # a record being written right now, or damaged: not listed
         if (folder / f"{record.get('name')}.csv").is_file():
-            out.append(_upload_read(record, folder))
+            try:
+                out.append(_upload_read(record, folder))
+            except (KeyError, ValidationError):
+                continue  # a record without the fields every upload's record holds: damaged, not listed
     return out
 
 
@@ -91,7 +97,7 @@ def staging(settings: Settings) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def store_upload(settings: Settings, *, form: Form) -> dict[str, Any]:
+def store_upload(settings: Settings, *, form: Form) -> UploadRead:
     """Validates a received CSV with the `csv` loader and stores it under its name; returns its record.
 
     Raises:
@@ -181,13 +187,16 @@ def _taken(name: str) -> Conflict:
     return Conflict(f"an upload named {name!r} exists; uploads are never replaced, so choose another name")
 
 
-def _upload_read(record: dict[str, Any], folder: Path) -> dict[str, Any]:
+def _upload_read(record: dict[str, Any], folder: Path) -> UploadRead:
     path = folder / f"{record['name']}.csv"
-    return record | {
-        "path": str(path),
-        "size_bytes": path.stat().st_size,
-        "spec_dataset": {"name": "csv", "options": {"path": str(path), "label": record["label"]}},
-    }
+    return UploadRead.model_validate(
+        record
+        | {
+            "path": str(path),
+            "size_bytes": path.stat().st_size,
+            "spec_dataset": {"name": "csv", "options": {"path": str(path), "label": record["label"]}},
+        }
+    )
 
 
 def _header(path: Path) -> list[str]:

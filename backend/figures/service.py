@@ -33,16 +33,16 @@ def run_figures(session: Session, run_id: str, *, accountant: str | None) -> dic
     }
     if run.notion != "none":
         ledger = runs.ledger(session, run_id, accountant=accountant, delta=None)
-        if ledger["rounds"]:
-            parties = {p: [0.0 if x is None else x for x in c] for p, c in ledger["parties"].items()}
+        if ledger.rounds:
+            parties = {p: [0.0 if x is None else x for x in c] for p, c in ledger.parties.items()}
             # the title names the accountant; an ε that is not a sound bound is labelled there too
             label = ", ".join(
-                [ledger["accountant"]]
-                + (["approximate"] if ledger["approximate"] else [])
-                + (["data-dependent"] if ledger["data_dependent"] else [])
+                [ledger.accountant]
+                + (["approximate"] if ledger.approximate else [])
+                + (["data-dependent"] if ledger.data_dependent else [])
             )
             out["epsilon"] = plots.to_json(
-                plots.epsilon_per_party(parties, ledger["rounds"], accountant=label, delta=ledger["delta"])
+                plots.epsilon_per_party(parties, ledger.rounds, accountant=label, delta=ledger.delta)
             )
     diagnostics = run.diagnostics or {}  # not private; empty when withheld (protected runs)
     if diagnostics.get("label_histogram"):

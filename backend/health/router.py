@@ -17,5 +17,5 @@ router = APIRouter(prefix="/health", tags=["health"])
 def get_health(request: Request, response: Response, database: DatabaseDep, settings: SettingsDep) -> Any:
     """Database, broker and workers; 503 unless the database and the broker are ok."""
     body = service.health(database, request.app.state.celery, settings=settings)
-    response.status_code = 200 if body["database"] == body["broker"] == "ok" else 503
+    response.status_code = 200 if body.database == body.broker == "ok" else 503
     return body

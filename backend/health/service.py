@@ -19,6 +19,7 @@ from celery import Celery
 from sqlalchemy import select, text
 
 from backend.db import Database
+from backend.health.schemas import HealthRead
 from backend.models import Run, WorkerBeat
 from backend.settings import Settings
 
@@ -30,8 +31,9 @@ PING_TIMEOUT_S = 1.0
 BROKER_TIMEOUT_S = 2.0
 
 
-def health(database: Database, celery: Celery, *, settings: Settings) -> dict[str, Any]:
-    """Returns {"database", "broker", "workers", "version"}: "ok" or the error met, and workers seen."""
+def health(database: Database, celery: Celery, *, settings: Settings) -> HealthRead:
+    """Returns the database's and the broker's status ("ok" or the error met), the workers seen, and
+    the version."""
     database_status = _status(_select_one, database)
     broker_status = _status(_connect, celery)
     workers: set[str] = set()
@@ -39,12 +41,12 @@ def health(database: Database, celery: Celery, *, settings: Settings) -> dict[st
         workers |= _seen(_heartbeats, database, settings)
     if broker_status == "ok" and not settings.embedded:  # the filesystem transport has no remote control
         workers |= _seen(_ping, celery)
-    return {
-        "database": database_status,
-        "broker": broker_status,
-        "workers": sorted(workers),
-        "version": _version(),
-    }
+    return HealthRead(
+        database=database_status,
+        broker=broker_status,
+        workers=sorted(workers),
+        version=_version(),
+    )
 
 
 def _status(probe: Callable[..., None], *args: Any) -> str:

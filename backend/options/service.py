@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, get_args
 
+from backend.options.schemas import AccountantOption, KindOption, ModelOption, Options
 from dpfl.algorithms.base import NOTIONS
 from dpfl.data.partition_kinds import KINDS
 from dpfl.data.users import USER_KINDS
@@ -17,6 +18,7 @@ from dpfl.privacy.accountants import accountant_class, registered_accountants
 from dpfl.spec import PartitionSpec, PrivacySpec, UsersSpec
 
 __all__ = ["catalogue"]
+
 
 def _first_line(obj: object) -> str:
     return (inspect.getdoc(obj) or "").split("\n\n")[0].replace("\n", " ").strip()
@@ -31,18 +33,18 @@ def _keyword_options(function: Any) -> dict[str, Any]:
     }
 
 
-def _models() -> list[dict[str, Any]]:
+def _models() -> list[ModelOption]:
     out = []
     for name in registered_models():
         builder = model_builder(name)
         options = {k: list(v) if isinstance(v, tuple) else v for k, v in _keyword_options(builder).items()}
         out.append(
-            {
-                "name": name,
-                "description": _first_line(builder),
-                "takes_hidden": "hidden" in options,
-                "options": options,
-            }
+            ModelOption(
+                name=name,
+                description=_first_line(builder),
+                takes_hidden="hidden" in options,
+                options=options,
+            )
         )
     return out
 
@@ -52,13 +54,13 @@ def _schema_options(model: type, names: list[str] | tuple[str, ...]) -> dict[str
     return {name: properties[name] for name in names}
 
 
-def _partition_kinds() -> list[dict[str, Any]]:
+def _partition_kinds() -> list[KindOption]:
     return [
-        {
-            "name": name,
-            "description": _first_line(KINDS[name]),
+        KindOption(
+            name=name,
+            description=_first_line(KINDS[name]),
             # a kind takes the options its split function declares; PartitionSpec bounds them
-            "options": {
+            options={
                 option: schema | {"default": default}
                 for (option, default), schema in zip(
                     _keyword_options(KINDS[name]).items(),
@@ -66,23 +68,23 @@ def _partition_kinds() -> list[dict[str, Any]]:
                     strict=True,
                 )
             },
-        }
+        )
         for name in KINDS
     ]
 
 
-def _user_kinds() -> list[dict[str, Any]]:
+def _user_kinds() -> list[KindOption]:
     return [
-        {
-            "name": name,
-            "description": USER_KINDS[name].description,
-            "options": _schema_options(UsersSpec, USER_KINDS[name].options),
-        }
+        KindOption(
+            name=name,
+            description=USER_KINDS[name].description,
+            options=_schema_options(UsersSpec, USER_KINDS[name].options),
+        )
         for name in USER_KINDS
     ]
 
 
-def _accountants() -> list[dict[str, Any]]:
+def _accountants() -> list[AccountantOption]:
     out = []
     for name in registered_accountants():
         cls = accountant_class(name)
@@ -96,26 +98,26 @@ def _accountants() -> list[dict[str, Any]]:
         else:
             headline = "always: a sound, data-independent bound for the releases it supports"
         out.append(
-            {
-                "name": name,
-                "description": cls.description,
-                "data_dependent": cls.data_dependent,
-                "approximates": cls.approximates,
-                "headline_always": not (cls.data_dependent or cls.approximates),
-                "headline": headline,
-            }
+            AccountantOption(
+                name=name,
+                description=cls.description,
+                data_dependent=cls.data_dependent,
+                approximates=cls.approximates,
+                headline_always=not (cls.data_dependent or cls.approximates),
+                headline=headline,
+            )
         )
     return out
 
 
-def catalogue() -> dict[str, Any]:
+def catalogue() -> Options:
     """Returns the models, partition kinds, user kinds, accountants and notions a run may name."""
-    return {
-        "models": _models(),
-        "partition_kinds": _partition_kinds(),
-        "user_kinds": _user_kinds(),
-        "accountants": _accountants(),
-        "default_accountant": PrivacySpec.model_fields["accountant"].default,
-        "calibrations": list(get_args(PrivacySpec.model_fields["calibration"].annotation)),
-        "notions": list(NOTIONS),
-    }
+    return Options(
+        models=_models(),
+        partition_kinds=_partition_kinds(),
+        user_kinds=_user_kinds(),
+        accountants=_accountants(),
+        default_accountant=PrivacySpec.model_fields["accountant"].default,
+        calibrations=list(get_args(PrivacySpec.model_fields["calibration"].annotation)),
+        notions=list(NOTIONS),
+    )

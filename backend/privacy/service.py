@@ -11,12 +11,12 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from backend.budgets.service import budget_name, get_budget
 from backend.errors import NotFound
+from backend.privacy.schemas import ProjectionRead
 from backend.runs import service as runs
 from backend.settings import Settings
 from dpfl import plots, runner
@@ -26,7 +26,7 @@ from dpfl.spec import DatasetSpec, RunSpec
 __all__ = ["project"]
 
 
-def project(session: Session, *, spec: RunSpec, settings: Settings) -> dict[str, Any]:
+def project(session: Session, *, spec: RunSpec, settings: Settings) -> ProjectionRead:
     """Returns the spec's notion, σ, δ, accountant, ε per round and at the end, and the budget left.
 
     Raises:
@@ -34,19 +34,27 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> dict[str,
         DatasetUnavailable: the dataset's files are missing (σ needs the partition).
     """
     runs.check_limits(spec, settings)
-    out = runs.project(spec, settings, calibrate=True) | {
-        "target_epsilon": None if spec.privacy is None else spec.privacy.epsilon
-    }
+    projection = runs.project(spec, settings, calibrate=True)
+    target_epsilon = None if spec.privacy is None else spec.privacy.epsilon
     budget = _remaining(session, budget_name(spec, settings))
     if budget is not None:  # protected: the partition's label counts are a diagnostic, withheld
-        return out | {"budget": budget, "label_histogram": None, "partition_figure": None}
-    key = json.dumps(spec.dataset.model_dump(mode="json"), sort_keys=True)  # a DatasetSpec holds dicts
-    histogram = _label_histogram(key, spec.seed, tuple(settings.data_dirs), settings.cache_dir)
-    return out | {
-        "budget": budget,
-        "label_histogram": histogram,
-        "partition_figure": plots.to_json(plots.label_histogram(histogram)),
-    }
+        histogram, figure = None, None
+    else:
+        key = json.dumps(spec.dataset.model_dump(mode="json"), sort_keys=True)  # a DatasetSpec holds dicts
+        histogram = _label_histogram(key, spec.seed, tuple(settings.data_dirs), settings.cache_dir)
+        figure = plots.to_json(plots.label_histogram(histogram))
+    return ProjectionRead(
+        notion=projection.notion,
+        epsilon=projection.epsilon,
+        target_epsilon=target_epsilon,
+        noise_multiplier=projection.noise_multiplier,
+        delta=projection.delta,
+        accountant=projection.accountant,
+        planned_epsilon=projection.planned_epsilon,
+        budget=budget,
+        label_histogram=histogram,
+        partition_figure=figure,
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -60,6 +68,6 @@ def _label_histogram(dataset_json: str, seed: int, data_dirs: tuple[Path, ...], 
 
 def _remaining(session: Session, dataset: str) -> float | None:
     try:
-        return get_budget(session, dataset)["remaining"]
+        return get_budget(session, dataset).remaining
     except NotFound:
         return None

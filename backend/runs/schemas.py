@@ -15,6 +15,7 @@ __all__ = [
     "Annotations",
     "LedgerRead",
     "MetricRead",
+    "Projection",
     "RunDetail",
     "RunPage",
     "RunPatch",
@@ -169,6 +170,20 @@ class MetricRead(BaseModel):
     diagnostics: dict[str, Any] | None = None
 
 
+class Projection(BaseModel):
+    """A spec's notion, σ and projected ε, as admission reserves them (`runs.service.project`);
+    POST /api/privacy/project shows them in a `ProjectionRead` with the budget left."""
+
+    notion: str
+    epsilon: float | None = Field(description="projected ε after the last round (None: not private)")
+    noise_multiplier: float | list[float] | None = Field(
+        description="σ: calibrated to the ε target, or the spec's own; one per silo where it varies"
+    )
+    delta: float | None
+    accountant: str | None
+    planned_epsilon: list[float] = Field(description="projected ε after each round, from round 1")
+
+
 class LedgerRead(BaseModel):
     """The ledger of a run recomputed by one accountant: ε per party per round, and the rows.
 
@@ -183,5 +198,5 @@ class LedgerRead(BaseModel):
     data_dependent: bool
     notes: list[str]
     rounds: list[int]
-    parties: dict[str, list[float]]
+    parties: dict[str, list[float | None]] = Field(description="ε per round per party; null where not finite")
     events: list[dict[str, Any]]

@@ -18,6 +18,7 @@ from backend.datasets.service import check_dataset_files
 from backend.errors import Conflict, NotFound, ParameterError
 from backend.models import BudgetCharge, LedgerEventRow, RoundMetric, Run, RunStatus
 from backend.privacy import bounded
+from backend.runs.schemas import LedgerRead, Projection
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.errors import DpflError, SpecError, UnknownNameError
@@ -163,7 +164,7 @@ def _without_target(spec: RunSpec) -> RunSpec:
     return spec.model_copy(update={"privacy": privacy.model_copy(update=target)})
 
 
-def project(spec: RunSpec, settings: Settings, *, calibrate: bool = False) -> dict[str, Any]:
+def project(spec: RunSpec, settings: Settings, *, calibrate: bool = False) -> Projection:
     """Returns the run's noise multiplier and projected ε, without running it.
 
     The spec is checked the way its run's setup checks it, so a spec the worker would refuse is
@@ -184,23 +185,27 @@ def project(spec: RunSpec, settings: Settings, *, calibrate: bool = False) -> di
         # admission must reach that check, even for an ε target that needs no plan otherwise
         or _may_refuse(privacy.accountant)
     )
-    out: dict[str, Any] = {
-        "notion": notion,
-        "epsilon": None,
-        "noise_multiplier": None,
-        "delta": None if privacy is None else privacy.delta,
-        "accountant": None if privacy is None else privacy.accountant,
-        "planned_epsilon": [],
-    }
+    delta = None if privacy is None else privacy.delta
+    accountant = None if privacy is None else privacy.accountant
     if not needs_plan:
         check_setup(spec, settings)
-        return out if privacy is None else out | {"epsilon": privacy.epsilon}
+        return Projection(
+            notion=notion,
+            epsilon=None if privacy is None else privacy.epsilon,
+            noise_multiplier=None,
+            delta=delta,
+            accountant=accountant,
+            planned_epsilon=[],
+        )
     plan = planned_privacy(spec, settings)  # prepares the algorithm on its data too
-    return out | {
-        "epsilon": plan.planned_epsilon[-1] if plan.planned_epsilon else 0.0,
-        "noise_multiplier": plan.noise_multiplier,
-        "planned_epsilon": plan.planned_epsilon,
-    }
+    return Projection(
+        notion=notion,
+        epsilon=plan.planned_epsilon[-1] if plan.planned_epsilon else 0.0,
+        noise_multiplier=plan.noise_multiplier,
+        delta=delta,
+        accountant=accountant,
+        planned_epsilon=plan.planned_epsilon,
+    )
 
 
 def _may_refuse(accountant: str) -> bool:
@@ -215,7 +220,7 @@ class Admission:
     spec: RunSpec
     dataset: str  # the name its budget is kept under (`budgets.budget_name`)
     protected: bool
-    projection: dict[str, Any]
+    projection: Projection
 
 
 def admit(session: Session, *, spec: RunSpec, settings: Settings) -> Admission:
@@ -243,18 +248,18 @@ def add_run(
         batch_id=batch_id,
         spec=spec.to_json(),
         rounds=spec.rounds,
-        notion=projection["notion"],
+        notion=projection.notion,
         target_epsilon=None if privacy is None else privacy.epsilon,
-        projected_epsilon=projection["epsilon"],
+        projected_epsilon=projection.epsilon,
         delta=None if privacy is None else privacy.delta,
         accountant=None if privacy is None else privacy.accountant,
-        noise_multiplier=projection["noise_multiplier"],
+        noise_multiplier=projection.noise_multiplier,
         protected=admission.protected,
     )
     session.add(run)
     session.flush()
-    if projection["epsilon"] is not None:
-        budgets.reserve(session, run=run, epsilon=projection["epsilon"])
+    if projection.epsilon is not None:
+        budgets.reserve(session, run=run, epsilon=projection.epsilon)
     return run
 
 
@@ -338,7 +343,7 @@ def metrics(session: Session, run_id: str) -> Sequence[RoundMetric]:
     ).all()
 
 
-def ledger(session: Session, run_id: str, *, accountant: str | None, delta: float | None) -> dict[str, Any]:
+def ledger(session: Session, run_id: str, *, accountant: str | None, delta: float | None) -> LedgerRead:
     """Returns the run's ledger recomputed by `accountant` at `delta` (defaults: the run's own)."""
     run = get_run(session, run_id)
     rows = session.scalars(
@@ -377,17 +382,17 @@ def ledger(session: Session, run_id: str, *, accountant: str | None, delta: floa
     # bound says so: never a plain ε.
     probe = make_accountant(accountant)
     approximations = [why for e in events if (why := probe.approximation(e)) is not None]
-    return {
-        "accountant": accountant,
-        "delta": delta,
-        "epsilon": max(finite) if finite else None,
-        "approximate": bool(approximations),
-        "data_dependent": probe.data_dependent,
-        "notes": list(dict.fromkeys([*probe.notes, *approximations])),
-        "rounds": book.rounds,
-        "parties": {p: [float(x) if math.isfinite(x) else None for x in c] for p, c in curves.items()},
-        "events": [{"round": r.round, "party": r.party, "events": r.events} for r in rows],
-    }
+    return LedgerRead(
+        accountant=accountant,
+        delta=delta,
+        epsilon=max(finite) if finite else None,
+        approximate=bool(approximations),
+        data_dependent=probe.data_dependent,
+        notes=list(dict.fromkeys([*probe.notes, *approximations])),
+        rounds=book.rounds,
+        parties={p: [float(x) if math.isfinite(x) else None for x in c] for p, c in curves.items()},
+        events=[{"round": r.round, "party": r.party, "events": r.events} for r in rows],
+    )
 
 
 def requeue_stale(session: Session, *, settings: Settings) -> list[str]:

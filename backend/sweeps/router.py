@@ -70,7 +70,7 @@ def list_sweeps(
     """List sweeps, newest first, with how many of their runs are in each status."""
     items, total = service.list_sweeps(session, q=q, archived=archived, limit=limit, offset=offset)
     next_offset = offset + limit if offset + limit < total else None
-    return {"items": items, "total": total, "offset": offset, "limit": limit, "next_offset": next_offset}
+    return SweepPage(items=items, total=total, offset=offset, limit=limit, next_offset=next_offset)
 
 
 @router.get("/{sweep_id}", response_model=SweepDetail, responses=ERRORS)
@@ -119,7 +119,7 @@ async def get_summary(sweep_id: str, request: Request) -> Response:
 
     def page() -> bytes:
         with database.session() as session:
-            return SweepSummary.model_validate(service.summary(session, sweep_id)).model_dump_json().encode()
+            return service.summary(session, sweep_id).model_dump_json().encode()
 
     body = await cache.get(pages.key(request.scope), lambda: run_in_threadpool(page))
     return Response(body, media_type="application/json")
@@ -132,9 +132,9 @@ async def get_summary(sweep_id: str, request: Request) -> Response:
 )
 def get_summary_csv(sweep_id: str, session: SessionDep) -> Response:
     """The summary rows as CSV."""
-    rows = service.summary(session, sweep_id)["rows"]
+    rows = service.summary(session, sweep_id).rows
     return Response(
-        summary_csv(rows),
+        summary_csv(row.model_dump() for row in rows),
         media_type="text/csv",
         headers={"Content-Disposition": f'attachment; filename="sweep-{sweep_id}-summary.csv"'},
     )

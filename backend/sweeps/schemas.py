@@ -13,6 +13,7 @@ __all__ = [
     "ParetoPoint",
     "ReferenceLine",
     "SummaryRow",
+    "SweepBatch",
     "SweepCreate",
     "SweepCreated",
     "SweepDetail",

@@ -23,6 +23,7 @@ from backend.models import Budget, Run, RunStatus, Sweep
 from backend.runs import service as runs
 from backend.runs.listing import Archived, archived_filter, text_clause
 from backend.settings import Settings
+from backend.sweeps.schemas import SweepBatch, SweepCreated, SweepDetail, SweepRead, SweepSummary
 from backend.sweeps.summary import Outcome, pareto_front, reference, summary_rows
 from dpfl import runner
 from dpfl.batching import batches
@@ -97,7 +98,7 @@ def list_sweeps(
     archived: Archived = Archived.false,
     limit: int = 50,
     offset: int = 0,
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[SweepRead], int]:
     """Returns one page of sweeps, newest first, with their runs' status counts; and the total.
 
     `q` searches name and tags (as the runs list does) and the start of the id.
@@ -116,7 +117,7 @@ def list_sweeps(
     return describe(session, rows), total
 
 
-def describe(session: Session, sweeps: Sequence[Sweep]) -> list[dict[str, Any]]:
+def describe(session: Session, sweeps: Sequence[Sweep]) -> list[SweepRead]:
     """Returns each sweep as the API shows it, with its runs' status counts and mean progress."""
     found = session.execute(
         select(Run.sweep_id, Run.status, func.count(), func.coalesce(func.sum(Run.progress), 0.0))
@@ -131,17 +132,17 @@ def describe(session: Session, sweeps: Sequence[Sweep]) -> list[dict[str, Any]]:
     out = []
     for sweep in sweeps:
         num = sum(counts[sweep.id].values())
-        out.append(_view(sweep, counts[sweep.id], progress[sweep.id] / num if num else 0.0))
+        out.append(SweepRead(**_view(sweep, counts[sweep.id], progress[sweep.id] / num if num else 0.0)))
     return out
 
 
-def created(sweep: Sweep, created_runs: Sequence[Run]) -> dict[str, Any]:
+def created(sweep: Sweep, created_runs: Sequence[Run]) -> SweepCreated:
     """Returns a just-created sweep as the API shows it, with its run ids in point order."""
     counts = _no_counts() | {RunStatus.queued.value: len(created_runs)}
-    return _view(sweep, counts, 0.0) | {"run_ids": [r.id for r in created_runs]}
+    return SweepCreated(**_view(sweep, counts, 0.0), run_ids=[r.id for r in created_runs])
 
 
-def detail(session: Session, sweep_id: str) -> dict[str, Any]:
+def detail(session: Session, sweep_id: str) -> SweepDetail:
     """Returns the sweep with its runs (oldest first), their status counts and mean progress, and
     the batches its runs train in."""
     sweep = get_sweep(session, sweep_id)
@@ -155,17 +156,17 @@ def detail(session: Session, sweep_id: str) -> dict[str, Any]:
     for run in rows:
         counts[run.status] += 1
     progress = math.fsum(r.progress for r in rows) / len(rows) if rows else 0.0
-    batches: dict[str, dict[str, Any]] = {}
+    batches: dict[str, SweepBatch] = {}
     for run in rows:
         if run.batch_id is not None:
             batch = batches.setdefault(
-                run.batch_id, {"id": run.batch_id, "algorithm": run.algorithm, "run_ids": []}
+                run.batch_id, SweepBatch(id=run.batch_id, algorithm=run.algorithm, run_ids=[])
             )
-            batch["run_ids"].append(run.id)
-    return _view(sweep, counts, progress) | {"runs": rows, "batches": list(batches.values())}
+            batch.run_ids.append(run.id)
+    return SweepDetail(**_view(sweep, counts, progress), runs=rows, batches=list(batches.values()))
 
 
-def summary(session: Session, sweep_id: str) -> dict[str, Any]:
+def summary(session: Session, sweep_id: str) -> SweepSummary:
     """Returns the sweep's succeeded runs summarised per (algorithm, ε), its Pareto front and reference."""
     sweep = get_sweep(session, sweep_id)
     counts = _no_counts()
@@ -195,13 +196,13 @@ def summary(session: Session, sweep_id: str) -> dict[str, Any]:
         )
         for algorithm, notion, target, sigma, accuracy, epsilon in succeeded
     )
-    return {
-        "sweep_id": sweep.id,
-        "counts": counts,
-        "rows": rows,
-        "pareto": pareto_front(rows),
-        "reference": reference(rows),
-    }
+    return SweepSummary(
+        sweep_id=sweep.id,
+        counts=counts,
+        rows=rows,
+        pareto=pareto_front(rows),
+        reference=reference(rows),
+    )
 
 
 def _no_counts() -> dict[str, int]:
