@@ -214,7 +214,6 @@ def _zipf(
     main_silo_probability: float,
 ) -> np.ndarray:
     """Returns the user of every record, silo by silo (silo 0's records first)."""
-    alpha, main_probability = zipf_alpha, main_silo_probability
     total, num_silos = int(sizes.sum()), len(sizes)
     if num_users > total:
         raise SpecError(
@@ -222,18 +221,19 @@ def _zipf(
             f"must be <= the {total} records for kind 'zipf' "
             f"(every user gets one record first); got {num_users}.",
         )
-    if not isinstance(alpha, int | float | np.number) or isinstance(alpha, bool) or not 0 <= alpha < np.inf:
-        raise SpecError("dataset.users.zipf_alpha", f"must be a number >= 0; got {alpha!r}.")
-    if not isinstance(main_probability, int | float | np.number) or not 0 <= main_probability <= 1:
+    number = isinstance(zipf_alpha, int | float | np.number) and not isinstance(zipf_alpha, bool)
+    if not number or not 0 <= zipf_alpha < np.inf:
+        raise SpecError("dataset.users.zipf_alpha", f"must be a number >= 0; got {zipf_alpha!r}.")
+    if not isinstance(main_silo_probability, int | float | np.number) or not 0 <= main_silo_probability <= 1:
         raise SpecError(
-            "dataset.users.main_silo_probability", f"must be in [0, 1]; got {main_probability!r}."
+            "dataset.users.main_silo_probability", f"must be in [0, 1]; got {main_silo_probability!r}."
         )
-    weights = np.arange(1, num_users + 1, dtype=np.float64) ** -float(alpha)
+    weights = np.arange(1, num_users + 1, dtype=np.float64) ** -float(zipf_alpha)
     per_user = 1 + rng.multinomial(total - num_users, weights / weights.sum())
     # One entry per record, in random order: the order is each record's priority for a seat.
     owner = rng.permutation(np.repeat(np.arange(num_users), per_user))
     main = rng.integers(num_silos, size=num_users)[owner]
-    stray = rng.random(total) >= main_probability
+    stray = rng.random(total) >= main_silo_probability
     other = (main + rng.integers(1, max(num_silos, 2), size=total)) % num_silos
     wanted = np.where(stray & (num_silos > 1), other, main)
     silo = _seat(wanted, sizes)
