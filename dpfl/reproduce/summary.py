@@ -11,7 +11,8 @@ by the same code, and the statistics are tested with numbers.
   values both have (a non-private method has one value and is compared with the other's mean),
   at the final round or at the round the claim names. It holds when A is better by more than 0,
   and by at least m when m is given; it cannot be checked when either method has no finished
-  run (evaluated at that round).
+  run (evaluated at that round). A gap smaller than the largest standard deviation over seeds
+  of either method's cells is called a tie within noise in the detail (the verdict stands).
 - A tuned method's cell is the candidate with the lowest mean final training loss over its
   succeeded seeds (candidates without one are passed over); the row says which, and every
   candidate's training loss.
@@ -287,7 +288,22 @@ def check_claim(
         f"{at_round}{where}x ∈ {{{', '.join(f'{x:g}' for x in xs)}}}"
         + ("" if claim.by is None else f"; the claim needs ≥ {_amount(claim.metric, claim.by)}")
     )
+    spread = _spread(mine, (claim.better, claim.than), claim.metric, claim.round)
+    if spread is not None and abs(gap) < spread:
+        noise = _amount(claim.metric, spread)
+        detail += f", less than the seeds' standard deviation ({noise}): a tie within noise"
     return Verdict(setting, variant, claim, HOLDS if holds else DOES_NOT_HOLD, gap, detail)
+
+
+def _spread(
+    rows: Sequence[Mapping[str, Any]], methods: Sequence[str], metric: str, round: int | None
+) -> float | None:
+    """Returns the largest seed standard deviation of the methods' final cells (None: unknown or
+    checked at a round, where rows keep means only)."""
+    key = "loss_std" if metric == "loss" else "accuracy_std"
+    stds = [r.get(key) for r in rows if r["algorithm"] in methods]
+    stds = [v for v in stds if v is not None]
+    return max(stds) if stds and round is None else None
 
 
 def verdicts(

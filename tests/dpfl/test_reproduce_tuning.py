@@ -10,9 +10,9 @@ import io
 import pytest
 
 from dpfl.cli import main
-from dpfl.reproduce import default_config_dir, load_paper
-from dpfl.reproduce.manifest import ReproduceBlock, Sweep
-from dpfl.reproduce.summary import Outcome, summary_rows
+from dpfl.reproduce import HOLDS, default_config_dir, load_paper
+from dpfl.reproduce.manifest import Claim, ReproduceBlock, Sweep
+from dpfl.reproduce.summary import Outcome, check_claim, summary_rows
 from dpfl.spec import parse_spec
 from dpfl.sweep import expand
 from tests.dpfl.test_reproduce import BLOCK, write_config
@@ -164,8 +164,22 @@ def test_the_newton_configs_pick_the_step_per_mu_on_both_scalings():
             cell = sweep.cell(p.data)
             steps.setdefault((cell.algorithm, cell.x, cell.variant), set()).add(p.data["params"]["lr"])
         mus = set(setting.block.grid["privacy.mu"])
-        for method, n in (("gdp_localnewton", 5), ("gdp_gd", 4)):
+        for method, n in (("gdp_localnewton", 6), ("gdp_gd", 5)):
             cells = {k: v for k, v in steps.items() if k[0] == method}
             assert {k[1] for k in cells} == mus and all(len(v) == n for v in cells.values())
 
 
+def test_a_gap_inside_the_seeds_spread_is_called_a_tie():
+    claim = Claim(text="a beats b", better="a", than="b", metric="accuracy")
+    cell = {"setting": "s", "variant": "", "x": 1.0}
+    rows = [
+        cell | {"algorithm": "a", "accuracy_mean": 0.801, "accuracy_std": 0.004},
+        cell | {"algorithm": "b", "accuracy_mean": 0.800, "accuracy_std": 0.001},
+    ]
+    verdict = check_claim(claim, rows, setting="s", variant=())
+    assert verdict.verdict == HOLDS
+    assert verdict.detail.endswith(
+        "less than the seeds' standard deviation (0.40 points of accuracy): a tie within noise"
+    )
+    rows[0]["accuracy_mean"] = 0.9
+    assert "tie" not in check_claim(claim, rows, setting="s", variant=()).detail
