@@ -116,6 +116,7 @@ def _assert_all_ran(client: TestClient, run_ids: list[str], timeout: float = 120
     assert budget["reserved"] == 0 and budget["spent"] == pytest.approx(sum(b["epsilon"] for b in bodies))
 
 
+@pytest.mark.slow
 def test_post_while_redis_is_down_is_201_and_runs_when_it_is_back(pg_settings, own_redis, tmp_path):
     worker = WorkerProcess(pg_settings, tmp_path / "worker.log")
     try:
@@ -151,6 +152,7 @@ def test_messages_lost_by_a_killed_redis_are_sent_again(pg_settings, own_redis, 
             worker.stop()
 
 
+@pytest.mark.slow
 def test_runs_an_api_never_sent_are_sent_once(settings, tmp_path):
     fast = settings.model_copy(update=FAST)
     if not fast.embedded:  # messages earlier tests of this session left in its Redis database
@@ -183,6 +185,7 @@ def _messages(settings) -> int:
     return redis.Redis.from_url(settings.broker_url).llen("celery")
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_api_was_killed_while_sending_leaves_no_run_stuck(pg_settings, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

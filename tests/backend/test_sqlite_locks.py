@@ -28,6 +28,7 @@ def sqlite_settings(tmp_path, monkeypatch):
     return make_settings(tmp_path, url, sqlite_busy_timeout_s=1.0)
 
 
+@pytest.mark.slow
 def test_a_running_run_survives_a_long_write_transaction(sqlite_settings, tmp_path):
     spec = service_spec(rounds=150, eval_every=1, privacy={"noise_multiplier": 1.5, "delta": 1e-5})
     worker = WorkerProcess(sqlite_settings, tmp_path / "worker.log")

@@ -109,6 +109,7 @@ def test_a_failing_run_records_its_error_and_refunds(client, settings, tmp_path)
     assert client.get("/api/budgets/csv").json()["remaining"] == 5.0  # nothing was released
 
 
+@pytest.mark.slow
 def test_killed_worker_leaves_the_run_requeued_and_finished_by_another(settings, tmp_path):
     fast = settings.model_copy(update={"heartbeat_timeout_s": 3.0})
     first = WorkerProcess(fast, tmp_path / "w1.log", name="w1")

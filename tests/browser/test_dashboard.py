@@ -42,6 +42,7 @@ def wait_status(page: Page, statuses: str, timeout_s: float = 90) -> str:
     return chip.inner_text()
 
 
+@pytest.mark.slow
 def test_submit_a_run_from_the_form_and_watch_it_finish(page: Page, server):
     page.goto("/#/new")
     expect(page.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)

@@ -13,6 +13,7 @@ from tests.toys import NAME
 pytestmark = pytest.mark.browser
 
 
+@pytest.mark.slow
 def test_a_plugin_algorithm_is_in_the_form_and_trains(browser, tmp_path):
     with dpfl_up(tmp_path, env={"DPFL_PLUGINS": "tests.toy_plugin"}) as url:
         run_id = create_run(url, {"algorithm": NAME, "dataset": {"name": "digits", "silos": 2}, "rounds": 2})

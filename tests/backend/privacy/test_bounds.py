@@ -61,6 +61,7 @@ def test_projection_beyond_the_time_limit_is_refused_naming_privacy(settings):
         assert error["loc"][-1] == "privacy" and "longer than 0.5 s" in error["msg"]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_server_during_a_slow_projection(tmp_path):
     url = f"sqlite:///{tmp_path / 'dpfl.db'}"
     migrate.upgrade(url)

@@ -104,6 +104,7 @@ def test_sweep_runs_to_completion_and_is_summarised(client, worker):
     assert all(float(r["duration_s"]) > 0 and 0 <= float(r["final_accuracy"]) <= 1 for r in exported)
 
 
+@pytest.mark.slow
 def test_cancelling_one_run_of_a_batch_stops_it_alone(client, worker):
     base = BASE | {"rounds": 500, "eval_every": 250}
     created = client.post(
