@@ -222,6 +222,7 @@ def test_ledger_events_and_per_silo_noise_read_as_words(page: Page):
     described = page.evaluate(
         """async () => {
           const m = await import("/js/pages/run-detail.js");
+          const header = await import("/js/pages/run-header.js");
           const g = { kind: "gaussian", noise_multiplier: 1.5 };
           const sampled = { kind: "poisson_sampled", sampling_rate: 0.01, event: g };
           const approx = { kind: "approx_dp", epsilon: 1, delta: 1e-6 };
@@ -232,9 +233,9 @@ def test_ledger_events_and_per_silo_noise_read_as_words(page: Page):
             m.describeEvent({ kind: "vote", noise_std: 40, sensitivity: 1.4142, counts: null }),
             m.describeEvent({ kind: "shuffle", local_epsilon: 2, num_users: 100 }),
             m.describeEvent({ kind: "new_kind", x: 1 }),
-            m.noiseMultiplier([1.5727, 1.5749, 1.5749]),
-            m.noiseMultiplier([2, 2]),
-            m.noiseMultiplier(0.9187),
+            header.noiseMultiplier([1.5727, 1.5749, 1.5749]),
+            header.noiseMultiplier([2, 2]),
+            header.noiseMultiplier(0.9187),
           ];
         }"""
     )

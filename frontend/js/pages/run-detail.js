@@ -8,28 +8,6 @@ import { banner, chip, fmt, h, replace, setTitle } from "../dom.js";
 import { setParams } from "../state.js";
 import { runHeader } from "./run-header.js";
 
-/** Returns a run's wall time, and once it has ended where that time went and on how many threads. */
-export function duration(run) {
-  if (run.duration_s == null) return "–";
-  const t = run.timings;
-  if (!t) return `${fmt(run.duration_s, 3)} s`;
-  // runs recorded before the threads were kept have only the times
-  const threads = t.threads == null ? "" : `; ${t.threads} torch thread${t.threads === 1 ? "" : "s"}`;
-  // a batched run's training time is its share of its batch's rounds
-  const batch = t.batch_runs > 1 ? `; trained in a batch of ${t.batch_runs}, training is its share` : "";
-  return `${fmt(run.duration_s, 3)} s (setup ${fmt(t.setup_s, 2)} s, training ${fmt(t.train_s, 2)} s, `
-    + `evaluation ${fmt(t.eval_s, 2)} s${threads}${batch})`;
-}
-
-/** Returns a run's σ: one value, or the range of its silos' values in enough digits to tell them apart. */
-export function noiseMultiplier(sigma) {
-  if (!Array.isArray(sigma)) return fmt(sigma, 4);
-  const [low, high] = [Math.min(...sigma), Math.max(...sigma)];
-  let digits = 3;
-  while (digits < 8 && low !== high && fmt(low, digits) === fmt(high, digits)) digits += 1;
-  return low === high ? `${fmt(low, 4)} (every silo)` : `${fmt(low, digits)}–${fmt(high, digits)} (per silo)`;
-}
-
 /** Returns a ledger event in words (its JSON is the cell's tooltip); an unknown kind as JSON. */
 export function describeEvent(ev) {
   switch (ev.kind) {
@@ -53,13 +31,6 @@ export function describeEvents(events) {
   const counts = new Map();
   for (const text of events.map(describeEvent)) counts.set(text, (counts.get(text) ?? 0) + 1);
   return [...counts].map(([text, n]) => (n > 1 ? `${n} × ${text}` : text)).join("; ");
-}
-
-/** Returns the run's caveats as a list: what its ε rests on or does not cover (breaking ones marked). */
-export function caveatList(caveats) {
-  if (!caveats?.length) return null;
-  return h("ul", { class: "caveats" }, caveats.map((c) => h("li", { class: c.breaks_guarantee ? "error-text" : "" },
-    h("strong", {}, `${c.kind.replace("_", "-")}${c.breaks_guarantee ? " (not covered by ε)" : ""}: `), c.text)));
 }
 
 /** Returns the last evaluated round's diagnostics, labelled not private, or why there are none. */

@@ -5,9 +5,37 @@
 import { api } from "../api.js";
 import { banner, chip, fmt, h, progressBar, replace, setChip, setProgress, setTitle } from "../dom.js";
 import { go } from "../state.js";
-import { caveatList, duration, noiseMultiplier } from "./run-detail.js";
 
 const FINISHED = ["succeeded", "failed", "cancelled"];
+
+/** Returns a run's wall time, and once it has ended where that time went and on how many threads. */
+export function duration(run) {
+  if (run.duration_s == null) return "–";
+  const t = run.timings;
+  if (!t) return `${fmt(run.duration_s, 3)} s`;
+  // runs recorded before the threads were kept have only the times
+  const threads = t.threads == null ? "" : `; ${t.threads} torch thread${t.threads === 1 ? "" : "s"}`;
+  // a batched run's training time is its share of its batch's rounds
+  const batch = t.batch_runs > 1 ? `; trained in a batch of ${t.batch_runs}, training is its share` : "";
+  return `${fmt(run.duration_s, 3)} s (setup ${fmt(t.setup_s, 2)} s, training ${fmt(t.train_s, 2)} s, `
+    + `evaluation ${fmt(t.eval_s, 2)} s${threads}${batch})`;
+}
+
+/** Returns a run's σ: one value, or the range of its silos' values in enough digits to tell them apart. */
+export function noiseMultiplier(sigma) {
+  if (!Array.isArray(sigma)) return fmt(sigma, 4);
+  const [low, high] = [Math.min(...sigma), Math.max(...sigma)];
+  let digits = 3;
+  while (digits < 8 && low !== high && fmt(low, digits) === fmt(high, digits)) digits += 1;
+  return low === high ? `${fmt(low, 4)} (every silo)` : `${fmt(low, digits)}–${fmt(high, digits)} (per silo)`;
+}
+
+/** Returns the run's caveats as a list: what its ε rests on or does not cover (breaking ones marked). */
+export function caveatList(caveats) {
+  if (!caveats?.length) return null;
+  return h("ul", { class: "caveats" }, caveats.map((c) => h("li", { class: c.breaks_guarantee ? "error-text" : "" },
+    h("strong", {}, `${c.kind.replace("_", "-")}${c.breaks_guarantee ? " (not covered by ε)" : ""}: `), c.text)));
+}
 
 /** Returns the flag of a private run whose accuracy is no better than guessing the majority class, or "". */
 export function guessingText(run) {
