@@ -130,8 +130,8 @@ def reproduce(
         )
     if report.corrections:
         console.print(
-            f"[bold yellow]privacy:[/] the stated ε of {len(report.corrections)} runs does not cover all "
-            "they released (report.html, privacy corrections, says why)"
+            f"[bold yellow]privacy:[/] {len(report.corrections)} finding(s) where the stated ε does not "
+            "cover all that runs released (report.html, privacy corrections, says which and why)"
         )
     under = [c for c in calibrations if c.under_protects]
     if under:

@@ -43,7 +43,7 @@ class PaperCalibration:
     """One (method, target ε) of a sweep run with the paper's σ instead of the accountant's."""
 
     setting: str
-    algorithm: str
+    algorithm: str  # the method, and the tuning candidate in brackets where it has one
     variant: Variant
     target_epsilon: float
     epsilon: float  # what the ledger gives for the paper's σ (same accountant and δ as the sweep)
@@ -102,9 +102,12 @@ def paper_calibrations(
         seen: set[tuple] = set()
         for point in sweep.points:
             spec = parse_spec(point.data)
-            algorithm, x, variant, _, _ = sweep.cell(spec.to_json())
+            cell = sweep.cell(spec.to_json())
+            x, variant = cell.x, cell.variant
+            # a tuned method's candidates each have their own σ: one row each
+            algorithm = cell.algorithm + (f" ({cell.candidate})" if cell.candidate else "")
             privacy, key = spec.privacy, (algorithm, x, variant)
-            if x is None or key in seen or privacy is None or not _offers_closed_form(algorithm):
+            if x is None or key in seen or privacy is None or not _offers_closed_form(spec.algorithm):
                 continue
             if sweep.x == "privacy.epsilon" and privacy.epsilon is None:
                 continue

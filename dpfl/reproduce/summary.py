@@ -324,8 +324,11 @@ def verdicts(
 
 
 def corrections(outcomes: Iterable[Outcome]) -> list[str]:
-    """Returns one line per run whose ledger ε exceeds its target, or that carries a privacy warning."""
-    lines = []
+    """Returns one line per run whose ledger ε exceeds its target, and one line per privacy warning
+    shared by runs (how many, and of which settings and methods), so a caveat every run carries
+    (PCA fitted on the training rows, say) is said once."""
+    lines: list[str] = []
+    warned: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         over = (
             o.epsilon is not None
@@ -337,5 +340,11 @@ def corrections(outcomes: Iterable[Outcome]) -> list[str]:
                 f"{o.label}: the ledger gives ε = {o.epsilon:.4g} for a stated ε of {o.target_epsilon:g}"
             )
         elif o.warning:
-            lines.append(f"{o.label}: {o.warning}")
+            warned[o.warning].append(o)
+    for warning, runs in warned.items():
+        if len(runs) == 1:
+            lines.append(f"{runs[0].label}: {warning}")
+            continue
+        methods = ", ".join(dict.fromkeys(f"{o.setting} {o.algorithm}" for o in runs))
+        lines.append(f"{len(runs)} runs ({methods}): {warning}")
     return lines

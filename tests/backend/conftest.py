@@ -45,10 +45,10 @@ def postgres_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    """A Redis database index of its own for this session, emptied first. The two processes of
-    `make test` (pytest-xdist gw0, gw1) take indices of different parity."""
+    """A Redis database index of its own for this session, emptied first. The processes of
+    `make test` (pytest-xdist gw0, gw1, gw2) take indices of different residues mod 3."""
     worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-    index = 1 + 2 * (os.getpid() % 7) + worker % 2
+    index = 1 + 3 * (os.getpid() % 5) + worker % 3
     client = redis.Redis.from_url(f"{REDIS}/{index}")
     try:
         client.flushdb()
