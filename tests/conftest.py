@@ -1,5 +1,5 @@
 """Test-wide set-up: absl (inside dp_accounting) logs a warning per excluded RDP order; silence it.
-Under pytest-xdist (`make test` runs two processes) the browser tests stay in one process, so
+Under pytest-xdist (`make test` runs three processes) the browser tests stay in one process, so
 they share one `dpfl up` and one Chromium instead of starting one per process."""
 
 import logging
