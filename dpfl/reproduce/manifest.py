@@ -25,8 +25,8 @@ method does not know (SPIDER's `phase`) never reach another. The grid is the API
 (`dpfl.sweep.expand`), with `seed` added from `seeds`; grid keys besides `algorithm`, `x` and
 `seed` split the results into variants, each with its own figure and verdicts.
 
-Tuning: a method listed under `tune` runs once per candidate (each sets `algorithm`, `params` or
-`params.<name>` over the method's point), and in every cell (variant, x) the candidate with the
+Tuning: a method listed under `tune` runs once per candidate (each sets `algorithm`, `params`,
+`params.<name>` or `rounds` over the method's point), and in every cell (variant, x) the candidate with the
 lowest mean final training loss over the seeds stands for the method, as the papers pick step
 sizes and variants. Training loss is a diagnostic of private data: the choice is not accounted
 in the ledger (nor is it in the papers), and the report says so next to the chosen candidates.
@@ -162,7 +162,11 @@ class Claim(_Strict):
 
 
 class Candidate(_Strict):
-    """One setting a tuned method may take: a label for the report and the fields it sets."""
+    """One setting a tuned method may take: a label for the report and the fields it sets.
+
+    `rounds` lets a method run as long as another sends messages: a comparison at equal releases
+    (MB-SGD with R = 99 against Alg. 11's 2R − 1 = 99 at R = 50) is a method with one candidate.
+    """
 
     label: str = Field(min_length=1)
     set: dict[str, Any] = Field(min_length=1)
@@ -171,8 +175,10 @@ class Candidate(_Strict):
     @classmethod
     def _only_the_method(cls, values: dict[str, Any]) -> dict[str, Any]:
         for key in values:
-            if key not in ("algorithm", "params") and not key.startswith("params."):
-                raise ValueError(f"may set `algorithm`, `params` or `params.<name>` only; got {key!r}")
+            if key not in ("algorithm", "params", "rounds") and not key.startswith("params."):
+                raise ValueError(
+                    f"may set `algorithm`, `params`, `params.<name>` or `rounds` only; got {key!r}"
+                )
         return values
 
 
@@ -247,9 +253,11 @@ class Sweep:
         out = [(self.base, self.grid | {"algorithm": untuned})] if untuned else []
         for method, candidates in self.tune.items():
             for candidate in candidates:
-                data = _with(_method_point(self.base, method), candidate.set)
+                data = _with(_method_point(self.base, method), _own(candidate.set))
                 algorithm = data["algorithm"]
-                base = self.base | {PER_ALGORITHM: {algorithm: data.get("params") or {}}}
+                # the fields beside the method's (rounds) go into the candidate's base
+                rest = {k: v for k, v in candidate.set.items() if k.split(".")[0] not in data}
+                base = _with(self.base, rest) | {PER_ALGORITHM: {algorithm: data.get("params") or {}}}
                 out.append((base, self.grid | {"algorithm": [algorithm]}))
         return out
 
@@ -382,6 +390,11 @@ def _with(data: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
                 raise _NotMapping(key, part)
         node[leaf] = copy.deepcopy(value)
     return out
+
+
+def _own(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Returns the method's own fields of a candidate: `algorithm` and `params`, dotted or not."""
+    return {k: v for k, v in values.items() if k.split(".")[0] in ("algorithm", "params")}
 
 
 def _method_point(base: Mapping[str, Any], method: str) -> dict[str, Any]:

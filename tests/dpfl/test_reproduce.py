@@ -128,7 +128,7 @@ def test_load_spec_ignores_the_block_and_the_paper_config_runs_its_base():
 
 
 def test_isrl_config_sweeps_the_documented_grid():
-    ours, paper = load_paper("isrl", default_config_dir())
+    ours, paper, releases = load_paper("isrl", default_config_dir())
     full, quick = ours.sweep(), ours.sweep(quick=True)
     assert ours.algorithms == ["isrl_mbsgd", "isrl_localsgd", "isrl_spider"]
     assert full.grid["privacy.epsilon"] == [0.75, 1, 1.5, 3, 6, 12, 18]
@@ -147,6 +147,12 @@ def test_isrl_config_sweeps_the_documented_grid():
         assert spider == {"Alg. 3, q = 1", "Alg. 3, q = 2", "Alg. 3, q = 4", "Alg. 11"}
         assert len(sweep.points) == (1 + 1 + 4) * 7 * 3
     assert {p.data["dataset"]["records_per_silo"] for p in paper.sweep().points} == {1238}
+    # and at equal releases: MB-SGD's 99 rounds against Alg. 11's 2 · 50 − 1 messages
+    sweep = releases.sweep()
+    assert {(p.data["algorithm"], p.data["rounds"]) for p in sweep.points} == {
+        ("isrl_mbsgd", 99),
+        ("isrl_spider_alt", 50),
+    }
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from dpfl.reproduce.manifest import Claim, ReproduceBlock, Sweep
 from dpfl.reproduce.summary import Outcome, check_claim, summary_rows
 from dpfl.spec import parse_spec
 from dpfl.sweep import expand
-from tests.dpfl.test_reproduce import BLOCK, write_config
+from tests.dpfl.test_reproduce import BLOCK, SPEC, write_config
 from tests.factories import run_cli
 
 TUNE = {
@@ -24,7 +24,7 @@ TUNE = {
         {"label": "lr 2", "set": {"params.lr": 2.0}},
     ],
     "isrl_localsgd": [
-        {"label": "MB-SGD's K", "set": {"params.batch_size": 64}},
+        {"label": "MB-SGD's K, R = 11", "set": {"params.batch_size": 64, "rounds": 11}},
         {
             "label": "Alg. 11",
             "set": {"algorithm": "isrl_spider_alt", "params": {"lr": 1.0, "batch_size": 32}},
@@ -89,13 +89,15 @@ def test_each_candidate_is_a_run_of_its_own_placed_back_in_its_method(tmp_path):
     assert by_candidate == {
         ("isrl_mbsgd", "lr 0.5"),
         ("isrl_mbsgd", "lr 2"),
-        ("isrl_localsgd", "MB-SGD's K"),
+        ("isrl_localsgd", "MB-SGD's K, R = 11"),
         ("isrl_localsgd", "Alg. 11"),
     }
     alg11 = [p.data for p in sweep.points if p.data["algorithm"] == "isrl_spider_alt"]
     assert len(alg11) == 4 and all(d["params"] == {"lr": 1.0, "batch_size": 32} for d in alg11)
-    localsgd = [p.data["params"] for p in sweep.points if p.data["algorithm"] == "isrl_localsgd"]
-    assert all(p == BLOCK["params_by_algorithm"]["isrl_localsgd"] | {"batch_size": 64} for p in localsgd)
+    localsgd = [p.data for p in sweep.points if p.data["algorithm"] == "isrl_localsgd"]
+    own = BLOCK["params_by_algorithm"]["isrl_localsgd"] | {"batch_size": 64}
+    assert all(d["params"] == own for d in localsgd)
+    assert {d["rounds"] for d in localsgd} == {11} and {d["rounds"] for d in alg11} == {SPEC["rounds"]}
 
 
 def test_a_server_runs_exactly_the_local_points(tmp_path):
@@ -113,9 +115,9 @@ def test_a_server_runs_exactly_the_local_points(tmp_path):
     ("tune", "message"),
     [
         (
-            {"isrl_mbsgd": [{"label": "x", "set": {"rounds": 3}}]},
-            "`reproduce.tune.isrl_mbsgd.0.set` may set `algorithm`, `params` or "
-            "`params.<name>` only; got 'rounds'.",
+            {"isrl_mbsgd": [{"label": "x", "set": {"seed": 3}}]},
+            "`reproduce.tune.isrl_mbsgd.0.set` may set `algorithm`, `params`, `params.<name>` or "
+            "`rounds` only; got 'seed'.",
         ),
         (
             {"isrl_spider": [{"label": "x", "set": {"params.phase": 2}}]},
