@@ -106,9 +106,11 @@ def _setting(setting: Setting, sweep: Sweep, report: Report) -> list[str]:
     lines = [f"### {block.title}", ""]
     if block.notes:
         lines += [block.notes, ""]
+    rounds = sorted({p.data.get("rounds", 20) for p in sweep.points})  # a candidate may set its own
+    span = f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]} to {rounds[-1]}"
     lines += [
-        f"Config `configs/paper/{setting.path.name}`: {len(sweep.points)} runs of "
-        f"{sweep.base.get('rounds', 20)} rounds; grid {grid}.",
+        f"Config `configs/paper/{setting.path.name}`: {len(sweep.points)} runs of {span} rounds; "
+        f"grid {grid}.",
         "",
     ]
     if setting.name in report.links:
@@ -167,10 +169,14 @@ def _table(x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _tuned(x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Returns the candidates each tuned cell chose, with every candidate's training loss."""
-    tuned = [r for r in rows if r["tuned"] is not None]
+    fixed = {r["algorithm"]: r["tuned"] for r in rows if r["tuned_losses"] and len(r["tuned_losses"]) == 1}
+    tuned = [r for r in rows if r["tuned_losses"] and len(r["tuned_losses"]) > 1]
+    out = []
+    if fixed:  # one candidate: no choice, just the method's own setting
+        out += ["Set per method: " + "; ".join(f"{m}: {label}" for m, label in fixed.items()) + ".", ""]
     if not tuned:
-        return []
-    out = [
+        return out
+    out += [
         "Tuned by final training loss (mean over seeds; the lowest stands for the method above). "
         "The choice reads training loss, a diagnostic of the silos' data that no ledger covers, as "
         "the paper's tuning does:",
