@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 import uuid
 from collections.abc import Sequence
 
 from celery import Celery, group
+from kombu.exceptions import ChannelError
+from kombu.transport import filesystem
+from kombu.utils.encoding import str_to_bytes
+from kombu.utils.json import dumps
 
 from backend.settings import Settings
 
@@ -20,6 +26,7 @@ __all__ = [
     "AUDIT_RUN",
     "EXECUTE_BATCH",
     "EXECUTE_RUN",
+    "AtomicFilesystemTransport",
     "enqueue_audit",
     "enqueue_run",
     "enqueue_runs",
@@ -37,11 +44,38 @@ AUDIT_RUN = "dpfl.audit_run"
 _TASK_ID = "{kind}:{id}:{token}"
 
 
+class _AtomicChannel(filesystem.Channel):
+    """Kombu's filesystem channel, with each message written whole before a worker can see it.
+
+    The stock channel creates `<name>.msg` and then writes into it, while a worker polling the
+    folder moves away and reads every `.msg` it finds: under load it took an empty message, failed
+    to parse it and stopped consuming for good (its runs then sat queued). Here the message is
+    written under a name no queue reads (no dot) and renamed into place, atomically.
+    """
+
+    def _put(self, queue, payload, **kwargs):
+        name = f"{round(time.monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
+        partial = os.path.join(self.data_folder_out, f"partial-{uuid.uuid4().hex}")
+        try:
+            with open(partial, "wb") as f:
+                f.write(str_to_bytes(dumps(payload)))
+            os.replace(partial, os.path.join(self.data_folder_out, name))
+        except OSError as exc:
+            raise ChannelError(f"Cannot add file {name!r} to directory") from exc
+
+
+class AtomicFilesystemTransport(filesystem.Transport):
+    """The embedded broker's transport: the filesystem one, messages renamed into place whole."""
+
+    Channel = _AtomicChannel
+
+
 def make_celery(settings: Settings) -> Celery:
     """Returns a Celery app for the settings' broker (Redis, or the embedded filesystem transport)."""
     app = Celery("dpfl", broker=settings.broker_url, set_as_current=False)
     transport: dict = {"visibility_timeout": settings.run_time_limit_s + 3600}
     if settings.embedded:
+        app.conf.broker_transport = f"{__name__}:AtomicFilesystemTransport"
         folder = settings.broker_folder
         for sub in ("queue", "processed", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
