@@ -150,6 +150,8 @@ class Claim(_Strict):
     `round` checks it at that round's evaluation instead of the last one: how a claim about
     convergence speed ("A converges faster than B") is tested. The round must be evaluated in
     the full and the quick sweep alike (`eval_every`), so both check the same thing.
+    `than_at` compares `better` at every x with `than` at that one x (a paper that sets each of
+    its methods at every μ against its baseline at μ = 1).
     """
 
     text: str = Field(min_length=1)
@@ -158,6 +160,7 @@ class Claim(_Strict):
     metric: Metric
     by: float | None = Field(None, ge=0)
     round: int | None = Field(None, ge=1)
+    than_at: float | None = None
     where: dict[str, Any] = Field(default_factory=dict)
 
 

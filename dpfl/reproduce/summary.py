@@ -265,6 +265,9 @@ def check_claim(
     mine = [r for r in rows if r["setting"] == setting and r["variant"] == variant_label(variant)]
     better = _by_x(mine, claim.better, claim.metric, claim.round)
     than = _by_x(mine, claim.than, claim.metric, claim.round)
+    if claim.than_at is not None:  # one value of `than`, against `better`'s mean over its x
+        at = [v for x, v in than.items() if x is not None and _same_x(x, claim.than_at)]
+        than = {None: at[0]} if at else {}
     missing = [name for name, values in ((claim.better, better), (claim.than, than)) if not values]
     if missing:
         what = "finished run" if claim.round is None else f"run evaluated at round {claim.round}"
@@ -286,6 +289,7 @@ def check_claim(
     detail = (
         f"{claim.better} {side} {claim.than} by {_amount(claim.metric, abs(gap))} "
         f"{at_round}{where}x ∈ {{{', '.join(f'{x:g}' for x in xs)}}}"
+        + ("" if claim.than_at is None else f" against {claim.than} at x = {claim.than_at:g}")
         + ("" if claim.by is None else f"; the claim needs ≥ {_amount(claim.metric, claim.by)}")
     )
     spread = _spread(mine, (claim.better, claim.than), claim.metric, claim.round)

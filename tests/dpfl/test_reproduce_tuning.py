@@ -10,7 +10,7 @@ import io
 import pytest
 
 from dpfl.cli import main
-from dpfl.reproduce import HOLDS, default_config_dir, load_paper
+from dpfl.reproduce import CANNOT, HOLDS, default_config_dir, load_paper
 from dpfl.reproduce.manifest import Claim, ReproduceBlock, Sweep
 from dpfl.reproduce.summary import Outcome, check_claim, summary_rows
 from dpfl.spec import parse_spec
@@ -185,3 +185,21 @@ def test_a_gap_inside_the_seeds_spread_is_called_a_tie():
     )
     rows[0]["accuracy_mean"] = 0.9
     assert "tie" not in check_claim(claim, rows, setting="s", variant=()).detail
+
+
+def test_a_claim_against_one_x_of_the_baseline_compares_every_x_with_it():
+    claim = Claim(text="a at every μ beats b at μ = 1", better="a", than="b", metric="accuracy", than_at=1)
+    cell = {"setting": "s", "variant": ""}
+    rows = [
+        cell | {"algorithm": "a", "x": 1.0, "accuracy_mean": 0.80},
+        cell | {"algorithm": "a", "x": 5.0, "accuracy_mean": 0.90},
+        cell | {"algorithm": "b", "x": 1.0, "accuracy_mean": 0.82},
+        cell | {"algorithm": "b", "x": 5.0, "accuracy_mean": 0.99},  # not compared
+    ]
+    verdict = check_claim(claim, rows, setting="s", variant=())
+    assert (verdict.verdict, verdict.gap) == (HOLDS, pytest.approx(0.85 - 0.82))
+    assert verdict.detail == (
+        "a ahead of b by 3.00 points of accuracy on average over x ∈ {1, 5} against b at x = 1"
+    )
+    elsewhere = claim.model_copy(update={"than_at": 10})  # b has no x = 10
+    assert check_claim(elsewhere, rows, setting="s", variant=()).verdict == CANNOT
