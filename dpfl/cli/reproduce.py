@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dpfl.cli.settings import cache_dir, data_dirs
 from dpfl.errors import DpflError, SpecError
 from dpfl.reproduce import PAPERS, Outcome, Sweep, default_config_dir, load_paper
-from dpfl.reproduce.summary import corrections, summary_rows, verdicts
+from dpfl.reproduce.summary import corrections, sensitivity, summary_rows, verdicts
 
 # What runs, reports and talks to a server imports torch or plotly: imported by the command.
 if TYPE_CHECKING:
@@ -103,6 +103,7 @@ def reproduce(
         outcomes=outcomes,
         rows=rows,
         verdicts=verdicts(outcomes, rows, blocks),
+        sensitivity=sensitivity(outcomes, rows, blocks),
         corrections=corrections(outcomes),
         calibrations=calibrations,
         unprojected=unprojected,

@@ -19,7 +19,7 @@ from dpfl.data import dataset_info
 from dpfl.data.files import locate
 from dpfl.errors import DatasetUnavailable, DpflError
 from dpfl.reproduce.manifest import Sweep
-from dpfl.reproduce.summary import Outcome
+from dpfl.reproduce.summary import Outcome, largest
 from dpfl.spec import RunSpec, parse_spec
 
 __all__ = ["missing_datasets", "run_sweeps"]
@@ -100,6 +100,7 @@ def _succeeded(where: dict, result: runner.RunResult) -> Outcome:
         train_loss=None if final is None else final.diagnostics.get("train_loss"),
         epsilon=epsilon,
         target_epsilon=result.privacy.target_epsilon,
+        sigma=largest(result.privacy.noise_multiplier),
         warning=result.privacy.warning(epsilon),
         # its own time: its set-up, and its share of its batch's rounds and its evaluations
         duration_s=sum(result.timings[k] for k in ("setup_s", "train_s", "eval_s")),

@@ -17,6 +17,10 @@ base setting; `dpfl.spec.load_spec` ignores the block) plus an optional top-leve
         - {text: "...", better: uldp_avg_w, than: uldp_avg, metric: loss, round: 10}  # at round 10
       tune:                         # a method whose setting the paper picks by training loss
         gdp_gd: [{label: "α = 0.3", set: {params.lr: 0.3}}, {label: "α = 1", set: {params.lr: 1.0}}]
+      sensitivity:                  # a choice the paper does not state: the verdict under each
+        ae_dpfl: [{label: "Q = 100", set: {params.queries: 100}}]
+      ceiling:                      # the methods once more with (almost) no noise
+        set: {privacy.noise_multiplier: 1.0e-3, privacy.epsilon: null}
       notes: "free text shown under the setting's title"
 
 Parameters: the config's own `params` belong to its own `algorithm`; every other algorithm of
@@ -30,6 +34,15 @@ Tuning: a method listed under `tune` runs once per candidate (each sets `algorit
 lowest mean final training loss over the seeds stands for the method, as the papers pick step
 sizes and variants. Training loss is a diagnostic of private data: the choice is not accounted
 in the ledger (nor is it in the papers), and the report says so next to the chosen candidates.
+
+Sensitivity: a method listed under `sensitivity` also runs once per candidate (which may set
+`privacy.calibration` too); its configured point still stands for it, and the report gives each
+claim's verdict with each candidate standing in instead, so a reader sees whether a choice the
+paper leaves unstated moves the verdict.
+
+Ceiling: with a `ceiling` block every method (or those it lists) runs once more per variant and
+seed with its fields set, off the x axis: the no-noise ceiling, shown beside the method's results
+and never in a verdict, so a reader sees what the privacy costs and what the method reaches at best.
 """
 
 from __future__ import annotations
@@ -52,8 +65,11 @@ from dpfl.spec import check_privacy, parse_spec, spec_error, yaml_load
 from dpfl.sweep import PER_ALGORITHM, Point, PointError, expand, locate
 
 __all__ = [
+    "CEILING",
     "PAPERS",
+    "SENSITIVITY",
     "Candidate",
+    "Ceiling",
     "Cell",
     "Claim",
     "ConfigError",
@@ -62,6 +78,7 @@ __all__ = [
     "ReproduceBlock",
     "Setting",
     "Sweep",
+    "Variation",
     "default_config_dir",
     "load_paper",
     "load_setting",
@@ -70,6 +87,7 @@ __all__ = [
 BLOCK = "reproduce"
 MAX_POINTS = 5_000  # a reproduction is bounded by patience, not by a server's limit
 Metric = Literal["accuracy", "test_error", "loss"]
+CEILING, SENSITIVITY = "ceiling", "sensitivity"  # the roles of runs that stand for no method's cell
 
 
 @dataclass(frozen=True)
@@ -185,6 +203,26 @@ class Candidate(_Strict):
         return values
 
 
+class Variation(Candidate):
+    """A candidate of a sensitivity table: a method's fields, or the calibration of its σ."""
+
+    @field_validator("set")
+    @classmethod
+    def _only_the_method(cls, values: dict[str, Any]) -> dict[str, Any]:
+        for key in values:
+            if key != "privacy.calibration":
+                Candidate._only_the_method({key: values[key]})
+        return values
+
+
+class Ceiling(_Strict):
+    """The fields that take a run's noise away (e.g. a tiny `privacy.noise_multiplier` in place of
+    the ε target), and the methods to run so; none listed: every method of the grid."""
+
+    set: dict[str, Any] = Field(min_length=1)
+    methods: list[str] = Field(default_factory=list)
+
+
 class ReproduceBlock(_Strict):
     """The `reproduce:` block of a config (see the module docstring)."""
 
@@ -197,18 +235,22 @@ class ReproduceBlock(_Strict):
     paper: list[PaperValue] = Field(default_factory=list)
     claims: list[Claim] = Field(default_factory=list)
     tune: dict[str, list[Candidate]] = Field(default_factory=dict)
+    sensitivity: dict[str, list[Variation]] = Field(default_factory=dict)
+    ceiling: Ceiling | None = None
     notes: str = ""
 
 
 class Cell(NamedTuple):
-    """Where a run of a reproduction sits: method, x, variant, seed, and the tuning candidate
-    it runs ("" for a method that is not tuned)."""
+    """Where a run of a reproduction sits: method, x, variant, seed, the tuning or sensitivity
+    candidate it runs ("" for none) and its role: "" for a run of the method's cell, `ceiling` or
+    `sensitivity` for the runs beside it."""
 
     algorithm: str
     x: float | None
     variant: tuple[tuple[str, Any], ...]
     seed: int
     candidate: str = ""
+    role: str = ""
 
 
 @dataclass(frozen=True)
@@ -221,6 +263,8 @@ class Sweep:
     x: str
     points: list[Point]
     tune: Mapping[str, Sequence[Candidate]] = dataclasses.field(default_factory=dict)
+    sensitivity: Mapping[str, Sequence[Candidate]] = dataclasses.field(default_factory=dict)
+    ceiling: Ceiling | None = None
 
     @property
     def variant_keys(self) -> list[str]:
@@ -235,26 +279,43 @@ class Sweep:
         """
         x = _get(spec, self.x)
         variant = tuple((key, _get(spec, key)) for key in self.variant_keys)
-        method, candidate = self._method(spec)
-        return Cell(method, None if x is None else float(x), variant, int(spec.get("seed", 0)), candidate)
+        method, candidate, role = self._method(spec)
+        seed = int(spec.get("seed", 0))
+        return Cell(method, None if x is None else float(x), variant, seed, candidate, role)
 
-    def _method(self, spec: Mapping[str, Any]) -> tuple[str, str]:
-        """Returns (method, candidate label) of a run: the first candidate whose fields it has."""
-        for method, candidates in self.tune.items():
-            for candidate in candidates:
-                wanted = candidate.set.get("algorithm", method)
-                if spec["algorithm"] == wanted and all(
-                    _get(spec, key) == value for key, value in candidate.set.items() if key != "algorithm"
-                ):
-                    return method, candidate.label
-        return str(spec["algorithm"]), ""
+    def _method(self, spec: Mapping[str, Any]) -> tuple[str, str, str]:
+        """Returns (method, candidate label, role) of a run: a ceiling run by the ceiling's fields,
+        else the first candidate whose fields it has, else the method's own run."""
+        if self.ceiling is not None and _has(spec, self.ceiling.set):
+            return str(spec["algorithm"]), "", CEILING
+        for role, table in (("", self.tune), (SENSITIVITY, self.sensitivity)):
+            for method, candidates in table.items():
+                for candidate in candidates:
+                    wanted = candidate.set.get("algorithm", method)
+                    rest = {k: v for k, v in candidate.set.items() if k != "algorithm"}
+                    if spec["algorithm"] == wanted and _has(spec, rest):
+                        return method, candidate.label, role
+        return str(spec["algorithm"]), "", ""
+
+    @property
+    def ceiling_methods(self) -> list[str]:
+        """Returns the methods the ceiling runs (none without a ceiling)."""
+        if self.ceiling is None:
+            return []
+        return self.ceiling.methods or [str(a) for a in self.grid.get("algorithm", [])]
+
+    def ceiling_grid(self) -> dict[str, list[Any]]:
+        """Returns the ceiling's grid: the sweep's without its x, over the ceiling's methods."""
+        return {k: v for k, v in self.grid.items() if k != self.x} | {"algorithm": self.ceiling_methods}
 
     def submissions(self) -> list[tuple[dict[str, Any], dict[str, list[Any]]]]:
         """Returns the (base, grid) sweeps a server runs for this one: the untuned methods' grid,
         then one sweep per candidate of a tuned method (a server's grid sets no per-method fields)."""
         untuned = [a for a in self.grid.get("algorithm", []) if a not in self.tune]
         out = [(self.base, self.grid | {"algorithm": untuned})] if untuned else []
-        for method, candidates in self.tune.items():
+        if self.ceiling is not None:
+            out.append((_with(self.base, self.ceiling.set), self.ceiling_grid()))
+        for method, candidates in (*self.tune.items(), *self.sensitivity.items()):
             for candidate in candidates:
                 data = _with(_method_point(self.base, method), _own(candidate.set))
                 algorithm = data["algorithm"]
@@ -308,26 +369,44 @@ class Setting:
                 _validate(i, points, base)
         except PointError as exc:
             raise ConfigError(self.path.name, self._field(exc.loc, fields), exc.reason) from None
-        return Sweep(self.name, base, grid, block.x, self._tuned(points), dict(block.tune))
+        sweep = Sweep(
+            self.name, base, grid, block.x, [], dict(block.tune), dict(block.sensitivity), block.ceiling
+        )
+        return dataclasses.replace(sweep, points=self._candidates(points) + self._ceiling(sweep))
 
-    def _tuned(self, points: Sequence[Point]) -> list[Point]:
-        """Returns the points with each point of a tuned method replaced by one per candidate."""
+    def _candidates(self, points: Sequence[Point]) -> list[Point]:
+        """Returns the points with each point of a tuned method replaced by one per candidate, and
+        each point of a method under `sensitivity` followed by one per candidate."""
         out = []
         for point in points:
-            for i, candidate in enumerate(self.block.tune.get(point.algorithm, [None])):
-                if candidate is None:
-                    out.append(point)
-                    continue
-                tuned = Point(point.overrides, _with(point.data, candidate.set))
-                where = f"{BLOCK}.tune.{point.algorithm}.{i}.set"
-                try:
-                    _check_spec(tuned.data)
-                except SpecError as exc:
-                    raise ConfigError(self.path.name, f"{where}.{exc.field}", exc.reason) from None
-                except UnknownNameError as exc:
-                    raise ConfigError(self.path.name, f"{where}.{exc.field}", f"names {exc}.") from None
-                out.append(tuned)
+            tuned = self.block.tune.get(point.algorithm)
+            if tuned is None:
+                out.append(point)
+            for table in ("tune", "sensitivity"):
+                for i, candidate in enumerate(getattr(self.block, table).get(point.algorithm, [])):
+                    varied = Point(point.overrides, _with(point.data, candidate.set))
+                    self._check(varied.data, f"{BLOCK}.{table}.{point.algorithm}.{i}.set")
+                    out.append(varied)
         return out
+
+    def _ceiling(self, sweep: Sweep) -> list[Point]:
+        """Returns the ceiling's points: each method of it once per variant and seed, without noise."""
+        if sweep.ceiling is None:
+            return []
+        grid = sweep.ceiling_grid() | {"seed": sweep.grid["seed"]}
+        points = expand(_with(sweep.base, sweep.ceiling.set), grid, max_points=MAX_POINTS)
+        for point in points:
+            self._check(point.data, f"{BLOCK}.ceiling.set")
+        return points
+
+    def _check(self, data: Mapping[str, Any], where: str) -> None:
+        """Refuses a candidate's or the ceiling's spec, naming the field under `where`."""
+        try:
+            _check_spec(data)
+        except SpecError as exc:
+            raise ConfigError(self.path.name, f"{where}.{exc.field}", exc.reason) from None
+        except UnknownNameError as exc:
+            raise ConfigError(self.path.name, f"{where}.{exc.field}", f"names {exc}.") from None
 
     def _quick_set(self, data: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
         """Returns a copy of `data` with each dotted key of `quick.set` set to its value."""
@@ -406,6 +485,11 @@ def _method_point(base: Mapping[str, Any], method: str) -> dict[str, Any]:
     return {"algorithm": method, "params": copy.deepcopy(params)}
 
 
+def _has(spec: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
+    """Returns whether `spec` has every dotted field of `values` (None: absent or null)."""
+    return all(_get(spec, key) == value for key, value in values.items())
+
+
 def _get(data: Mapping[str, Any], dotted: str) -> Any:
     """Returns the value at a dotted path of a nested mapping, None where the path ends early."""
     node: Any = data
@@ -482,16 +566,32 @@ def _check_block(setting: Setting) -> None:
     for i, claim in enumerate(block.claims):
         _known_algorithm(file, f"{BLOCK}.claims.{i}.better", claim.better, known)
         _known_algorithm(file, f"{BLOCK}.claims.{i}.than", claim.than, known)
-    for method, candidates in block.tune.items():
-        _known_algorithm(file, f"{BLOCK}.tune.{method}", method, known)
-        for i, candidate in enumerate(candidates):
-            other = candidate.set.get("algorithm", method)
-            if other != method and other in known:
-                raise ConfigError(
-                    file,
-                    f"{BLOCK}.tune.{method}.{i}.set.algorithm",
-                    f"must not be a method of the grid ({other!r} is): its runs would count twice.",
-                )
+    for table in ("tune", "sensitivity"):
+        for method, candidates in getattr(block, table).items():
+            _known_algorithm(file, f"{BLOCK}.{table}.{method}", method, known)
+            for i, candidate in enumerate(candidates):
+                other = candidate.set.get("algorithm", method)
+                if other != method and other in known:
+                    raise ConfigError(
+                        file,
+                        f"{BLOCK}.{table}.{method}.{i}.set.algorithm",
+                        f"must not be a method of the grid ({other!r} is): its runs would count twice.",
+                    )
+    for method in block.sensitivity:
+        if method in block.tune:
+            raise ConfigError(
+                file, f"{BLOCK}.sensitivity.{method}", "must not be tuned too: its own point would not stand."
+            )
+    if block.ceiling is not None:
+        for i, method in enumerate(block.ceiling.methods):
+            _known_algorithm(file, f"{BLOCK}.ceiling.methods.{i}", method, known)
+        if block.x not in block.ceiling.set:
+            raise ConfigError(
+                file,
+                f"{BLOCK}.ceiling.set",
+                f"must set the x field `{block.x}` (to null, or the value that removes the noise): a ceiling "
+                "run stands beside every x.",
+            )
 
 
 def _known_algorithm(file: str, field: str, name: str, known: Sequence[str]) -> None:

@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpfl.reproduce.calibration import PaperCalibration
-from dpfl.reproduce.manifest import Setting, Sweep
+from dpfl.reproduce.manifest import CEILING, Setting, Sweep
 from dpfl.reproduce.report import Report
 from dpfl.reproduce.summary import HOLDS, Verdict, variant_label
+from dpfl.sweep import PER_ALGORITHM
 
 __all__ = ["X_SYMBOLS", "markdown", "splice"]
 
@@ -121,18 +122,26 @@ def _setting(setting: Setting, sweep: Sweep, report: Report) -> list[str]:
         if variant:
             lines += [f"#### {variant}", ""]
         lines += _table(block.x, rows)
+        lines += _parameters(sweep, block.x, rows)
         lines += _tuned(block.x, rows)
         lines += _paper_numbers(block.x, rows)
         lines += _claims(setting, variant, report)
+        lines += _sensitivity(setting, variant, report)
     return lines
 
 
 def _table(x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Returns the pivot table: one line per method, one column per x; non-private rows repeat."""
+    """Returns the pivot table: one line per method, one column per x; non-private rows repeat;
+    the ceiling, when run, in a last column."""
     by_epsilon = x_key == "privacy.epsilon"
+    ceilings = {r["algorithm"]: r for r in rows if r["role"] == CEILING}
+    rows = [r for r in rows if not r["role"]]
     xs = sorted({r["x"] for r in rows if r["x"] is not None})
     methods = list(dict.fromkeys(r["algorithm"] for r in rows))
     head = ["method", *(f"{_x_name(x_key)} = {x:g}" for x in xs)]
+    if ceilings:
+        sigmas = sorted({_num(r["sigma"]) for r in ceilings.values()})
+        head.append(f"without noise (σ = {', '.join(sigmas)}; not private)")
     out = [
         "Test accuracy % (mean ± std over seeds) / test loss"
         + ("" if by_epsilon else " (ε the ledger gives)")
@@ -143,12 +152,13 @@ def _table(x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
     for method in methods:
         cells = {r["x"]: r for r in rows if r["algorithm"] == method}
+        ceiling = [_cell(ceilings[method], spent=False) if method in ceilings else "–"] if ceilings else []
         if set(cells) == {None}:  # a non-private reference: one result, shown in every column
             text = _cell(cells[None], spent=False)
-            out.append(f"| {method} (non-private) | " + " | ".join(text for _ in xs) + " |")
+            out.append(f"| {method} (non-private) | " + " | ".join([*(text for _ in xs), *ceiling]) + " |")
             continue
         texts = [_cell(cells[x], spent=not by_epsilon) if x in cells else "–" for x in xs]
-        out.append(f"| {method} | " + " | ".join(texts) + " |")
+        out.append(f"| {method} | " + " | ".join([*texts, *ceiling]) + " |")
     out.append("")
     if by_epsilon:
         ratios = [
@@ -165,6 +175,60 @@ def _table(x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
                 "",
             ]
     return out
+
+
+def _parameters(sweep: Sweep, x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Returns each method's configured parameters and the σ it ran with at each x."""
+    params = sweep.base.get(PER_ALGORITHM) or {}
+    items = []
+    for method in dict.fromkeys(r["algorithm"] for r in rows if not r["role"]):
+        given = ", ".join(f"{k} {v}" for k, v in (params.get(method) or {}).items()) or "its defaults"
+        sigmas = [
+            f"{_num(r['sigma'])} at {_x_name(x_key)} = {r['x']:g}"
+            for r in rows
+            if r["algorithm"] == method and not r["role"] and r["sigma"] is not None and r["x"] is not None
+        ]
+        items.append(f"- {method}: {given}" + (f"; σ {', '.join(sigmas)}" if sigmas else ""))
+    return ["Parameters (as configured; a tuned method's candidates set their own below):", "", *items, ""]
+
+
+def _sensitivity(setting: Setting, variant: str, report: Report) -> list[str]:
+    """Returns the sensitivity table of each method under `sensitivity`: its configured point and
+    each candidate, with σ, accuracy per x and each claim's verdict with that line standing in."""
+    out: list[str] = []
+    lines = [
+        s for s in report.sensitivity if s.setting == setting.name and variant_label(s.variant) == variant
+    ]
+    x_key = setting.block.x
+    for method in dict.fromkeys(s.method for s in lines):
+        mine = [s for s in lines if s.method == method]
+        xs = sorted({r["x"] for s in mine for r in s.rows if r["x"] is not None})
+        claims = len(mine[0].verdicts)
+        head = [method, "σ", *(f"{_x_name(x_key)} = {x:g}" for x in xs)]
+        head += [f"claim {i + 1}" if claims > 1 else "the claim" for i in range(claims)]
+        out += [
+            f"Sensitivity of the verdict to {method}'s unstated choices (each line stands for {method} "
+            "in turn; accuracy % and verdict, with how far it is ahead (+) or behind (−)):",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
+        for s in mine:
+            cells = {r["x"]: r for r in s.rows}
+            sigmas = sorted({_num(r["sigma"]) for r in s.rows if r["sigma"] is not None})
+            texts = [_cell(cells[x], spent=False) if x in cells else "–" for x in xs]
+            verdicts = [v.verdict + ("" if v.gap is None else f" ({_signed(v)})") for v in s.verdicts]
+            name = s.candidate or "as configured"
+            out.append(f"| {name} | {', '.join(sigmas) or '–'} | " + " | ".join([*texts, *verdicts]) + " |")
+        if claims > 1:
+            out.append(" ".join(f"Claim {i + 1}: {v.claim.text}." for i, v in enumerate(mine[0].verdicts)))
+        out.append("")
+    return out
+
+
+def _signed(verdict: Verdict) -> str:
+    gap = verdict.gap if verdict.claim.metric == "loss" else 100 * verdict.gap
+    return f"{gap:+.2f}".replace("-", "−")
 
 
 def _tuned(x_key: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:

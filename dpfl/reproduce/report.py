@@ -26,8 +26,8 @@ from plotly.offline import get_plotlyjs
 
 from dpfl.plots import algorithm_colour, tradeoff
 from dpfl.reproduce.calibration import PaperCalibration
-from dpfl.reproduce.manifest import PaperInfo, Setting, Sweep
-from dpfl.reproduce.summary import Outcome, Verdict, variant_label
+from dpfl.reproduce.manifest import SENSITIVITY, PaperInfo, Setting, Sweep
+from dpfl.reproduce.summary import Outcome, Sensitivity, Verdict, row_name, variant_label
 
 __all__ = ["CSV_COLUMNS", "Report", "figure", "machine", "write_csv", "write_html"]
 
@@ -51,6 +51,9 @@ CSV_COLUMNS = (
     "paper_epsilon",
     "paper_source",
     "tuned",
+    "role",
+    "candidate",
+    "sigma",
 )
 _FIGURE_HEIGHT = "460px"
 _CSS = """
@@ -84,6 +87,7 @@ class Report:
     wall_s: float
     where: str  # "local", or the URL of the server that ran the sweeps
     links: dict[str, str] = field(default_factory=dict)  # setting → the sweep on the dashboard
+    sensitivity: Sequence[Sensitivity] = ()  # the verdicts with each candidate standing in
 
 
 def machine() -> dict[str, str]:
@@ -109,7 +113,11 @@ def write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
 def figure(setting: Setting, variant: str, rows: Sequence[Mapping[str, Any]]) -> go.Figure:
     """Returns final test accuracy against the setting's x, one curve per method, paper values as ×."""
     block = setting.block
-    mine = [r for r in rows if r["setting"] == setting.name and r["variant"] == variant]
+    mine = [
+        r
+        for r in rows
+        if r["setting"] == setting.name and r["variant"] == variant and r["role"] != SENSITIVITY
+    ]
     cells = [r for r in mine if r["x"] is not None and r["accuracy_mean"] is not None]
     points = [
         {
@@ -122,7 +130,7 @@ def figure(setting: Setting, variant: str, rows: Sequence[Mapping[str, Any]]) ->
         for r in cells
     ]
     reference = [
-        {"algorithm": r["algorithm"], "mean": r["accuracy_mean"], "std": r["accuracy_std"], "n": r["n"]}
+        {"algorithm": row_name(r), "mean": r["accuracy_mean"], "std": r["accuracy_std"], "n": r["n"]}
         for r in mine
         if r["x"] is None and r["accuracy_mean"] is not None
     ]
@@ -200,7 +208,7 @@ def _table(setting: Setting, variant: str, rows: Sequence[Mapping[str, Any]]) ->
             else f"{_num(r['epsilon_mean'])} / {_num(r['epsilon_max'])}"
         )
         tuned = "" if r.get("tuned") is None else f" <small>(tuned: {_e(r['tuned'])})</small>"
-        line = [f"<td class=name>{_e(r['algorithm'])}{tuned}</td>"]
+        line = [f"<td class=name>{_e(row_name(r))}{tuned}</td>"]
         if not by_epsilon:
             line.append(f"<td>{_num(r['x'])}</td>")
         line += [f"<td>{_num(r['target_epsilon'])}</td>", f"<td>{runs}</td>"]

@@ -18,7 +18,7 @@ import httpx
 from dpfl.errors import DpflError
 from dpfl.reproduce.calibration import Projector
 from dpfl.reproduce.manifest import Sweep
-from dpfl.reproduce.summary import Outcome
+from dpfl.reproduce.summary import Outcome, largest
 
 __all__ = ["Client", "ServerError", "fetch_outcomes", "projector", "submit", "wait"]
 
@@ -133,6 +133,7 @@ def fetch_outcomes(client: Client, sweep: Sweep, sweep_ids: Sequence[str]) -> li
                 train_loss=((metrics[-1].get("diagnostics") or {}).get("train_loss") if metrics else None),
                 epsilon=run["epsilon"],
                 target_epsilon=run["target_epsilon"],
+                sigma=largest(run["noise_multiplier"]),
                 error=run["error"] or (None if done else f"run {run['id']} {run['status']}"),
                 duration_s=run["duration_s"],
                 curve=tuple((m["round"], m["accuracy"], m["loss"]) for m in metrics),

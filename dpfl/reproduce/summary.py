@@ -16,6 +16,10 @@ by the same code, and the statistics are tested with numbers.
 - A tuned method's cell is the candidate with the lowest mean final training loss over its
   succeeded seeds (candidates without one are passed over); the row says which, and every
   candidate's training loss.
+- A method under `sensitivity` keeps its configured cell; its candidates' runs make rows of
+  their own (role `sensitivity`), and `sensitivity` checks each claim again with each candidate
+  standing for the method. Ceiling runs (role `ceiling`) make one row per method and variant,
+  off the x axis, and no verdict reads them.
 - A privacy correction is a run whose ledger ε exceeds its target (e.g. a paper's closed-form
   noise): the report says so next to the ε the paper states.
 """
@@ -29,17 +33,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dpfl.reproduce.manifest import Claim, PaperValue, ReproduceBlock
+from dpfl.reproduce.manifest import CEILING, SENSITIVITY, Claim, PaperValue, ReproduceBlock
 
 __all__ = [
     "CANNOT",
     "DOES_NOT_HOLD",
     "HOLDS",
     "Outcome",
+    "Sensitivity",
     "Verdict",
     "check_claim",
     "corrections",
+    "largest",
     "metric_value",
+    "row_name",
+    "sensitivity",
     "summary_rows",
     "variant_label",
     "verdicts",
@@ -60,7 +68,9 @@ class Outcome:
         status: succeeded, failed or cancelled.
         accuracy, loss: final test accuracy in [0, 1] and test loss (None unless succeeded).
         train_loss: final training loss (a diagnostic; what tuning selects by), when recorded.
-        candidate: the tuning candidate the run is of ("" for a method that is not tuned).
+        candidate: the tuning or sensitivity candidate the run is of ("" for none).
+        role: "" for a run of its method's cell, `ceiling` or `sensitivity` for one beside it.
+        sigma: the noise multiplier it ran with (the largest, when each silo has its own).
         curve: test accuracy and loss at every evaluated round, for claims checked at a round.
         epsilon: the ε its ledger adds up to (None for a non-private or unfinished run).
         target_epsilon: the ε it was calibrated to (None without an ε target).
@@ -84,6 +94,8 @@ class Outcome:
     curve: tuple[tuple[int, float, float], ...] = ()  # (round, accuracy, loss) of every evaluation
     train_loss: float | None = None
     candidate: str = ""
+    role: str = ""
+    sigma: float | None = None
 
     @property
     def label(self) -> str:
@@ -91,7 +103,8 @@ class Outcome:
         x = "" if self.x is None else f" x={self.x:g}"
         variant = f" {variant_label(self.variant)}" if self.variant else ""
         candidate = f" ({self.candidate})" if self.candidate else ""
-        return f"{self.setting} {self.algorithm}{candidate}{x}{variant} seed {self.seed}"
+        role = " without noise" if self.role == CEILING else ""
+        return f"{self.setting} {self.algorithm}{candidate}{role}{x}{variant} seed {self.seed}"
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,20 @@ class Verdict:
     verdict: str
     gap: float | None  # how much `better` beats `than` (> 0: it does), in the metric's units
     detail: str
+
+
+def largest(noise_multiplier: float | Sequence[float] | None) -> float | None:
+    """Returns a run's σ as one number: the largest of a σ per silo (None for none)."""
+    if noise_multiplier is None or isinstance(noise_multiplier, int | float):
+        return noise_multiplier
+    return max(noise_multiplier, default=None)
+
+
+def row_name(row: Mapping[str, Any]) -> str:
+    """Returns the name a row goes by: its method, and the ceiling or the candidate it runs."""
+    if row.get("role") == CEILING:
+        return f"{row['algorithm']} without noise"
+    return row["algorithm"] + (f" ({row['candidate']})" if row.get("candidate") else "")
 
 
 def variant_label(variant: Variant) -> str:
@@ -163,27 +190,31 @@ def _paper_value(
 
 
 def summary_rows(outcomes: Iterable[Outcome], blocks: Mapping[str, ReproduceBlock]) -> list[dict[str, Any]]:
-    """Returns one row per (setting, variant, algorithm, x), in the order the cells first appear.
+    """Returns one row per (setting, variant, algorithm, x, role), and per sensitivity candidate,
+    in the order the cells first appear.
 
     Each row: setting, variant, algorithm, x, n (succeeded runs), failed, accuracy_mean,
     accuracy_std, loss_mean, loss_std, epsilon_mean, epsilon_max (ledger ε spent), target_epsilon,
     by_round (round → mean accuracy and loss, for the rounds every succeeded run evaluated), and
     the paper's number for the cell: paper_metric, paper_value, ours (our mean in the paper's
-    metric), paper_epsilon (the ε the paper states), paper_source; None where not given; and for a
+    metric), paper_epsilon (the ε the paper states), paper_source; None where not given; for a
     tuned method, `tuned` (the chosen candidate) and `tuned_losses` (candidate → mean final
-    training loss, None where none finished).
+    training loss, None where none finished); `role` and `candidate` (of a sensitivity row); and
+    `sigma`, the noise multiplier of the succeeded runs (their largest; None for none).
     """
     groups: dict[tuple, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         x = None if o.x is None else round(o.x, 12)
-        groups[(o.setting, o.variant, o.algorithm, x)].append(o)
+        candidate = o.candidate if o.role == SENSITIVITY else ""
+        groups[(o.setting, o.variant, o.algorithm, x, o.role, candidate)].append(o)
     rows = []
-    for (setting, variant, algorithm, _), cell in groups.items():
-        members, chosen, losses = _chosen(cell)
+    for (setting, variant, algorithm, _, role, candidate), cell in groups.items():
+        members, chosen, losses = (list(cell), None, None) if role else _chosen(cell)
         done = [o for o in members if o.status == "succeeded"]
         accuracy = [o.accuracy for o in done if o.accuracy is not None]
         loss = [o.loss for o in done if o.loss is not None]
         spent = [o.epsilon for o in done if o.epsilon is not None]
+        sigmas = [o.sigma for o in done if o.sigma is not None]
         targets = {o.target_epsilon for o in members}
         block, x = blocks[setting], members[0].x
         row = {
@@ -203,8 +234,11 @@ def summary_rows(outcomes: Iterable[Outcome], blocks: Mapping[str, ReproduceBloc
             "by_round": _by_round(done),
             "tuned": chosen,
             "tuned_losses": losses,
+            "role": role,
+            "candidate": candidate,
+            "sigma": max(sigmas) if sigmas else None,
         }
-        entry = _paper_value(block.paper, algorithm, x, variant)
+        entry = None if role else _paper_value(block.paper, algorithm, x, variant)
         stated = None
         if entry is not None:
             stated = (
@@ -262,7 +296,11 @@ def check_claim(
     claim: Claim, rows: Sequence[Mapping[str, Any]], *, setting: str, variant: Variant
 ) -> Verdict:
     """Returns the verdict of `claim` on the rows of one setting and variant (see the module docstring)."""
-    mine = [r for r in rows if r["setting"] == setting and r["variant"] == variant_label(variant)]
+    mine = [
+        r
+        for r in rows
+        if r["setting"] == setting and r["variant"] == variant_label(variant) and not r.get("role")
+    ]
     better = _by_x(mine, claim.better, claim.metric, claim.round)
     than = _by_x(mine, claim.than, claim.metric, claim.round)
     if claim.than_at is not None:  # one value of `than`, against `better`'s mean over its x
@@ -325,6 +363,51 @@ def verdicts(
         for claim in block.claims
         if _matches(claim.where, variant)
     ]
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """One line of a sensitivity table: a method with one candidate standing in for its configured
+    point ("" for the point itself), its rows per x, and each claim on it checked again so."""
+
+    setting: str
+    variant: Variant
+    method: str
+    candidate: str
+    rows: tuple[Mapping[str, Any], ...]
+    verdicts: tuple[Verdict, ...]
+
+
+def sensitivity(
+    outcomes: Sequence[Outcome], rows: Sequence[Mapping[str, Any]], blocks: Mapping[str, ReproduceBlock]
+) -> list[Sensitivity]:
+    """Returns, for each method under `sensitivity` in each variant, a line for its configured point
+    and one per candidate (see the module docstring), with the verdict of each claim naming it."""
+    variants: dict[str, list[Variant]] = defaultdict(list)
+    for o in outcomes:
+        if o.variant not in variants[o.setting]:
+            variants[o.setting].append(o.variant)
+    out = []
+    for setting, block in blocks.items():
+        for variant, method in ((v, m) for v in variants[setting] for m in block.sensitivity):
+            label = variant_label(variant)
+            mine = [r for r in rows if r["setting"] == setting and r["variant"] == label]
+            others = [r for r in mine if not r["role"] and r["algorithm"] != method]
+            for candidate in ["", *(c.label for c in block.sensitivity[method])]:
+                role = SENSITIVITY if candidate else ""
+                own = [
+                    r
+                    for r in mine
+                    if r["algorithm"] == method and r["role"] == role and r["candidate"] == candidate
+                ]
+                standing = [*others, *(dict(r, role="", candidate="") for r in own)]
+                checked = tuple(
+                    check_claim(claim, standing, setting=setting, variant=variant)
+                    for claim in block.claims
+                    if method in (claim.better, claim.than) and _matches(claim.where, variant)
+                )
+                out.append(Sensitivity(setting, variant, method, candidate, tuple(own), checked))
+    return out
 
 
 def corrections(outcomes: Iterable[Outcome]) -> list[str]:

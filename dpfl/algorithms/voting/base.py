@@ -180,7 +180,9 @@ class VotingAlgorithm(Algorithm):
                 **self.vote_key(),
             }
         )
-        self.votes, self.votes_cached = cached_votes(key, self.params.queries, self.compute_votes)
+        # the whole pool's votes: a run with another Q (a sensitivity table) reads its prefix
+        votes, self.votes_cached = cached_votes(key, self.params.public_pool, self.compute_votes)
+        self.votes = votes[: self.params.queries]
         self.released = np.full(self.params.queries, -1, dtype=np.int64)
         self.init = self.layout.flatten_module(self.model)
         self.student = self.init.clone()

@@ -249,6 +249,19 @@ def test_ae_votes_are_cached_across_sigma_and_only_the_noise_changes():
     assert [e.event.counts for e in shorter.ledger.entries] == histograms[0][:60]
 
 
+def test_ae_votes_cover_the_whole_pool_so_a_longer_run_is_served_from_the_cache():
+    clear_vote_cache()
+    params = {"public_pool": 120, "queries": 40, "local_epochs": 5, "student_epochs": 2}
+    privacy = {"noise_multiplier": 1.0, "delta": 1e-3}
+    short = run(parse_spec(_digits("ae_dpfl", params, privacy)))
+    longer = run(parse_spec(_digits("ae_dpfl", params | {"queries": 120}, privacy)))
+    assert short.final.metrics["votes_cached"] == 0.0
+    assert longer.final.metrics["votes_cached"] == 1.0
+    counts = [[e.event.counts for e in res.ledger.entries] for res in (short, longer)]
+    assert (len(counts[0]), len(counts[1])) == (40, 120)
+    assert counts[1][:40] == counts[0]
+
+
 def test_student_accuracy_floor_on_mnist_with_knn_votes():
     spec = parse_spec(
         {
