@@ -127,8 +127,8 @@ def test_each_candidate_stands_for_its_method_in_turn():
         ),
         (
             {"ceiling": CEIL | {"methods": ["isrl_spider"]}},
-            "`reproduce.ceiling.methods.0` must be one of the sweep's algorithms (isrl_mbsgd, isrl_localsgd); "
-            "got 'isrl_spider'.",
+            "`reproduce.ceiling.methods.0` must be one of the sweep's algorithms (isrl_mbsgd, "
+            "isrl_localsgd); got 'isrl_spider'.",
         ),
         (
             {"sensitivity": {"isrl_mbsgd": [{"label": "x", "set": {"seed": 3}}]}},
@@ -148,7 +148,8 @@ def test_each_candidate_stands_for_its_method_in_turn():
 )
 def test_a_bad_ceiling_or_candidate_is_one_line_naming_it(capsys, tmp_path, extra, message):
     configs = write_config(tmp_path, block=BLOCK | extra)
-    code, _, err = run_cli(capsys, "reproduce", "isrl", "--configs", str(configs), "--out", str(tmp_path / "o"))
+    out = str(tmp_path / "o")
+    code, _, err = run_cli(capsys, "reproduce", "isrl", "--configs", str(configs), "--out", out)
     assert (code, err) == (1, f"error: isrl_tiny.yaml: {message}\n")
 
 
