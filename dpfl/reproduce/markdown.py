@@ -193,8 +193,9 @@ def _parameters(sweep: Sweep, x_key: str, rows: Sequence[Mapping[str, Any]]) -> 
 
 
 def _sensitivity(setting: Setting, variant: str, report: Report) -> list[str]:
-    """Returns the sensitivity table of each method under `sensitivity`: its configured point and
-    each candidate, with σ, accuracy per x and each claim's verdict with that line standing in."""
+    """Returns the sensitivity table of each method under `sensitivity` or `tune`: its configured (or
+    tuned) cell and each candidate, with σ, accuracy per x and each claim's verdict with that line
+    standing in."""
     out: list[str] = []
     lines = [
         s for s in report.sensitivity if s.setting == setting.name and variant_label(s.variant) == variant
@@ -218,7 +219,7 @@ def _sensitivity(setting: Setting, variant: str, report: Report) -> list[str]:
             sigmas = sorted({_num(r["sigma"]) for r in s.rows if r["sigma"] is not None})
             texts = [_cell(cells[x], spent=False) if x in cells else "–" for x in xs]
             verdicts = [v.verdict + ("" if v.gap is None else f" ({_signed(v)})") for v in s.verdicts]
-            name = s.candidate or "as configured"
+            name = s.candidate or ("as tuned" if method in setting.block.tune else "as configured")
             out.append(f"| {name} | {', '.join(sigmas) or '–'} | " + " | ".join([*texts, *verdicts]) + " |")
         if claims > 1:
             out.append(" ".join(f"Claim {i + 1}: {v.claim.text}." for i, v in enumerate(mine[0].verdicts)))

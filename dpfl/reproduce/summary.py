@@ -18,14 +18,15 @@ by the same code, and the statistics are tested with numbers.
   candidate's training loss.
 - A method under `sensitivity` keeps its configured cell; its candidates' runs make rows of
   their own (role `sensitivity`), and `sensitivity` checks each claim again with each candidate
-  standing for the method. Ceiling runs (role `ceiling`) make one row per method and variant,
-  off the x axis, and no verdict reads them.
+  standing for the method; so it does for each candidate of a tuned method. Ceiling runs (role
+  `ceiling`) make one row per method and variant, off the x axis, and no verdict reads them.
 - A privacy correction is a run whose ledger ε exceeds its target (e.g. a paper's closed-form
   noise): the report says so next to the ε the paper states.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import defaultdict
@@ -381,25 +382,36 @@ class Sensitivity:
 def sensitivity(
     outcomes: Sequence[Outcome], rows: Sequence[Mapping[str, Any]], blocks: Mapping[str, ReproduceBlock]
 ) -> list[Sensitivity]:
-    """Returns, for each method under `sensitivity` in each variant, a line for its configured point
-    and one per candidate (see the module docstring), with the verdict of each claim naming it."""
+    """Returns, for each method under `sensitivity` or `tune` in each variant, a line for its
+    configured (or tuned) cell and one per candidate (see the module docstring), with the verdict
+    of each claim naming it: a tuned method's candidates stand in with their own runs."""
     variants: dict[str, list[Variant]] = defaultdict(list)
     for o in outcomes:
         if o.variant not in variants[o.setting]:
             variants[o.setting].append(o.variant)
     out = []
     for setting, block in blocks.items():
-        for variant, method in ((v, m) for v in variants[setting] for m in block.sensitivity):
+        tables = block.sensitivity | block.tune
+        for variant, method in ((v, m) for v in variants[setting] for m in tables):
             label = variant_label(variant)
             mine = [r for r in rows if r["setting"] == setting and r["variant"] == label]
             others = [r for r in mine if not r["role"] and r["algorithm"] != method]
-            for candidate in ["", *(c.label for c in block.sensitivity[method])]:
-                role = SENSITIVITY if candidate else ""
-                own = [
-                    r
-                    for r in mine
-                    if r["algorithm"] == method and r["role"] == role and r["candidate"] == candidate
-                ]
+            for candidate in ["", *(c.label for c in tables[method])]:
+                if candidate and method in block.tune:  # the candidate's own runs, as if untuned
+                    runs = [
+                        dataclasses.replace(o, candidate="")
+                        for o in outcomes
+                        if (o.setting, o.variant, o.algorithm, o.candidate)
+                        == (setting, variant, method, candidate)
+                    ]
+                    own = summary_rows(runs, blocks)
+                else:
+                    role = SENSITIVITY if candidate else ""
+                    own = [
+                        r
+                        for r in mine
+                        if r["algorithm"] == method and r["role"] == role and r["candidate"] == candidate
+                    ]
                 standing = [*others, *(dict(r, role="", candidate="") for r in own)]
                 checked = tuple(
                     check_claim(claim, standing, setting=setting, variant=variant)

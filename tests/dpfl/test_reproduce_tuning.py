@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from dpfl.cli import main
 from dpfl.reproduce import CANNOT, HOLDS, default_config_dir, load_paper
 from dpfl.reproduce.manifest import Claim, ReproduceBlock, Sweep
-from dpfl.reproduce.summary import Outcome, check_claim, summary_rows
+from dpfl.reproduce.summary import DOES_NOT_HOLD, Outcome, check_claim, sensitivity, summary_rows
 from dpfl.spec import parse_spec
 from dpfl.sweep import expand
 from tests.dpfl.test_reproduce import BLOCK, SPEC, write_config
@@ -203,3 +204,32 @@ def test_a_claim_against_one_x_of_the_baseline_compares_every_x_with_it():
     )
     elsewhere = claim.model_copy(update={"than_at": 10})  # b has no x = 10
     assert check_claim(elsewhere, rows, setting="s", variant=()).verdict == CANNOT
+
+
+def test_each_tuning_candidate_stands_for_its_method_in_the_sensitivity_table():
+    block = ReproduceBlock.model_validate(
+        {
+            "title": "s",
+            "grid": {"algorithm": ["m", "b"], "x": [1]},
+            "x": "x",
+            "claims": [{"text": "m beats b", "better": "m", "than": "b", "metric": "accuracy"}],
+            "tune": {"m": [{"label": "a", "set": {"params.q": 1}}, {"label": "b", "set": {"params.q": 2}}]},
+        }
+    )
+    runs = [
+        _outcome("a", 0, 0.5, 0.90),
+        _outcome("b", 0, 0.4, 0.70),  # the lower training loss: chosen
+        dataclasses.replace(_outcome("", 0, None, 0.80), algorithm="b"),
+    ]
+    rows = summary_rows(runs, {"s": block})
+    lines = sensitivity(runs, rows, {"s": block})
+    assert [(s.candidate, [r["accuracy_mean"] for r in s.rows]) for s in lines] == [
+        ("", [0.70]),
+        ("a", [0.90]),
+        ("b", [0.70]),
+    ]
+    assert [(s.verdicts[0].verdict, round(s.verdicts[0].gap, 9)) for s in lines] == [
+        (DOES_NOT_HOLD, -0.1),
+        (HOLDS, 0.1),
+        (DOES_NOT_HOLD, -0.1),
+    ]
