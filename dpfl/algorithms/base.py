@@ -44,7 +44,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from torch import nn
 
 from dpfl.engine import ParamLayout
+from dpfl.errors import SpecError
 from dpfl.federation import FederatedData
+from dpfl.models import MODELS, build_model
 from dpfl.privacy.events import Event
 from dpfl.privacy.ledger import Ledger
 from dpfl.registry import Registry
@@ -120,6 +122,25 @@ class Algorithm(abc.ABC):
         self.data = data
         self.model = model
         self.layout = ParamLayout.of(model)
+
+    def use_data(self, data: FederatedData, *, field: str) -> None:
+        """Replaces the run's data; when its inputs changed shape (a frozen feature map, chosen by
+        `field`), builds the model afresh for them, as the runner builds it."""
+        if data.input_shape != self.data.input_shape:
+            name = self.spec.model.name
+            if MODELS[name].images:
+                raise SpecError(
+                    field, f"needs a model of flat inputs: {name!r} convolves images; use mlp or logreg."
+                )
+            self.model = build_model(
+                name,
+                input_shape=data.input_shape,
+                num_classes=data.num_classes,
+                seed=self.spec.seed,
+                **self.spec.model.options(),
+            )
+            self.layout = ParamLayout.of(self.model)
+        self.data = data
 
     @property
     def private(self) -> bool:

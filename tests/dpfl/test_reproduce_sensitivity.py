@@ -187,6 +187,7 @@ def test_the_voting_settings_table_q_and_the_ceiling_of_labels_and_student():
         "voting_mnist_noniid",
         "voting_mnist_six_digits",
         "voting_mnist_six_digits_cnn",
+        "voting_mnist_six_digits_frozen",
     ]
     for setting in settings:
         sweep = setting.sweep()
@@ -195,3 +196,5 @@ def test_the_voting_settings_table_q_and_the_ceiling_of_labels_and_student():
         assert {100, 250, 500} <= qs
     cnn = settings[2].sweep()
     assert {p.data["model"]["name"] for p in cnn.points} == {"cnn"}
+    frozen = settings[3].sweep()
+    assert {p.data["params"]["pool_pca"] for p in frozen.points} == {50}  # every method, ceiling too

@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 from dpfl.algorithms.base import Algorithm, Params, RoundOutput
 from dpfl.algorithms.voting.accounting import paper_sigma, vote_sensitivity
 from dpfl.algorithms.voting.cache import cached_votes, vote_cache_key
-from dpfl.algorithms.voting.split import carve_public_pool
+from dpfl.algorithms.voting.split import FrozenFeatures, carve_public_pool, frozen_features
 from dpfl.algorithms.voting.training import train_sgd
 from dpfl.algorithms.voting.votes import noisy_argmax
 from dpfl.errors import SpecError
@@ -55,6 +55,7 @@ class VotingParams(Params):
     student_lr: float = Field(0.05, gt=0, le=10, description="student learning rate (SGD with momentum)")
     student_batch_size: int = Field(32, ge=1, le=100_000, description="student minibatch size")
     student_momentum: float = Field(0.9, ge=0, lt=1, description="student momentum")
+    pool_pca: FrozenFeatures = 0
 
     @model_validator(mode="after")
     def _queries_in_pool(self) -> VotingParams:
@@ -115,7 +116,9 @@ class VotingAlgorithm(Algorithm):
                 f"of queries; got {spec.rounds}.",
             )
         split = carve_public_pool(data, size=p.public_pool, seed=spec.seed)
-        self.data = split.data
+        if p.pool_pca:
+            split = frozen_features(split, p.pool_pca)
+        self.use_data(split.data, field="params.pool_pca")
         self.pool_x, self.pool_y = split.pool_x, split.pool_y
         self.num_agents = len(data.silos)
 
@@ -177,6 +180,7 @@ class VotingAlgorithm(Algorithm):
                 "dataset": self.spec.dataset.model_dump(mode="json"),
                 "seed": self.spec.seed,
                 "public_pool": self.params.public_pool,
+                "pool_pca": self.params.pool_pca,
                 **self.vote_key(),
             }
         )

@@ -30,7 +30,7 @@ from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput
 from dpfl.algorithms.fedavg import local_sgd
-from dpfl.algorithms.voting.split import HeldOutPool, carve_public_pool
+from dpfl.algorithms.voting.split import FrozenFeatures, HeldOutPool, carve_public_pool, frozen_features
 from dpfl.engine import release_noise
 from dpfl.errors import SpecError
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
@@ -63,6 +63,7 @@ class DPFedAvgParams(Params):
         None, gt=0, le=1e6, description="σ_b: noise std on the clipped-agent count (default qN/20)"
     )
     public_pool: HeldOutPool = 0
+    pool_pca: FrozenFeatures = 0
 
 
 @ALGORITHMS.register("dp_fedavg")
@@ -86,7 +87,10 @@ class DPFedAvg(Algorithm):
                 "participation",
                 f"is not used by {self.name}: agents are Poisson-sampled at params.sample_rate; remove it.",
             )
-        self.data = carve_public_pool(data, size=self.params.public_pool, seed=spec.seed).data
+        split = carve_public_pool(data, size=self.params.public_pool, seed=spec.seed)
+        if self.params.pool_pca:
+            split = frozen_features(split, self.params.pool_pca)
+        self.use_data(split.data, field="params.pool_pca")
         self.num_agents = len(data.silos)
 
     def event(self, noise_multiplier: float) -> Event:

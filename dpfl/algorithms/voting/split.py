@@ -19,10 +19,11 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from dpfl.data.transforms import pca_components
 from dpfl.errors import SpecError
 from dpfl.federation import FederatedData
 
-__all__ = ["HeldOutPool", "ServerSplit", "carve_public_pool"]
+__all__ = ["FrozenFeatures", "HeldOutPool", "ServerSplit", "carve_public_pool", "frozen_features"]
 
 # The baselines' `public_pool` (DP-FedAvg, DP-FedSGD): the voting methods' pool held out of their
 # test split too, so that a comparison tests every method on the same records.
@@ -32,6 +33,16 @@ HeldOutPool = Annotated[
         ge=0,
         le=1_000_000,
         description="test records held out as the voting methods' public pool (unused here)",
+    ),
+]
+
+FrozenFeatures = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=10_000,
+        description="frozen features: 0 trains on the raw inputs; k projects every input on the top k "
+        "principal components of the public pool (public data only, fitted before any agent trains)",
     ),
 ]
 
@@ -76,3 +87,39 @@ def carve_public_pool(
     rows = torch.as_tensor(pool, dtype=torch.long)
     reduced = dataclasses.replace(data, x_test=data.x_test[rest], y_test=data.y_test[rest])
     return ServerSplit(reduced, data.x_test[rows], data.y_test[rows], pool)
+
+
+def frozen_features(split: ServerSplit, components: int, *, field: str = "params.pool_pca") -> ServerSplit:
+    """Returns the split with every input (agents' records, test set, pool) projected on the top
+    `components` principal components of the public pool.
+
+    The map is fitted on the pool only, so it depends on public data and costs no privacy: the
+    nearest we can offer to the paper's backbone pretrained on public data (reference §4.1).
+
+    Raises:
+        SpecError: `components` exceeds the pool's records or the inputs' features (names `field`).
+    """
+    if not len(split.pool_x):
+        raise SpecError(field, "needs a public pool to be fitted on: set params.public_pool above 0.")
+    pool = split.pool_x.reshape(len(split.pool_x), -1)
+    upper = min(pool.shape)
+    if not 1 <= components <= upper:
+        raise SpecError(
+            field,
+            f"must be between 1 and {upper} (the public pool's records and the inputs' features); "
+            f"got {components}.",
+        )
+    mean, basis, _ = pca_components(pool.numpy(), components)
+    shift = torch.as_tensor(mean, dtype=torch.float32)
+    project = torch.as_tensor(basis.T, dtype=torch.float32)
+
+    def frozen(x: torch.Tensor) -> torch.Tensor:
+        return (x.reshape(len(x), -1) - shift) @ project
+
+    data = dataclasses.replace(
+        split.data,
+        x_train=frozen(split.data.x_train),
+        x_test=frozen(split.data.x_test),
+        input_shape=(components,),  # not in `fitted`: that lists maps fitted on private rows
+    )
+    return ServerSplit(data, frozen(split.pool_x), split.pool_y, split.pool_rows)

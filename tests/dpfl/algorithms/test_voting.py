@@ -14,6 +14,7 @@ from torch.func import functional_call
 from dpfl.algorithms.voting import clear_vote_cache, query_table, vote_sensitivity
 from dpfl.algorithms.voting.training import train_sgd
 from dpfl.algorithms.voting.votes import knn_votes, noisy_argmax, one_hot_votes, predicted_labels
+from dpfl.data.transforms import pca_components
 from dpfl.engine import ParamLayout
 from dpfl.errors import SpecError
 from dpfl.models import build_model
@@ -332,3 +333,61 @@ def test_bad_voting_specs_name_the_field(algorithm, params, overrides, message):
     with pytest.raises(SpecError) as info:
         prepare(parse_spec(_digits(algorithm, params, {"noise_multiplier": 1.0, "delta": 1e-3}, **overrides)))
     assert str(info.value) == message
+
+
+# --- frozen features fitted on the public pool ------------------------------------------------------
+
+
+def test_frozen_features_are_the_pools_principal_components_and_cost_no_privacy():
+    params = {"public_pool": 120, "queries": 40, "local_epochs": 5, "student_epochs": 5, "pool_pca": 12}
+    spec = parse_spec(_digits("ae_dpfl", params, {"noise_multiplier": 1.0, "delta": 1e-3}))
+    algorithm = prepare(spec, data_dirs=[data_dir()])
+    raw = prepare(parse_spec(_digits("ae_dpfl", params | {"pool_pca": 0}, spec.privacy.model_dump())),
+                  data_dirs=[data_dir()])  # fmt: skip
+    assert algorithm.data.input_shape == (12,) and algorithm.layout.size == (12 + 1) * 32 + (32 + 1) * 10
+    mean, components, _ = pca_components(raw.pool_x.numpy(), 12)
+    expected = (raw.data.x_train.numpy() - mean) @ components.T
+    np.testing.assert_allclose(algorithm.data.x_train.numpy(), expected, atol=1e-4)
+    pool = (raw.pool_x.numpy() - mean) @ components.T
+    np.testing.assert_allclose(algorithm.pool_x.numpy(), pool, atol=1e-4)
+    assert algorithm.data.fitted == ()  # public data only: nothing for the ledger to miss
+    result = run(spec, data_dirs=[data_dir()])
+    assert result.privacy.guaranteed and result.final.metrics["label_accuracy"] > 0.6
+
+
+def test_dp_fedavg_trains_on_the_same_frozen_features():
+    params = {"public_pool": 120, "pool_pca": 12, "sample_rate": 1.0, "local_steps": 10, "lr": 0.1}
+    privacy = {"noise_multiplier": 0.3, "delta": 1e-3}
+    result = run(parse_spec(_digits("dp_fedavg", params, privacy, rounds=10)), data_dirs=[data_dir()])
+    assert result.final_params.numel() == (12 + 1) * 32 + (32 + 1) * 10
+    assert result.privacy.guaranteed and result.final.accuracy > 0.5
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "params", "model", "message"),
+    [
+        ("dp_fedavg", {"pool_pca": 12}, {"name": "mlp", "hidden": [32]},
+         "needs a public pool to be fitted on: set params.public_pool above 0."),
+        ("ae_dpfl", {"public_pool": 120, "queries": 40, "pool_pca": 65}, {"name": "mlp", "hidden": [32]},
+         "must be between 1 and 64 (the public pool's records and the inputs' features); got 65."),
+    ],
+)  # fmt: skip
+def test_frozen_features_refuse_what_they_cannot_fit(algorithm, params, model, message):
+    spec = parse_spec(_digits(algorithm, params, {"noise_multiplier": 1.0, "delta": 1e-3}, model=model))
+    with pytest.raises(SpecError) as caught:
+        prepare(spec, data_dirs=[data_dir()])
+    assert (caught.value.field, caught.value.reason) == ("params.pool_pca", message)
+
+
+def test_frozen_features_refuse_a_model_that_convolves_images():
+    params = {"public_pool": 120, "queries": 40, "pool_pca": 12}
+    spec = parse_spec(
+        _digits("ae_dpfl", params, {"noise_multiplier": 1.0}, model={"name": "cnn"})
+        | {"dataset": {"name": "mnist", "silos": 10, "partition": {"kind": "iid"}}}
+    )
+    with pytest.raises(SpecError) as caught:
+        prepare(spec, data_dirs=[data_dir()])
+    assert (caught.value.field, caught.value.reason) == (
+        "params.pool_pca",
+        "needs a model of flat inputs: 'cnn' convolves images; use mlp or logreg.",
+    )
