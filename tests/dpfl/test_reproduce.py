@@ -137,11 +137,18 @@ def test_isrl_config_sweeps_the_documented_grid():
     assert {p.data["participation"] for p in full.points} == {25}
     assert {p.data["rounds"] for p in quick.points} == {10}
     # both readings tune SPIDER over Alg. 3's q and Alg. 11, per ε, by training loss
-    for setting in (ours, paper):
-        sweep = setting.sweep()
-        spider = {sweep.cell(p.data).candidate for p in sweep.points} - {""}
-        assert spider == {"Alg. 3, q = 1", "Alg. 3, q = 2", "Alg. 3, q = 4", "Alg. 11"}
-        assert len(sweep.points) == (1 + 1 + 4) * 7 * 3
+    sweep = ours.sweep()
+    spider = {sweep.cell(p.data).candidate for p in sweep.points} - {""}
+    assert spider == {"Alg. 3, q = 1", "Alg. 3, q = 2", "Alg. 3, q = 4", "Alg. 11"}
+    # the paper's task tunes every method's step α too, as the paper tunes it per ε
+    sweep = paper.sweep()
+    cells = {(c.algorithm, c.candidate) for c in (sweep.cell(p.data) for p in sweep.points)}
+    variants = ("Alg. 3, q = 1", "Alg. 3, q = 2", "Alg. 3, q = 4", "Alg. 11")
+    assert {c for m, c in cells if m == "isrl_spider"} == {
+        f"{v}, α = {a}" for v in variants for a in ("0.3", "1", "2")
+    }
+    assert {c for m, c in cells if m == "isrl_mbsgd"} == {"α = 0.1", "α = 0.3", "α = 1", "α = 2"}
+    assert len(sweep.points) == (4 + 4 + 12) * 7 * 3
     assert {p.data["dataset"]["records_per_silo"] for p in paper.sweep().points} == {1238}
     # and at equal releases: MB-SGD's 99 rounds against Alg. 11's 2 · 50 − 1 messages
     sweep = releases.sweep()
