@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput, participants
-from dpfl.engine import mean_grad, stack_copies
+from dpfl.engine import SiloBatch, mean_grad, stack_copies
 from dpfl.engine.sampling import minibatches
 
-__all__ = ["FedAvg", "local_sgd"]
+__all__ = ["FedAvg", "local_sgd", "local_sgd_many"]
 
 
 class FedAvgParams(Params):
@@ -51,16 +53,40 @@ def local_sgd(
     """Returns the silos' models [len(silos), P] after `steps` minibatch SGD steps from the
     server's `algorithm.w`, all silos at once: FedAvg's local update, which its variants share
     (DP-FedAvg clips and noises what comes out of it). Batches are drawn from (seed, round)."""
-    local = stack_copies(algorithm.w, len(silos))
-    for batch in minibatches(
-        algorithm.data.x_train,
-        algorithm.data.y_train,
-        algorithm.data.silos,
-        silos=silos,
-        batch_size=batch_size,
-        steps=steps,
-        seed=algorithm.spec.seed,
-        round=r,
-    ):
-        local -= lr * mean_grad(algorithm.model, algorithm.layout, local, batch)
-    return local
+    return local_sgd_many([algorithm], [silos], r, lr=lr, batch_size=batch_size, steps=steps)[0]
+
+
+def local_sgd_many(
+    algorithms: Sequence[Algorithm],
+    silos: Sequence[np.ndarray],
+    r: int,
+    *,
+    lr: float,
+    batch_size: int,
+    steps: int,
+) -> list[torch.Tensor]:
+    """Returns `local_sgd` of several runs of one model and data (a batch of runs), their silos'
+    models as rows of one gradient call a step; each run draws its batches from its own seed."""
+    drawn = [
+        minibatches(
+            a.data.x_train,
+            a.data.y_train,
+            a.data.silos,
+            silos=chosen,
+            batch_size=batch_size,
+            steps=steps,
+            seed=a.spec.seed,
+            round=r,
+        )
+        if len(chosen)
+        else []
+        for a, chosen in zip(algorithms, silos, strict=True)
+    ]
+    rows = [len(chosen) for chosen in silos]
+    local = torch.cat([stack_copies(a.w, n) for a, n in zip(algorithms, rows, strict=True)])
+    taking = [k for k, n in enumerate(rows) if n]  # a run without silos this round takes no step
+    first = algorithms[0]
+    for step in range(steps if taking else 0):
+        batch = SiloBatch.concat([drawn[k][step] for k in taking])
+        local -= lr * mean_grad(first.model, first.layout, local, batch)
+    return list(local.split(rows))

@@ -23,13 +23,14 @@ fraction b̃ = (Σ(b_i − ½) + N(0, σ_b²))/(qN) + ½ and moves S ← S·exp(
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput
-from dpfl.algorithms.fedavg import local_sgd
+from dpfl.algorithms.fedavg import local_sgd_many
 from dpfl.algorithms.voting.split import FrozenFeatures, HeldOutPool, carve_public_pool, frozen_features
 from dpfl.engine import release_noise
 from dpfl.errors import SpecError
@@ -75,6 +76,7 @@ class DPFedAvg(Algorithm):
     paper = "003: Zhu et al. (baseline: McMahan et al. 2018, DP-FedAvg)"
     summary = "agent-level DP federated averaging: clipped updates of sampled agents, noisy sum"
     private_metrics = frozenset({"clip"})  # the adaptive clip follows the noisy count only
+    batched = True
     trusted = (
         "a trusted aggregator: the agents' clipped updates are summed and the noise is added to the "
         "sum (by the server here), so no single update is private on its own"
@@ -146,13 +148,26 @@ class DPFedAvg(Algorithm):
         return np.flatnonzero(rng.random(self.num_agents) < self.params.sample_rate)
 
     def round(self, r: int) -> RoundOutput:
+        return self.round_many([self], r)[0]
+
+    @classmethod
+    def round_many(cls, runs: Sequence[DPFedAvg], r: int) -> list[RoundOutput]:
+        """Round r of several runs at once: every run's sampled agents are rows of one local-SGD
+        computation, each from its own run's model and seed; then each run clips, noises and
+        steps alone, under its own σ and generators."""
+        p = runs[0].params  # a batch shares every param
+        agents = [run.sampled(r) for run in runs]
+        lr = p.lr * p.lr_decay ** (r - 1)
+        local = local_sgd_many(runs, agents, r, lr=lr, batch_size=p.batch_size, steps=p.local_steps)
+        return [run.conclude(r, a, models) for run, a, models in zip(runs, agents, local, strict=True)]
+
+    def conclude(self, r: int, agents: np.ndarray, local: torch.Tensor) -> RoundOutput:
+        """Returns round r's output from the sampled agents' local models [len(agents), P]: their
+        clipped updates and the noise go into the sum, and the server steps."""
         p, spec = self.params, self.spec
-        agents = self.sampled(r)
         total = torch.zeros(self.layout.size)
         unclipped, norms = 0.0, torch.zeros(0)
         if len(agents):
-            lr = p.lr * p.lr_decay ** (r - 1)
-            local = local_sgd(self, agents, r, lr=lr, batch_size=p.batch_size, steps=p.local_steps)
             updates = local - self.w
             norms = torch.linalg.vector_norm(updates, dim=1)
             total = (updates * (self.clip / norms.clamp(min=self.clip)).unsqueeze(1)).sum(0)
