@@ -126,7 +126,8 @@ def make_rounds(alg: ULDPAvg) -> tuple[Round, Round, Round, Round]:
 
     def vectorised_sums(r: int) -> torch.Tensor:
         alg.w = w0
-        return alg.silo_sums(r, participants(spec, r), None)[0]
+        silos = participants(spec, r)
+        return type(alg).silo_sums([alg], r, [silos], alg.groups(silos, None), keep=False)[0][0]
 
     def user_delta(records: torch.Tensor, silo: int, user: int, r: int) -> torch.Tensor:
         """One user's ULDP-AVG local training in one silo, the authors' way: its clipped delta."""

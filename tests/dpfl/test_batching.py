@@ -32,16 +32,23 @@ def spec(**changes):
     return parse_spec(BASE | changes)
 
 
-# DP-FedAvg samples agents at rate q: half of the 4 agents a round, 3 local steps each
-OWN_PARAMS = {"dp_fedavg": {"lr": 0.5, "batch_size": 16, "sample_rate": 0.5, "local_steps": 3}}
-CASES = [(name, OWN_PARAMS.get(name, BASE["params"])) for name in BATCHED] + [
-    ("dp_fedavg", OWN_PARAMS["dp_fedavg"] | {"adaptive_clip": True, "count_noise": 10.0}),
+# DP-FedAvg samples agents at rate q: half of the 4 agents a round, 3 local steps each; the
+# user-level methods need users (zipf: a seed draws who owns what, so the runs' groups differ)
+USERS = DIGITS | {"users": {"kind": "zipf", "count": 20}}
+OWN = {
+    "dp_fedavg": {"params": {"lr": 0.5, "batch_size": 16, "sample_rate": 0.5, "local_steps": 3}},
+    "uldp_avg": {"params": {"local_lr": 0.05, "local_epochs": 2, "batch_size": 8}, "dataset": USERS},
+    "uldp_sgd": {"params": {"global_lr": 5.0}, "dataset": USERS},
+}
+CASES = [(name, OWN.get(name, {})) for name in BATCHED] + [
+    ("dp_fedavg", {"params": OWN["dp_fedavg"]["params"] | {"adaptive_clip": True, "count_noise": 10.0}}),
+    ("uldp_avg", {"params": {"user_sampling_rate": 0.5, "weighting": "records"}, "dataset": USERS}),
 ]
 
 
-def variants(algorithm: str, params: dict | None = None) -> list:
+def variants(algorithm: str, own: dict | None = None) -> list:
     """Returns four specs of one batch key: two targets, a given σ, and two seeds."""
-    own = {"algorithm": algorithm, "params": params or BASE["params"]}
+    own = {"algorithm": algorithm, "params": BASE["params"]} | (own or {})
     return [
         spec(**own, seed=0),
         spec(**own, seed=1, privacy={"epsilon": 8.0, "delta": 1e-5}),
@@ -51,7 +58,7 @@ def variants(algorithm: str, params: dict | None = None) -> list:
 
 
 def test_the_families_that_batch():
-    assert BATCHED == ["dp_fedavg", "dp_fedsgd", "isrl_mbsgd", "isrl_proxsgd"]
+    assert BATCHED == ["dp_fedavg", "dp_fedsgd", "isrl_mbsgd", "isrl_proxsgd", "uldp_avg", "uldp_sgd"]
 
 
 @pytest.mark.parametrize("name", registered_algorithms())
@@ -94,9 +101,9 @@ def test_batches_split_a_key_evenly_and_keep_keyless_specs_alone():
         batches(a, max_runs=0)
 
 
-@pytest.mark.parametrize(("name", "params"), CASES)
-def test_a_batch_gives_each_run_what_it_gets_alone(name, params):
-    specs = variants(name, params)
+@pytest.mark.parametrize(("name", "own"), CASES)
+def test_a_batch_gives_each_run_what_it_gets_alone(name, own):
+    specs = variants(name, own)
     alone = [runner.run(s) for s in specs]
     together = runner.run_batch(specs)
     for a, b in zip(alone, together, strict=True):

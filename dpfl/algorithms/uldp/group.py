@@ -118,7 +118,6 @@ class ULDPGroup(UserLevelFedAvg2LR):
             ledger.record(r, USERS_PARTY, self.release_event(participants(self.spec, r), noise_multiplier))
         return ledger
 
-
     def silo_deltas(self, silos: np.ndarray, r: int) -> torch.Tensor:
         """Returns each listed silo's delta after its DP-SGD steps on its kept records, [S, P]."""
         p, spec = self.params, self.spec

@@ -11,8 +11,8 @@ epoch, silo, user), so results do not depend on the blocks or on the other group
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -34,12 +34,18 @@ class RecordGroups:
         count: int64 [G] records per group (≥ 1), in decreasing order.
         silo: int64 [G] the silo of each group.
         user: int64 [G] the user of each group, or -1 for whole-silo groups.
+        run: int64 [G] the run of each group in a batch of runs (`concat`); 0 for one run's.
     """
 
     index: torch.Tensor
     count: torch.Tensor
     silo: np.ndarray
     user: np.ndarray
+    run: np.ndarray = field(default=None)  # type: ignore[assignment]  # zeros, set after init
+
+    def __post_init__(self) -> None:
+        if self.run is None:
+            object.__setattr__(self, "run", np.zeros(len(self.count), dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.count)
@@ -74,6 +80,21 @@ class RecordGroups:
                     silo_of.append(int(s))
                     user_of.append(int(u))
         return cls._padded(rows, np.asarray(silo_of, dtype=np.int64), np.asarray(user_of, dtype=np.int64))
+
+    @classmethod
+    def concat(cls, parts: Sequence[RecordGroups]) -> RecordGroups:
+        """Returns the groups of a batch of runs as one, largest first; `run` says whose each is.
+
+        The runs' groups index the same training records (runs of a batch share the dataset).
+        """
+        width = max(part.index.shape[1] for part in parts)
+        index = torch.cat([nn.functional.pad(part.index, (0, width - part.index.shape[1])) for part in parts])
+        count = torch.cat([part.count for part in parts])
+        order = np.argsort(-count.numpy(), kind="stable")
+        run = np.concatenate([np.full(len(part), k, dtype=np.int64) for k, part in enumerate(parts)])
+        silo = np.concatenate([part.silo for part in parts])
+        user = np.concatenate([part.user for part in parts])
+        return cls(index[order], count[order], silo[order], user[order], run[order])
 
     @classmethod
     def _padded(cls, rows: list[torch.Tensor], silo: np.ndarray, user: np.ndarray) -> RecordGroups:
@@ -113,21 +134,25 @@ class RecordGroups:
         return SiloBatch(x * mask.view(*mask.shape, *([1] * (x.dim() - 2))), y * mask, mask)
 
 
-def epoch_order(groups: RecordGroups, block: slice, *, seed: int, round: int, epoch: int) -> torch.Tensor:
+def epoch_order(
+    groups: RecordGroups, block: slice, *, seed: int | Sequence[int], round: int, epoch: int
+) -> torch.Tensor:
     """Returns a uniformly random order of each group's real positions, [G_block, max count].
 
     Real positions (< count) come first in random order; padding follows. A group's order
     depends only on (seed, round, epoch, silo, user): not on which other groups exist, so a
     user's local training is the same whoever else takes part (neighbouring datasets differ
-    only in that user's contribution). Keys are a counter-based hash (SplitMix64), computed
-    for all groups at once.
+    only in that user's contribution), and in a batch of runs (`seed` per run) the same as
+    alone. Keys are a counter-based hash (SplitMix64), computed for all groups at once.
     """
     count = groups.count[block]
     width = int(count.max())
-    base = _splitmix(_splitmix(_splitmix(seed) ^ round) ^ epoch)
+    seeds = np.atleast_1d(np.asarray(seed, dtype=np.int64))
+    bases = torch.as_tensor([_signed(_splitmix(_splitmix(_splitmix(int(s)) ^ round) ^ epoch)) for s in seeds])
     silo = torch.as_tensor(groups.silo[block], dtype=torch.long)
     user = torch.as_tensor(groups.user[block], dtype=torch.long)
-    group_key = _mix(torch.full_like(silo, _signed(base)) ^ _mix(silo * 1_000_003 + user))
+    base = bases[torch.as_tensor(groups.run[block], dtype=torch.long)]
+    group_key = _mix(base ^ _mix(silo * 1_000_003 + user))
     keys = _mix(group_key[:, None] + torch.arange(width)[None, :] * _signed(_GOLDEN))
     keys.masked_fill_(torch.arange(width)[None, :] >= count[:, None], torch.iinfo(torch.long).max)
     return keys.argsort(dim=1)
@@ -170,19 +195,20 @@ def local_sgd(
     epochs: int,
     batch_size: int,
     lr: float,
-    seed: int,
+    seed: int | Sequence[int],
     round: int,
 ) -> torch.Tensor:
     """Returns each group's model [G_block, P] after `epochs` epochs of minibatch SGD from w.
 
-    An epoch visits the group's records once in a fresh random order, in ⌈count/B⌉ steps of
-    up to B records (the last may be smaller), as a DataLoader with shuffle does. Each step
-    computes only the groups that still have records in it.
+    w is one model [P] for every group, or each group's own start [G_block, P] (a batch of
+    runs, `seed` then one per run). An epoch visits the group's records once in a fresh random
+    order, in ⌈count/B⌉ steps of up to B records (the last may be smaller), as a DataLoader
+    with shuffle does. Each step computes only the groups that still have records in it.
     """
     count = groups.count[block]
     width = int(count.max())
     index = groups.index[block, :width]
-    local = stack_copies(w, len(count))
+    local = stack_copies(w, len(count)) if w.dim() == 1 else w.clone()
     positions = torch.arange(width)
     for epoch in range(epochs):
         order = epoch_order(groups, block, seed=seed, round=round, epoch=epoch)
@@ -195,24 +221,34 @@ def local_sgd(
     return local
 
 
-def local_deltas(algorithm, groups: RecordGroups, block: slice, round: int) -> torch.Tensor:
-    """Returns each group's model delta after `algorithm`'s local epochs from its model w, [G_block, P].
+def local_deltas(
+    algorithm,
+    groups: RecordGroups,
+    block: slice,
+    round: int,
+    *,
+    start: torch.Tensor | None = None,
+    seeds: Sequence[int] | None = None,
+) -> torch.Tensor:
+    """Returns each group's model delta after `algorithm`'s local epochs from its model, [G_block, P].
 
     `algorithm` has the model, layout, data, spec and current model `w`, and params
-    `local_epochs`, `batch_size` and `local_lr` (FedAvg's two-rate DEFAULT, ULDP-AVG).
+    `local_epochs`, `batch_size` and `local_lr` (FedAvg's two-rate DEFAULT, ULDP-AVG). In a
+    batch of runs, `start` is each group's run's model [G_block, P] and `seeds` the runs' seeds.
     """
     p = algorithm.params
+    w = algorithm.w if start is None else start
     local = local_sgd(
         algorithm.model,
         algorithm.layout,
-        algorithm.w,
+        w,
         algorithm.data,
         groups,
         block,
         epochs=p.local_epochs,
         batch_size=p.batch_size,
         lr=p.local_lr,
-        seed=algorithm.spec.seed,
+        seed=algorithm.spec.seed if seeds is None else seeds,
         round=round,
     )
-    return local - algorithm.w
+    return local - w

@@ -70,11 +70,11 @@ class ULDPNaive(UserLevelFedAvg2LR):
         )
         return sigma_paper * PAPER_SENSITIVITY_RATIO
 
-
     def round(self, r: int) -> RoundOutput:
         p = self.params
         silos = participants(self.spec, r)
-        clipped, frac = clip_rows(self.silo_deltas(silos, r), p.clip)
+        clipped, was_clipped = clip_rows(self.silo_deltas(silos, r), p.clip)
+        frac = float(was_clipped.float().mean()) if len(clipped) else 0.0
         # per-silo std σ·2C·√|S|: the sum's std is σ·2|S|C, its sensitivity times σ
         std = self.sigma * 2 * p.clip * math.sqrt(len(silos))
         noisy = release(clipped, std, seed=self.spec.seed, silos=silos, round=r, secure_sum=True)

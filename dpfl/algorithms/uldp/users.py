@@ -31,16 +31,14 @@ def user_level_plan(spec: RunSpec, event: Event) -> Ledger:
     return ledger
 
 
-def clip_rows(rows: torch.Tensor, clip: float) -> tuple[torch.Tensor, float]:
-    """Returns each row scaled to L2 norm ≤ clip ([G, P]) and the fraction of rows clipped.
+def clip_rows(rows: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns each row scaled to L2 norm ≤ clip ([G, P]) and whether each row was clipped ([G]).
 
     The factor is C / max(‖v‖, C): never above 1, no division by zero (the paper's code adds
     1e-6 to the norm instead, which lets a norm of exactly C through unscaled; same bound).
     """
     norms = torch.linalg.vector_norm(rows, dim=1, keepdim=True)
-    clipped = rows * (clip / norms.clamp(min=clip))
-    frac = float((norms > clip).float().mean()) if len(rows) else 0.0
-    return clipped, frac
+    return rows * (clip / norms.clamp(min=clip)), norms[:, 0] > clip
 
 
 def require_users(name: str, data: FederatedData) -> UserAllocation:

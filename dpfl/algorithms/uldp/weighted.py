@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -92,6 +93,7 @@ class ULDPWeighted(Algorithm):
         "computes it from ciphertexts)"
     )
     direction = 1.0  # +1: contributions are deltas (added); −1: gradients (subtracted)
+    batched = True
     needs_contributions = False  # whether `aggregate` needs each pair's clipped contribution
 
     @property
@@ -141,29 +143,59 @@ class ULDPWeighted(Algorithm):
         return self._groups[key]
 
     @abc.abstractmethod
-    def contributions(self, groups: RecordGroups, block: slice, r: int) -> torch.Tensor:
-        """Returns the unclipped contribution of each group of the block, [G_block, P]."""
+    def contributions(
+        self, groups: RecordGroups, block: slice, r: int, start: torch.Tensor, seeds: list[int]
+    ) -> torch.Tensor:
+        """Returns the unclipped contribution of each group of the block, [G_block, P], from
+        each group's run's model `start` [G_block, P] (`seeds`: the runs' seeds)."""
 
+    @classmethod
     def silo_sums(
-        self, r: int, silos: np.ndarray, sampled: np.ndarray | None, *, keep: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor | None, RecordGroups, float]:
-        """Returns Σ_u w_{s,u} Clip(contribution) per listed silo [S, P] (before noise), the clipped
-        contributions [G, P] when `keep` (else None: they can take gigabytes), their groups, and
-        the fraction clipped."""
-        groups = self.groups(silos, sampled)
-        position = {int(s): i for i, s in enumerate(silos)}
-        sums = torch.zeros(len(silos), self.layout.size, dtype=self.w.dtype)
-        clipped = torch.empty(len(groups), self.layout.size, dtype=self.w.dtype) if keep else None
-        clipped_count = 0.0
-        for block in groups.blocks(self.data, params=self.layout.size, batch_size=self.records_per_step):
-            rows, frac = clip_rows(self.contributions(groups, block, r), self.params.clip)
+        cls,
+        runs: Sequence[ULDPWeighted],
+        r: int,
+        silos: Sequence[np.ndarray],
+        groups: RecordGroups,
+        *,
+        keep: bool,
+    ) -> tuple[list[torch.Tensor], torch.Tensor | None, list[float]]:
+        """Returns per run Σ_u w_{s,u} Clip(contribution) per listed silo [S, P] (before noise),
+        the clipped contributions [G, P] in `groups`' order when `keep` (else None: they can take
+        gigabytes), and per run the fraction of its contributions clipped.
+
+        `groups` holds every run's (silo, user) pairs (`RecordGroups.concat`); each block is one
+        computation whatever runs its groups belong to."""
+        first = runs[0]
+        models = torch.stack([run.w for run in runs])
+        seeds = [run.spec.seed for run in runs]
+        row = {(k, int(s)): i for k, chosen in enumerate(silos) for i, s in enumerate(chosen)}
+        offsets = np.cumsum([0, *(len(chosen) for chosen in silos)])
+        sums = torch.zeros(offsets[-1], first.layout.size, dtype=first.w.dtype)
+        clipped = torch.empty(len(groups), first.layout.size, dtype=first.w.dtype) if keep else None
+        counted = np.zeros((len(runs), 2))  # per run: contributions clipped, contributions
+        for block in groups.blocks(first.data, params=first.layout.size, batch_size=first.records_per_step):
+            run = groups.run[block]
+            start = models[torch.as_tensor(run)]
+            rows, was_clipped = clip_rows(
+                first.contributions(groups, block, r, start, seeds), first.params.clip
+            )
             if clipped is not None:
                 clipped[block] = rows
-            clipped_count += frac * len(rows)
-            weight = torch.as_tensor(self.weights[groups.silo[block], groups.user[block]], dtype=self.w.dtype)
-            at = torch.as_tensor([position[int(s)] for s in groups.silo[block]], dtype=torch.long)
-            sums.index_add_(0, at, rows * weight[:, None])
-        return sums, clipped, groups, clipped_count / max(len(groups), 1)
+            np.add.at(counted, (run, 0), was_clipped.numpy())
+            np.add.at(counted, (run, 1), 1.0)
+            weight = np.array(
+                [
+                    runs[k].weights[s, u]
+                    for k, s, u in zip(run, groups.silo[block], groups.user[block], strict=True)
+                ]
+            )
+            at = torch.as_tensor(
+                [offsets[k] + row[(k, int(s))] for k, s in zip(run, groups.silo[block], strict=True)],
+                dtype=torch.long,
+            )
+            sums.index_add_(0, at, rows * torch.as_tensor(weight, dtype=rows.dtype)[:, None])
+        fractions = [clipped_n / max(n, 1) for clipped_n, n in counted]
+        return list(sums.split([len(chosen) for chosen in silos])), clipped, fractions
 
     def aggregate(
         self,
@@ -180,10 +212,43 @@ class ULDPWeighted(Algorithm):
         return (sums + noise).sum(0)
 
     def round(self, r: int) -> RoundOutput:
+        return self.rounds_together([self], r)[0]
+
+    @classmethod
+    def round_many(cls, runs: Sequence[ULDPWeighted], r: int) -> list[RoundOutput]:
+        if not cls.batched:  # a subclass whose round is its own
+            return super().round_many(runs, r)
+        return cls.rounds_together(runs, r)
+
+    @classmethod
+    def rounds_together(cls, runs: Sequence[ULDPWeighted], r: int) -> list[RoundOutput]:
+        """Round r of several runs at once: every run's (silo, user) pairs are groups of one set of
+        blocks, each from its own run's model and seed; then each run noises and steps alone."""
+        silos = [participants(run.spec, r) for run in runs]
+        sampled = [run.sampled_users(r) for run in runs]
+        parts = [run.groups(chosen, users) for run, chosen, users in zip(runs, silos, sampled, strict=True)]
+        groups = parts[0] if len(parts) == 1 else RecordGroups.concat(parts)
+        keep = runs[0].needs_contributions  # only ULDP-AVG-w's protocol, which is not batched
+        assert not keep or len(runs) == 1, "the private weighting protocol runs one run at a time"
+        sums, clipped, fractions = cls.silo_sums(runs, r, silos, groups, keep=keep)
+        return [
+            run.conclude(r, *each, clipped)
+            for run, *each in zip(runs, silos, sampled, parts, sums, fractions, strict=True)
+        ]
+
+    def conclude(
+        self,
+        r: int,
+        silos: np.ndarray,
+        sampled: np.ndarray | None,
+        groups: RecordGroups,
+        sums: torch.Tensor,
+        frac: float,
+        clipped: torch.Tensor | None = None,
+    ) -> RoundOutput:
+        """Returns round r's output once the listed silos' weighted sums [S, P] are known: each silo
+        adds its noise share, and the server steps."""
         p = self.params
-        silos = participants(self.spec, r)
-        sampled = self.sampled_users(r)
-        sums, clipped, groups, frac = self.silo_sums(r, silos, sampled, keep=self.needs_contributions)
         std = self.sigma * p.clip / math.sqrt(len(silos))
         noise = release_noise(sums, std, seed=self.spec.seed, silos=silos, round=r, secure_sum=True)
         total = self.aggregate(r, silos, sums, clipped, groups, noise, sampled)
@@ -213,21 +278,19 @@ class ULDPSGD(ULDPWeighted):
     direction = -1.0
     records_per_step = _GRADIENT_CHUNK
 
-    def contributions(self, groups: RecordGroups, block: slice, r: int) -> torch.Tensor:
+    def contributions(self, groups, block, r, start, seeds) -> torch.Tensor:
         """Each group's mean gradient, in chunks of records: a chunk weighs (its records)/(the
         group's), and only groups with records in it take part, so no block is padded to its
         largest group."""
         index, count = groups.index[block], groups.count[block]
         total = torch.zeros(len(count), self.layout.size, dtype=self.w.dtype)
-        for start in range(0, int(count.max()), _GRADIENT_CHUNK):
-            active = int((count > start).sum())  # a prefix: counts decrease along the block
-            cols = torch.arange(start, min(start + _GRADIENT_CHUNK, index.shape[1]))
+        for first in range(0, int(count.max()), _GRADIENT_CHUNK):
+            active = int((count > first).sum())  # a prefix: counts decrease along the block
+            cols = torch.arange(first, min(first + _GRADIENT_CHUNK, index.shape[1]))
             mask = cols[None, :] < count[:active, None]
             batch = groups.batch(self.data, index[:active, cols], mask)
             share = (mask.sum(1) / count[:active]).to(self.w.dtype)
-            total[:active] += share[:, None] * mean_grad(
-                self.model, self.layout, self.w.expand(active, -1), batch
-            )
+            total[:active] += share[:, None] * mean_grad(self.model, self.layout, start[:active], batch)
         return total
 
 
@@ -242,8 +305,8 @@ class ULDPAvg(ULDPWeighted):
     def records_per_step(self) -> int:
         return self.params.batch_size
 
-    def contributions(self, groups: RecordGroups, block: slice, r: int) -> torch.Tensor:
-        return local_deltas(self, groups, block, r)
+    def contributions(self, groups, block, r, start, seeds) -> torch.Tensor:
+        return local_deltas(self, groups, block, r, start=start, seeds=seeds)
 
 
 @ALGORITHMS.register("uldp_avg_w")
@@ -252,6 +315,8 @@ class ULDPAvgW(ULDPAvg):
 
     Params = ULDPAvgWParams
     summary = "ULDP-AVG with records-proportional weights n_su/N_u (optionally by Paillier protocol)"
+    # its round adds the private weighting protocol's costs, and the protocol runs per run
+    batched = False
 
     @property
     def needs_contributions(self) -> bool:

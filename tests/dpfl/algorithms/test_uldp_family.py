@@ -62,7 +62,7 @@ def test_one_user_moves_the_sum_over_silos_by_at_most_c(algorithm):
     params = {"global_lr": 10, "clip": 0.1} if algorithm == "uldp_sgd" else HEART_PARAMS
     alg = prepared(heart_spec(algorithm, params=params))
     silos = np.arange(4)
-    sums, clipped, groups, _ = alg.silo_sums(1, silos, None, keep=True)
+    sums, clipped, groups, _ = silo_sums(alg, silos, None, keep=True)
     weights = torch.as_tensor(alg.weights[groups.silo, groups.user], dtype=clipped.dtype)
     per_user = torch.zeros(alg.users.num_users, clipped.shape[1], dtype=clipped.dtype)
     per_user.index_add_(0, torch.as_tensor(groups.user), clipped * weights[:, None])
@@ -76,10 +76,18 @@ def test_one_user_moves_the_sum_over_silos_by_at_most_c(algorithm):
     u = int(np.argmax(records))
     keep = np.ones(alg.users.num_users, dtype=bool)
     keep[u] = False
-    without, *_ = alg.silo_sums(1, silos, keep)
+    without, *_ = silo_sums(alg, silos, keep)
     moved = (sums - without).sum(0)
     torch.testing.assert_close(moved, per_user[u], atol=1e-7, rtol=1e-5)
     assert float(torch.linalg.vector_norm(moved)) <= 0.1 * (1 + 1e-5)
+
+
+def silo_sums(alg, silos, sampled, *, keep=False):
+    """Returns one run's weighted silo sums at round 1, its clipped contributions, groups and
+    fraction clipped."""
+    groups = alg.groups(silos, sampled)
+    (sums,), clipped, (frac,) = type(alg).silo_sums([alg], 1, [silos], groups, keep=keep)
+    return sums, clipped, groups, frac
 
 
 def _dp_accounting_epsilon(sigma: float, rounds: int, q: float = 1.0) -> float:
@@ -303,11 +311,10 @@ def test_uldp_sgd_gradient_in_chunks_equals_the_whole_mean(monkeypatch):
 
     alg = prepared(heart_spec("uldp_sgd", params={"global_lr": 10, "clip": 0.1}))
     groups = alg.groups(np.arange(4), None)
-    whole = alg.contributions(groups, slice(0, len(groups)), 1)  # every group fits one chunk
+    every, start = slice(0, len(groups)), alg.w.expand(len(groups), -1)
+    whole = alg.contributions(groups, every, 1, start, [0])  # every group fits one chunk
     monkeypatch.setattr(weighted, "_GRADIENT_CHUNK", 3)  # groups of up to 27 records: 1 to 9 chunks
-    torch.testing.assert_close(
-        alg.contributions(groups, slice(0, len(groups)), 1), whole, atol=1e-6, rtol=1e-5
-    )
+    torch.testing.assert_close(alg.contributions(groups, every, 1, start, [0]), whole, atol=1e-6, rtol=1e-5)
 
 
 def test_blocks_cover_every_group_once_and_fit_the_cache():
@@ -330,10 +337,10 @@ def test_blocks_cover_every_group_once_and_fit_the_cache():
 def test_silo_sums_do_not_depend_on_the_blocks(monkeypatch, algorithm):
     params = HEART_PARAMS | {"local_epochs": 2} if algorithm == "uldp_avg" else {"clip": 0.1}
     alg = prepared(heart_spec(algorithm, params=params))
-    one_block, _, groups, frac = alg.silo_sums(1, np.arange(4), None)
+    one_block, _, groups, frac = silo_sums(alg, np.arange(4), None)
     monkeypatch.setattr(engine_blocks, "CACHE_BYTES", 1)  # blocks of one group
     assert len(list(groups.blocks(alg.data, params=alg.layout.size, batch_size=4))) == len(groups) == 127
-    per_group, _, _, frac_per_group = alg.silo_sums(1, np.arange(4), None)
+    per_group, _, _, frac_per_group = silo_sums(alg, np.arange(4), None)
     torch.testing.assert_close(per_group, one_block, atol=1e-7, rtol=1e-6)
     assert frac_per_group == pytest.approx(frac)
 
