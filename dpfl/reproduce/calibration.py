@@ -26,7 +26,7 @@ from typing import Any
 from dpfl import runner
 from dpfl.algorithms import Algorithm, algorithm_class
 from dpfl.errors import DpflError, SpecError
-from dpfl.reproduce.manifest import SENSITIVITY, Sweep
+from dpfl.reproduce.manifest import Sweep
 from dpfl.reproduce.summary import Variant, variant_label
 from dpfl.spec import parse_spec
 
@@ -103,7 +103,7 @@ def paper_calibrations(
         for point in sweep.points:
             spec = parse_spec(point.data)
             cell = sweep.cell(spec.to_json())
-            if cell.role == SENSITIVITY:  # a choice the paper leaves open: its σ is not the paper's
+            if cell.role:  # a choice the paper leaves open, or no noise: neither σ is the paper's
                 continue
             x, variant = cell.x, cell.variant
             # a tuned method's candidates each have their own σ: one row each

@@ -281,6 +281,8 @@ class Sweep:
         variant = tuple((key, _get(spec, key)) for key in self.variant_keys)
         method, candidate, role = self._method(spec)
         seed = int(spec.get("seed", 0))
+        if role == CEILING:  # beside every x, whatever its own (a σ sweep's ceiling sets σ)
+            x = None
         return Cell(method, None if x is None else float(x), variant, seed, candidate, role)
 
     def _method(self, spec: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -299,10 +301,8 @@ class Sweep:
 
     @property
     def ceiling_methods(self) -> list[str]:
-        """Returns the methods the ceiling runs (none without a ceiling)."""
-        if self.ceiling is None:
-            return []
-        return self.ceiling.methods or [str(a) for a in self.grid.get("algorithm", [])]
+        """Returns the methods the ceiling runs (none without a ceiling; `Setting.sweep` lists them)."""
+        return [] if self.ceiling is None else list(self.ceiling.methods)
 
     def ceiling_grid(self) -> dict[str, list[Any]]:
         """Returns the ceiling's grid: the sweep's without its x, over the ceiling's methods."""
@@ -369,10 +369,26 @@ class Setting:
                 _validate(i, points, base)
         except PointError as exc:
             raise ConfigError(self.path.name, self._field(exc.loc, fields), exc.reason) from None
-        sweep = Sweep(
-            self.name, base, grid, block.x, [], dict(block.tune), dict(block.sensitivity), block.ceiling
-        )
+        ceiling = self._private_ceiling(points)
+        sweep = Sweep(self.name, base, grid, block.x, [], dict(block.tune), dict(block.sensitivity), ceiling)
         return dataclasses.replace(sweep, points=self._candidates(points) + self._ceiling(sweep))
+
+    def _private_ceiling(self, points: Sequence[Point]) -> Ceiling | None:
+        """Returns the ceiling with its methods listed: those named, or every method of the grid,
+        leaving out a non-private one (its runs add no noise: its own results are its ceiling)."""
+        ceiling = self.block.ceiling
+        if ceiling is None:
+            return None
+        private = {p.algorithm for p in points if p.data.get("privacy")}
+        for i, method in enumerate(ceiling.methods):
+            if method not in private:
+                raise ConfigError(
+                    self.path.name,
+                    f"{BLOCK}.ceiling.methods.{i}",
+                    f"names {method!r}, which adds no noise: its own results are its ceiling.",
+                )
+        named = ceiling.methods or self.algorithms
+        return ceiling.model_copy(update={"methods": [m for m in named if m in private]})
 
     def _candidates(self, points: Sequence[Point]) -> list[Point]:
         """Returns the points with each point of a tuned method replaced by one per candidate, and
@@ -566,10 +582,17 @@ def _check_block(setting: Setting) -> None:
     for i, claim in enumerate(block.claims):
         _known_algorithm(file, f"{BLOCK}.claims.{i}.better", claim.better, known)
         _known_algorithm(file, f"{BLOCK}.claims.{i}.than", claim.than, known)
+    swept = {*block.grid, *(block.quick.grid if block.quick else ()), "seed"}
     for table in ("tune", "sensitivity"):
         for method, candidates in getattr(block, table).items():
             _known_algorithm(file, f"{BLOCK}.{table}.{method}", method, known)
             for i, candidate in enumerate(candidates):
+                for key in candidate.set.keys() & (swept - {"algorithm"}):
+                    raise ConfigError(
+                        file,
+                        f"{BLOCK}.{table}.{method}.{i}.set.{key}",
+                        "must not set a key the grid sweeps: every point of the grid sets it again.",
+                    )
                 other = candidate.set.get("algorithm", method)
                 if other != method and other in known:
                     raise ConfigError(

@@ -118,7 +118,7 @@ def figure(setting: Setting, variant: str, rows: Sequence[Mapping[str, Any]]) ->
         for r in rows
         if r["setting"] == setting.name and r["variant"] == variant and r["role"] != SENSITIVITY
     ]
-    cells = [r for r in mine if r["x"] is not None and r["accuracy_mean"] is not None]
+    cells = [r for r in mine if r["x"] is not None and r["accuracy_mean"] is not None and not r["role"]]
     points = [
         {
             "algorithm": r["algorithm"],

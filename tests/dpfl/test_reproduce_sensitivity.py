@@ -15,7 +15,7 @@ from dpfl.reproduce.manifest import CEILING, SENSITIVITY, ReproduceBlock
 from dpfl.reproduce.summary import DOES_NOT_HOLD, Outcome, sensitivity, summary_rows, verdicts
 from dpfl.spec import parse_spec
 from dpfl.sweep import expand
-from tests.dpfl.test_reproduce import BLOCK, write_config
+from tests.dpfl.test_reproduce import BLOCK, SPEC, write_config
 from tests.factories import run_cli
 
 SENSITIVE = {"isrl_mbsgd": [{"label": "lr 0.5", "set": {"params.lr": 0.5}}]}
@@ -136,6 +136,22 @@ def test_each_candidate_stands_for_its_method_in_turn():
             "`rounds` only; got 'seed'.",
         ),
         (
+            {
+                "sensitivity": {"isrl_mbsgd": [{"label": "x", "set": {"params.lr": 0.5, "rounds": 3}}]},
+                "grid": BLOCK["grid"] | {"rounds": [2, 4]},
+            },
+            "`reproduce.sensitivity.isrl_mbsgd.0.set.rounds` must not set a key the grid sweeps: every "
+            "point of the grid sets it again.",
+        ),
+        (
+            {
+                "ceiling": CEIL | {"methods": ["fedavg"]},
+                "grid": BLOCK["grid"] | {"algorithm": ["isrl_mbsgd", "fedavg"]},
+            },
+            "`reproduce.ceiling.methods.0` names 'fedavg', which adds no noise: its own results are its "
+            "ceiling.",
+        ),
+        (
             {"sensitivity": SENSITIVE, "tune": SENSITIVE},
             "`reproduce.sensitivity.isrl_mbsgd` must not be tuned too: its own point would not stand.",
         ),
@@ -147,7 +163,9 @@ def test_each_candidate_stands_for_its_method_in_turn():
     ],
 )
 def test_a_bad_ceiling_or_candidate_is_one_line_naming_it(capsys, tmp_path, extra, message):
-    configs = write_config(tmp_path, block=BLOCK | extra)
+    # a case that changes the grid drops the claims, which name methods it may not have
+    block = {k: v for k, v in (BLOCK | extra).items() if k != "claims" or "grid" not in extra}
+    configs = write_config(tmp_path, block=block)
     out = str(tmp_path / "o")
     code, _, err = run_cli(capsys, "reproduce", "isrl", "--configs", str(configs), "--out", out)
     assert (code, err) == (1, f"error: isrl_tiny.yaml: {message}\n")
@@ -198,3 +216,31 @@ def test_the_voting_settings_table_q_and_the_ceiling_of_labels_and_student():
     assert {p.data["model"]["name"] for p in cnn.points} == {"cnn"}
     frozen = settings[3].sweep()
     assert {p.data["params"]["pool_pca"] for p in frozen.points} == {50}  # every method, ceiling too
+
+
+def test_a_non_private_method_has_no_ceiling_runs(tmp_path):
+    block = EXTRAS | {
+        "grid": BLOCK["grid"] | {"algorithm": ["isrl_mbsgd", "fedavg"]},
+        "claims": [],
+        "paper": [],
+    }
+    block["params_by_algorithm"] = {"fedavg": {"lr": 0.1}}
+    (setting,) = load_paper("isrl", write_config(tmp_path, block=block))
+    sweep = setting.sweep()
+    assert sweep.ceiling_methods == ["isrl_mbsgd"]
+    cells = [sweep.cell(p.data) for p in sweep.points]
+    assert sum(c.algorithm == "fedavg" for c in cells) == 2  # its two seeds, once each
+    assert sorted((c.algorithm, c.role) for c in cells if c.role == CEILING) == [("isrl_mbsgd", CEILING)] * 2
+
+
+def test_a_ceiling_that_sets_the_swept_sigma_stands_beside_every_x(tmp_path):
+    spec = SPEC | {"privacy": {"noise_multiplier": 1.0, "delta": 1e-5}}
+    block = {k: v for k, v in EXTRAS.items() if k not in ("paper", "claims")} | {
+        "x": "privacy.noise_multiplier",
+        "grid": {"algorithm": ["isrl_mbsgd", "isrl_localsgd"], "privacy.noise_multiplier": [1.0, 2.0]},
+        "ceiling": {"set": {"privacy.noise_multiplier": 1.0e-3}},
+    }
+    (setting,) = load_paper("isrl", write_config(tmp_path, spec=spec, block=block))
+    sweep = setting.sweep()
+    ceilings = [c for c in (sweep.cell(p.data) for p in sweep.points) if c.role == CEILING]
+    assert len(ceilings) == 4 and {c.x for c in ceilings} == {None}

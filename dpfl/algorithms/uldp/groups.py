@@ -147,8 +147,9 @@ def epoch_order(
     """
     count = groups.count[block]
     width = int(count.max())
-    seeds = np.atleast_1d(np.asarray(seed, dtype=np.int64))
-    bases = torch.as_tensor([_signed(_splitmix(_splitmix(_splitmix(int(s)) ^ round) ^ epoch)) for s in seeds])
+    # Python ints: an entropy seed has 128 bits, which `_splitmix` folds to 64
+    seeds = [seed] if isinstance(seed, int) else [int(s) for s in seed]
+    bases = torch.as_tensor([_signed(_splitmix(_splitmix(_splitmix(s) ^ round) ^ epoch)) for s in seeds])
     silo = torch.as_tensor(groups.silo[block], dtype=torch.long)
     user = torch.as_tensor(groups.user[block], dtype=torch.long)
     base = bases[torch.as_tensor(groups.run[block], dtype=torch.long)]

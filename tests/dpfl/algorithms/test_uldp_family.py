@@ -360,3 +360,15 @@ def test_group_size_defaults_to_a_fixed_8_and_a_size_read_from_the_data_is_not_g
     assert out["guaranteed"] is False
     assert f"the group size k = {k} is the median of the users' record counts" in out["warning"]
     assert [c["kind"] for c in out["caveats"]] == ["simulation", "preprocessing", "data_dependent"]
+
+
+@pytest.mark.parametrize("algorithm", ["uldp_avg", "uldp_avg_w", "uldp_sgd"])
+def test_noise_from_os_entropy_trains_the_user_level_methods(algorithm):
+    """An entropy run's seed has 128 bits; the users' epoch orders fold it to 64."""
+    privacy = {"noise_multiplier": 5.0, "delta": 1e-5, "noise_source": "entropy"}
+    params = {"global_lr": 10, "clip": 0.1} if algorithm == "uldp_sgd" else HEART_PARAMS
+    result = run(
+        parse_spec(heart_spec(algorithm, params=params, rounds=2, eval_every=2, privacy=privacy)),
+        data_dirs=[data_dir()],
+    )
+    assert result.privacy.noise_source == "entropy" and result.final.accuracy > 0.3
