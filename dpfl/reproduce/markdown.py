@@ -9,6 +9,7 @@ calibration really spends, and any run whose ledger exceeds its stated ε) and f
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -205,7 +206,8 @@ def _sensitivity(setting: Setting, variant: str, report: Report) -> list[str]:
         mine = [s for s in lines if s.method == method]
         xs = sorted({r["x"] for s in mine for r in s.rows if r["x"] is not None})
         claims = len(mine[0].verdicts)
-        head = [method, "σ", *(f"{_x_name(x_key)} = {x:g}" for x in xs)]
+        sigma = len(xs) == 1  # several x: each line's σ per x is in the parameters above
+        head = [method, *(["σ"] if sigma else []), *(f"{_x_name(x_key)} = {x:g}" for x in xs)]
         head += [f"claim {i + 1}" if claims > 1 else "the claim" for i in range(claims)]
         out += [
             f"Sensitivity of the verdict to {method}'s unstated choices (each line stands for {method} "
@@ -216,13 +218,16 @@ def _sensitivity(setting: Setting, variant: str, report: Report) -> list[str]:
         ]
         for s in mine:
             cells = {r["x"]: r for r in s.rows}
-            sigmas = sorted({_num(r["sigma"]) for r in s.rows if r["sigma"] is not None})
-            texts = [_cell(cells[x], spent=False) if x in cells else "–" for x in xs]
+            sigmas = [", ".join(sorted({_num(r["sigma"]) for r in s.rows if r["sigma"] is not None})) or "–"]
+            texts = [
+                *(sigmas if sigma else []),
+                *(_cell(cells[x], spent=False) if x in cells else "–" for x in xs),
+            ]
             verdicts = [v.verdict + ("" if v.gap is None else f" ({_signed(v)})") for v in s.verdicts]
             name = s.candidate or ("as tuned" if method in setting.block.tune else "as configured")
-            out.append(f"| {name} | {', '.join(sigmas) or '–'} | " + " | ".join([*texts, *verdicts]) + " |")
+            out.append(f"| {name} | " + " | ".join([*texts, *verdicts]) + " |")
         if claims > 1:
-            out.append(" ".join(f"Claim {i + 1}: {v.claim.text}." for i, v in enumerate(mine[0].verdicts)))
+            out += ["", " ".join(f"Claim {i + 1}: {v.claim.text}." for i, v in enumerate(mine[0].verdicts))]
         out.append("")
     return out
 
@@ -338,11 +343,37 @@ def _calibration_table(calibrations: Sequence[PaperCalibration]) -> list[str]:
     for c in calibrations:
         key = (c.setting, variant_label(c.variant), c.algorithm, f"{c.accountant}, {c.delta:g}")
         groups.setdefault(key, {})[c.target_epsilon] = c
+    # candidates that differ in what the paper's σ does not depend on (a step size) spend alike:
+    # one line for each method's candidates with the same numbers
+    lines: dict[tuple, list[str]] = {}
     for (setting, variant, algorithm, accounting), by_target in groups.items():
+        method, _, candidate = algorithm.partition(" (")
+        cells = tuple(_spent(by_target.get(t)) for t in targets)
+        lines.setdefault((setting, variant, method, accounting, cells), []).append(candidate.rstrip(")"))
+    methods = Counter((setting, variant, method) for setting, variant, method, *_ in lines)
+    for (setting, variant, method, accounting, cells), candidates in lines.items():
         name = setting + (f" ({variant})" if variant else "")
-        cells = [_spent(by_target.get(t)) for t in targets]
-        out.append(f"| {name} | {algorithm} | {accounting} | " + " | ".join(cells) + " |")
+        out.append(
+            f"| {name} | {method}{_candidates(candidates, alone=methods[setting, variant, method] == 1)} "
+            f"| {accounting} | " + " | ".join(cells) + " |"
+        )
     return [*out, ""]
+
+
+def _candidates(labels: Sequence[str], *, alone: bool) -> str:
+    """Returns the bracket naming the candidates of a line ("" for an untuned method)."""
+    labels = [label for label in labels if label]
+    if not labels:
+        return ""
+    if len(labels) == 1:
+        return f" ({labels[0]})"
+    if alone:
+        return f" (every candidate: {len(labels)})"
+    return (
+        f" ({len(labels)} candidates: {labels[0]} … {labels[-1]})"
+        if len(labels) > 2
+        else f" ({'; '.join(labels)})"
+    )
 
 
 def _spent(calibration: PaperCalibration | None) -> str:

@@ -11,7 +11,9 @@ import pytest
 
 from dpfl.cli import main
 from dpfl.reproduce import HOLDS, default_config_dir, load_paper
+from dpfl.reproduce.calibration import PaperCalibration
 from dpfl.reproduce.manifest import CEILING, SENSITIVITY, ReproduceBlock
+from dpfl.reproduce.markdown import _calibration_table as markdown_table
 from dpfl.reproduce.summary import DOES_NOT_HOLD, Outcome, sensitivity, summary_rows, verdicts
 from dpfl.spec import parse_spec
 from dpfl.sweep import expand
@@ -189,9 +191,9 @@ def test_the_report_puts_the_ceiling_beside_each_method_and_tables_the_candidate
     assert table[0] == "| method | ε = 1 | ε = 4 | without noise (σ = 0.001; not private) |"
     assert len(table) == 4 and all(line.count("|") == 5 for line in table)
     assert "- isrl_mbsgd: lr 2.0, batch_size 64, clip 1.0; σ " in text
-    sens = text.split("Sensitivity of the verdict to isrl_mbsgd's unstated choices")[1].split("\n\n")[1]
-    head, _, configured, candidate, legend = sens.splitlines()
-    assert head == "| isrl_mbsgd | σ | ε = 1 | ε = 4 | claim 1 | claim 2 |"
+    after = text.split("Sensitivity of the verdict to isrl_mbsgd's unstated choices")[1].split("\n\n")
+    (head, _, configured, candidate), legend = after[1].splitlines(), after[2]
+    assert head == "| isrl_mbsgd | ε = 1 | ε = 4 | claim 1 | claim 2 |"  # σ per ε is in the parameters
     assert configured.startswith("| as configured | ") and candidate.startswith("| lr 0.5 | ")
     assert configured.count("hold") == 2  # each claim's verdict: "holds" or "does not hold"
     assert legend == (
@@ -244,3 +246,29 @@ def test_a_ceiling_that_sets_the_swept_sigma_stands_beside_every_x(tmp_path):
     sweep = setting.sweep()
     ceilings = [c for c in (sweep.cell(p.data) for p in sweep.points) if c.role == CEILING]
     assert len(ceilings) == 4 and {c.x for c in ceilings} == {None}
+
+
+def test_the_paper_sigma_table_gives_candidates_that_spend_alike_one_line():
+    def calibration(algorithm, target, spent):
+        return PaperCalibration("s", algorithm, (), target, spent, 1.0, "rdp", 1e-5)
+
+    calibrations = [
+        calibration(f"m ({label})", target, target / 2)
+        for label in ("α = 1", "α = 2")
+        for target in (1.0, 3.0)
+    ]
+    calibrations += [
+        calibration(f"n ({label})", 1.0, spent)
+        for label, spent in (("a", 0.5), ("b", 0.5), ("c", 0.5), ("d", 2.0))
+    ]
+    calibrations.append(calibration("o", 1.0, 0.25))
+    table = markdown_table(calibrations)
+    assert table[2:] == [
+        "| setting | method | accountant, δ | stated ε = 1 | stated ε = 3 |",
+        "|---|---|---|---|---|",
+        "| s | m (every candidate: 2) | rdp, 1e-05 | 0.5 | 1.5 |",
+        "| s | n (3 candidates: a … c) | rdp, 1e-05 | 0.5 | – |",
+        "| s | n (d) | rdp, 1e-05 | **2** | – |",
+        "| s | o | rdp, 1e-05 | 0.25 | – |",
+        "",
+    ]
