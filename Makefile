@@ -33,6 +33,7 @@ lint: install
 # Every benchmark, each in its own process, then the summary at the top of docs/benchmarks.md.
 # BENCH_ARGS passes options on, e.g. BENCH_ARGS="--only engine,ledger" or "--skip api".
 bench: install
+	bash scripts/ensure-chromium.sh
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,bench]"
 	$(PY) -m benchmarks.all $(BENCH_ARGS)
 

@@ -349,7 +349,8 @@ def _calibration_table(calibrations: Sequence[PaperCalibration]) -> list[str]:
     for (setting, variant, algorithm, accounting), by_target in groups.items():
         method, _, candidate = algorithm.partition(" (")
         cells = tuple(_spent(by_target.get(t)) for t in targets)
-        lines.setdefault((setting, variant, method, accounting, cells), []).append(candidate.removesuffix(")"))
+        key = (setting, variant, method, accounting, cells)
+        lines.setdefault(key, []).append(candidate.removesuffix(")"))
     methods = Counter((setting, variant, method) for setting, variant, method, *_ in lines)
     for (setting, variant, method, accounting, cells), candidates in lines.items():
         name = setting + (f" ({variant})" if variant else "")
