@@ -1,4 +1,4 @@
-"""Sweep benchmark: the isrl reproduction's 63 runs in one process, against their own training.
+"""Sweep benchmark: the isrl_mnist setting's runs in one process, against their own training.
 
 What `dpfl reproduce isrl` runs (every point of every setting of configs/paper/isrl_*.yaml),
 timed twice, each in a fresh process so that neither inherits the other's caches:
@@ -63,7 +63,8 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--paper", default="isrl")
-    # the setting the throughput target names (63 runs); the paper's own task has a sweep of its own
+    # the setting the throughput target names (63 runs then; SPIDER now runs as four tuning
+    # candidates); the paper's own task has a sweep of its own
     parser.add_argument("--setting", default="isrl_mnist")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--mode", choices=["one-by-one", "batched"], help=argparse.SUPPRESS)
