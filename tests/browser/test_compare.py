@@ -2,7 +2,7 @@
 from a point (by click or from the keyboard table), the sweep panel, PNG export, phone and axe.
 
 Two small sweeps are created over HTTP once for the module: "record" (isrl_mbsgd at ε 1 and 8 and
-fedavg, seeds 0 and 1) and "user" (uldp_avg at ε 1 and 8, seeds 0 and 1), so the notions mix.
+fedavg, seeds 0 and 1) and "user" (uldp_avg_w at ε 1 and 8, seeds 0 and 1), so the notions mix.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ RECORD = {
 USER_DATASET = {"name": "digits", "silos": 4, "users": {"kind": "uniform", "count": 20}}
 USER = {
     "name": "cmp user",
-    "base": BASE | {"algorithm": "uldp_avg", "params": {}, "dataset": USER_DATASET},
+    "base": BASE | {"algorithm": "uldp_avg_w", "params": {}, "dataset": USER_DATASET},
     "grid": {"privacy.epsilon": [1, 8], "seed": [0, 1]},
 }
 MIXED_WARNING = (
@@ -178,12 +178,12 @@ def test_the_points_table_opens_the_same_panel_from_the_keyboard(page: Page, swe
     assert [(c[0], c[1], c[3]) for c in cells] == [
         ("isrl_mbsgd", "1", "2"),
         ("isrl_mbsgd", "8", "2"),
-        ("uldp_avg", "1", "2"),
-        ("uldp_avg", "8", "2"),
+        ("uldp_avg_w", "1", "2"),
+        ("uldp_avg_w", "8", "2"),
     ]
     assert all(re.fullmatch(r"0\.\d{3} ± 0\.\d{3}", c[2]) for c in cells), cells
-    point = next(p for p in mean_points(page) if p[0] == "uldp_avg" and p[1] == 1.0)
-    rows.nth(2).get_by_role("button", name="runs of uldp_avg at ε = 1").focus()
+    point = next(p for p in mean_points(page) if p[0] == "uldp_avg_w" and p[1] == 1.0)
+    rows.nth(2).get_by_role("button", name="runs of uldp_avg_w at ε = 1").focus()
     page.keyboard.press("Enter")
     check_drilldown(page, point)
 
@@ -236,7 +236,7 @@ def test_a_sweeps_panel_shows_the_batches_its_runs_train_in(page: Page, server, 
     # a batched run's page says its training time is its share of the batch's
     page.goto(f"/#/runs/{batch['run_ids'][0]}")
     expect(page.locator(".duration")).to_contain_text("; trained in a batch of 4, training is its share)")
-    page.goto(f"/#/compare?sweeps={sweeps['user']}")  # uldp_avg does not batch
+    page.goto(f"/#/compare?sweeps={sweeps['user']}")  # uldp_avg_w runs alone (its protocol)
     expect(batches.locator("p")).to_have_text(
         "Every run trains alone: no two share an algorithm that batches, "
         "its params, data, model and schedule."
