@@ -16,8 +16,8 @@ from dpfl.reproduce.manifest import CEILING, SENSITIVITY, ReproduceBlock
 from dpfl.reproduce.markdown import _calibration_table as markdown_table
 from dpfl.reproduce.summary import DOES_NOT_HOLD, Outcome, sensitivity, summary_rows, verdicts
 from dpfl.spec import parse_spec
-from dpfl.sweep import expand
 from tests.dpfl.test_reproduce import BLOCK, SPEC, write_config
+from tests.dpfl.test_reproduce_tuning import local_and_served
 from tests.factories import run_cli
 
 SENSITIVE = {"isrl_mbsgd": [{"label": "lr 0.5", "set": {"params.lr": 0.5}}]}
@@ -54,12 +54,7 @@ def test_the_sensitivity_candidates_and_the_ceiling_run_beside_the_methods_point
 
 def test_a_server_runs_exactly_the_local_points(tmp_path):
     sweep = _sweep(tmp_path)
-    local = sorted(parse_spec(p.data).model_dump_json() for p in sweep.points)
-    served = sorted(
-        parse_spec(p.data).model_dump_json()
-        for base, grid in sweep.submissions()
-        for p in expand(base, grid, max_points=1000)
-    )
+    local, served = local_and_served(sweep)
     assert served == local and len(sweep.submissions()) == 3  # the grid, the ceiling, one candidate
 
 

@@ -101,14 +101,20 @@ def test_each_candidate_is_a_run_of_its_own_placed_back_in_its_method(tmp_path):
     assert {d["rounds"] for d in localsgd} == {11} and {d["rounds"] for d in alg11} == {SPEC["rounds"]}
 
 
-def test_a_server_runs_exactly_the_local_points(tmp_path):
-    sweep = _sweep(tmp_path)
+def local_and_served(sweep: Sweep) -> tuple[list[str], list[str]]:
+    """Returns the sweep's specs as run here and as its submissions to a server run them, sorted."""
     local = sorted(parse_spec(p.data).model_dump_json() for p in sweep.points)
     served = sorted(
         parse_spec(p.data).model_dump_json()
         for base, grid in sweep.submissions()
         for p in expand(base, grid, max_points=1000)
     )
+    return local, served
+
+
+def test_a_server_runs_exactly_the_local_points(tmp_path):
+    sweep = _sweep(tmp_path)
+    local, served = local_and_served(sweep)
     assert served == local and len(sweep.submissions()) == 4  # candidates only: no untuned method
 
 
