@@ -168,8 +168,12 @@ class ULDPWeighted(Algorithm):
         first = runs[0]
         models = torch.stack([run.w for run in runs])
         seeds = [run.spec.seed for run in runs]
-        row = {(k, int(s)): i for k, chosen in enumerate(silos) for i, s in enumerate(chosen)}
         offsets = np.cumsum([0, *(len(chosen) for chosen in silos)])
+        # row of (run, silo) in the stacked sums, and every run's weights (one shape: one dataset)
+        position = np.full((len(runs), first.spec.dataset.silos), -1, dtype=np.int64)
+        for k, chosen in enumerate(silos):
+            position[k, np.asarray(chosen, dtype=np.int64)] = offsets[k] + np.arange(len(chosen))
+        weights = np.stack([run.weights for run in runs])
         sums = torch.zeros(offsets[-1], first.layout.size, dtype=first.w.dtype)
         clipped = torch.empty(len(groups), first.layout.size, dtype=first.w.dtype) if keep else None
         counted = np.zeros((len(runs), 2))  # per run: contributions clipped, contributions
@@ -183,17 +187,10 @@ class ULDPWeighted(Algorithm):
                 clipped[block] = rows
             np.add.at(counted, (run, 0), was_clipped.numpy())
             np.add.at(counted, (run, 1), 1.0)
-            weight = np.array(
-                [
-                    runs[k].weights[s, u]
-                    for k, s, u in zip(run, groups.silo[block], groups.user[block], strict=True)
-                ]
-            )
-            at = torch.as_tensor(
-                [offsets[k] + row[(k, int(s))] for k, s in zip(run, groups.silo[block], strict=True)],
-                dtype=torch.long,
-            )
-            sums.index_add_(0, at, rows * torch.as_tensor(weight, dtype=rows.dtype)[:, None])
+            silo, user = groups.silo[block], groups.user[block]
+            at = torch.as_tensor(position[run, silo])
+            weight = torch.as_tensor(weights[run, silo, user], dtype=rows.dtype)
+            sums.index_add_(0, at, rows * weight[:, None])
         fractions = [clipped_n / max(n, 1) for clipped_n, n in counted]
         return list(sums.split([len(chosen) for chosen in silos])), clipped, fractions
 
