@@ -9,13 +9,8 @@ import * as runs from "./pages/runs.js";
 
 const PAGES = { runs, new: newRun, compare, budgets };
 let cleanup = null;
-// Renders await the API, so a hash change can start a route before the last one has drawn:
-// `started` numbers the routes, `settled` is the last one that finished as the current one.
-let started = 0;
-let settled = 0;
 
 async function route() {
-  const mine = ++started;
   cleanup?.();
   cleanup = null;
   banner(null);
@@ -27,16 +22,9 @@ async function route() {
   const root = document.getElementById("app");
   root.replaceChildren();
   try {
-    const done = (await module.render(root, { id, params })) ?? null;
-    if (mine !== started) {  // a later route began while this one rendered
-      done?.();
-      if (settled === started) route();  // and drew first, so this one drew over it: draw it again
-      return;
-    }
-    settled = mine;
-    cleanup = done;
+    cleanup = (await module.render(root, { id, params })) ?? null;
   } catch (err) {
-    if (mine === started) banner(`Could not load this page: ${err.message}`);
+    banner(`Could not load this page: ${err.message}`);
   }
 }
 
