@@ -67,8 +67,12 @@ export function setProgress(bar, fraction) {
   return bar;
 }
 
-/** Sets the document's title: the page's own, then the app's name. */
-export function setTitle(text) {
+/**
+ * Sets the document's title: the page's own, then the app's name. `owner` is an element of the
+ * page setting it: a page the router has since replaced is detached, and its title is dropped.
+ */
+export function setTitle(text, owner) {
+  if (!owner.isConnected) return;
   document.title = text ? `${text} — DP-FL Explorer` : "DP-FL Explorer";
 }
 

@@ -48,6 +48,22 @@ def test_every_page_has_its_own_title(page: Page, small_runs):
         expect(page).to_have_title(title)
 
 
+def test_a_render_overtaken_by_a_later_route_draws_nothing_and_keeps_its_title_to_itself(page: Page, server):
+    held = []  # the New run page's request for the algorithms, answered only after the user has left
+    page.route("**/api/algorithms", lambda route: held.append(route))
+    with page.expect_request("**/api/algorithms"):
+        page.goto("/#/new")
+    page.evaluate("location.hash = '#/budgets'")
+    expect(page).to_have_title("Budgets — DP-FL Explorer")
+    assert len(held) == 1
+    with page.expect_response("**/api/algorithms"):
+        held[0].continue_()
+    page.unroute("**/api/algorithms")
+    page.wait_for_timeout(500)  # the overtaken render, its last answer in, draws within this
+    expect(page).to_have_title("Budgets — DP-FL Explorer")
+    expect(page.locator("h1")).to_have_text(["Privacy budgets"])
+
+
 def test_api_page_references_no_other_host_and_its_assets_answer(server):
     html = httpx.get(f"{server}/docs").text
     urls = re.findall(r"""(?:src|href)=["']([^"']+)""", html)

@@ -22,7 +22,7 @@ function card(b, onDelete) {
 }
 
 export async function render(root) {
-  setTitle("Budgets");
+  setTitle("Budgets", root);
   const { datasets } = await api.datasets();
   const list = h("div");
   async function load() {

@@ -30,7 +30,7 @@ async function showLeftOut(el, ids) {
 }
 
 export async function render(root) {
-  setTitle("Compare");
+  setTitle("Compare", root);
   const params = current().params;
   if (params.sweep || params.sweeps || params.runs) preloadCharts();
   // `sweep=` is how links made before multi-sweep compare name their sweep

@@ -314,5 +314,5 @@ export async function render(root, { params }) {
   fitTo(form, chosen());  // disables what the algorithm does not accept (a clone's choices are accepted ones)
   renderParams();
   if (base) fillAdvanced(parts.advanced, base, form, algorithms, catalogue);
-  setTitle(sweepMode ? "New sweep" : "New run");
+  setTitle(sweepMode ? "New sweep" : "New run", root);
 }

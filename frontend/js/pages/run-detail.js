@@ -97,7 +97,7 @@ export function toYaml(value, indent = "") {
 }
 
 export async function render(root, { id, params }) {
-  setTitle(`Run ${id}`);
+  setTitle(`Run ${id}`, root);
   preloadCharts();
   const accountant = params.accountant ?? "";
   const header = runHeader(id, () => loadHeader());

@@ -86,7 +86,7 @@ export function runHeader(id, onChanged) {
     const finished = FINISHED.includes(run.status);
     const what = `${run.name ? `${run.name} · ` : ""}${run.algorithm} on ${run.dataset}`;
     title.data = what;
-    setTitle(`${what} · ${run.status}`);
+    setTitle(`${what} · ${run.status}`, el);
     archived = run.archived;
     archive.textContent = run.archived ? "Unarchive" : "Archive";
     remove.disabled = !finished;

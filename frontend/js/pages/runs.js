@@ -70,7 +70,7 @@ function header(label, key, sort, onSort) {
 }
 
 export async function render(root) {
-  setTitle("Runs");
+  setTitle("Runs", root);
   const params = current().params;
   // the key order is the CSV link's parameter order
   const state = { status: params.status ?? "", algorithm: params.algorithm ?? "", dataset: params.dataset ?? "", sort: params.sort ?? "-created_at",
