@@ -57,6 +57,7 @@ from dpfl.privacy.events import (
 __all__ = [
     "applies",
     "cache_clear",
+    "epsilon_at_order",
     "kl_floor",
     "prunable",
     "pruned_epsilon",
@@ -153,6 +154,14 @@ def pruned_epsilon(
         kl=np.array([kl_floor(event)]),
     )
     return float(eps[0]), float(grid[best[0]])
+
+
+def epsilon_at_order(event: Event, *, delta: float, order: float, conversion: str = "tight") -> float:
+    """Returns ε from one RDP order's value alone: an upper bound on `pruned_epsilon`'s, which
+    takes the minimum over every order (and equal to it where `order` holds that minimum)."""
+    rdp = float(event_rdp(event, (float(order),))[0])
+    offset = float(conversion_offsets(np.array([order]), delta=delta, conversion=conversion)[0])
+    return max(rdp + offset, 0.0)
 
 
 def pruned_epsilon_curve(

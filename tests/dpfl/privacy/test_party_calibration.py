@@ -176,3 +176,28 @@ def test_a_large_target_is_met_at_the_smallest_noise_too():
     for plan, sigma in zip(plans.values(), sigmas, strict=True):
         assert 0.3 < sigma < 0.4
         assert _eps(plan, sigma) <= 100.0 < _eps(plan, sigma * (1 - 1e-3))
+
+
+def test_twenty_five_silos_account_the_whole_grid_about_once_each_and_each_gets_its_own_sigma(monkeypatch):
+    # after the first silo, each is searched on one RDP order and checked once on the whole grid
+    from dpfl.privacy.accountants import rdp_pruned
+
+    whole = []  # accountings on the whole grid (the integer orders' first pass is cheap)
+    pruned = rdp_pruned.pruned_epsilon
+
+    def counted(event, **kwargs):
+        whole.extend([1] if any(a != int(a) for a in kwargs["orders"]) else [])
+        return pruned(event, **kwargs)
+
+    monkeypatch.setattr(rdp_pruned, "pruned_epsilon", counted)
+    sizes = np.random.default_rng(1).integers(1800, 3000, 25)
+    plans = {f"silo-{i}": (128 / n, 50) for i, n in enumerate(sizes)}
+    sigmas = _calibrate(plans, target=3.0)
+    assert len(whole) <= 50  # 124 when every step of every search accounted the whole grid
+    for (q, t), sigma in zip(plans.values(), sigmas, strict=True):
+        alone = calibrate_noise_multiplier(
+            lambda s, q=q, t=t: sgd_event(noise_multiplier=s, sampling_rate=q, steps=t),
+            target_epsilon=3.0,
+            target_delta=DELTA,
+        )
+        assert alone / (1 + 1e-4) <= sigma <= alone * (1 + 1.1e-3)  # both brackets: 1e-4, 1e-3
