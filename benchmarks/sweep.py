@@ -6,8 +6,8 @@ timed twice, each in a fresh process so that neither inherits the other's caches
 - *one by one*: `runner.run` per point, as the CLI ran them before batching; the sum of those
   runs' own training and evaluation (`timings.train_s + eval_s`) is the floor;
 - *batched*: `dpfl.reproduce.local.run_sweeps`, as the CLI runs them now: the points of a batch
-  (`dpfl.batching`: MB-SGD's runs of one setting that differ in ε and seed) start one by one
-  and train together.
+  (`dpfl.batching`: runs of one algorithm and params that differ in ε and seed; every ISRL-DP
+  method batches) start one by one and train together.
 
 Targets: under 60 s, and at most 1.5× the floor.
 

@@ -18,7 +18,9 @@ and the same update; the benchmark checks that first.
 Configs: the paper's HeartDisease setting (Q = 50, as in the paper) and its MNIST setting with
 100 users; on MNIST Q is cut to 1 (both variants scale linearly in Q, so the ratio does not
 depend on it) and the CNN and the MLP are both measured. MNIST with 10,000 users (the paper's
-other MNIST setting, about 6 records per user) is an extra row without a target.
+other MNIST setting, about 6 records per user) is an extra row without a target. Targets:
+HeartDisease ≥ 10× (issue 7), MNIST MLP ≥ 5× and CNN ≥ 2× (issue 19). Each row also gives the
+round's arithmetic (FLOPs counted on the loop) as a rate, beside this core's matrix-product rate.
 
 Usage: python benchmarks/uldp.py [--configs NAME ...] [--repeats N] [--threads T] [--no-write]
 Exits 1 when a target below is missed.
@@ -32,12 +34,14 @@ import math
 import os
 import platform
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
@@ -50,7 +54,6 @@ from dpfl.runner import prepare, project
 from dpfl.spec import parse_spec
 
 TITLE = "ULDP-AVG: vectorised over users vs per-user loop"  # the section of docs/benchmarks.md
-TARGET_SPEEDUP = 10.0  # loop time / vectorised time, at least
 PRIVACY = {"noise_multiplier": 5.0, "delta": 1e-5}
 MNIST_PARAMS = {"global_lr": 10, "clip": 0.1, "local_lr": 0.01, "local_epochs": 1, "batch_size": 64}
 
@@ -70,8 +73,9 @@ def _mnist(model: str, users: int) -> dict:
     }
 
 
-# name: (spec, description, whether the target applies)
-CONFIGS: dict[str, tuple[dict, str, bool]] = {
+# name: (spec, description, target: loop time / vectorised time at least, or None). HeartDisease's
+# is issue 7's; MNIST's are issue 19's.
+CONFIGS: dict[str, tuple[dict, str, float | None]] = {
     "heart": (
         {
             "algorithm": "uldp_avg",
@@ -87,22 +91,22 @@ CONFIGS: dict[str, tuple[dict, str, bool]] = {
             "privacy": PRIVACY,
         },
         "HeartDisease: 4 natural silos, 50 zipf users, logreg, Q = 50, B = 4",
-        True,
+        10.0,
     ),
     "mnist_cnn": (
         _mnist("cnn", 100),
         "MNIST: 5 silos, 100 zipf users (users first, α_silo = 2), CNN, Q = 1, B = 64",
-        True,
+        2.0,
     ),
     "mnist_mlp": (
         _mnist("mlp", 100),
         "MNIST: 5 silos, 100 zipf users (users first, α_silo = 2), MLP 784→64→10, Q = 1, B = 64",
-        True,
+        5.0,
     ),
     "mnist_10k_mlp": (
         _mnist("mlp", 10_000),
         "MNIST: 5 silos, 10,000 zipf users (users first, α_silo = 2), MLP 784→64→10, Q = 1, B = 64",
-        False,
+        None,
     ),
 }
 REPEATS = {"heart": 5, "mnist_cnn": 3, "mnist_mlp": 5, "mnist_10k_mlp": 3}
@@ -174,6 +178,8 @@ def measure(name: str, repeats: int, data_dirs: list[Path]) -> dict:
     alg.setup(project(alg).noise_multiplier)
     vectorised, loop, vectorised_sums, loop_sums = make_rounds(alg)
     fast, slow = vectorised_sums(1), loop_sums(1)
+    with FlopCounterMode(display=False) as counter:  # the arithmetic both must do
+        loop_sums(1)
     ok = _close(fast, slow) and _close(vectorised(1), loop(1))
     groups = alg.groups(participants(spec, 1), None)
     blocks = list(groups.blocks(alg.data, params=alg.layout.size, batch_size=alg.records_per_step))
@@ -185,10 +191,23 @@ def measure(name: str, repeats: int, data_dirs: list[Path]) -> dict:
         "agree": ok,
         "sum_difference": float((fast - slow).abs().max()),
         "sum_scale": float(slow.abs().max()),
+        "flops": counter.get_total_flops(),
     }
     if not ok:
         return out
     return out | interleaved_medians({"vectorised": vectorised, "loop": loop}, repeats, first=2)
+
+
+def matmul_rate(size: int = 1024, repeats: int = 5) -> float:
+    """Returns this core's float32 matrix-product rate, FLOP/s: a square product of `size`, the
+    best of `repeats` (the ceiling any round of matrix products and convolutions can approach)."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    best = math.inf
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
 
 
 def _span(low_high: tuple[int, int]) -> str:
@@ -205,7 +224,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return float((a - b).abs().max()) <= 1e-4 * float(b.abs().max())
 
 
-def render(results: dict[str, dict], repeats: dict[str, int]) -> tuple[str, bool]:
+def render(results: dict[str, dict], repeats: dict[str, int], peak: float) -> tuple[str, bool]:
     """Returns the markdown section's body and whether every target is met."""
     lines = [
         "One full ULDP-AVG round (local training of every (silo, user) pair, clip, weight 1/|S|, "
@@ -218,42 +237,56 @@ def render(results: dict[str, dict], repeats: dict[str, int]) -> tuple[str, bool
         "repeat.",
         "",
         "| config | (silo, user) pairs | records per pair | params | pairs per block "
-        "| (a) vectorised s/round | (b) per-user loop s/round | speed-up | target | met |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|",
+        "| (a) vectorised s/round | (b) per-user loop s/round | speed-up | target | met "
+        "| GFLOP per round | (a) GFLOP/s | (b) GFLOP/s | the target's GFLOP/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---:|---:|---:|---:|",
     ]
     ok = True
     for name, res in results.items():
-        _, description, targeted = CONFIGS[name]
+        _, description, target = CONFIGS[name]
         if not res["agree"]:
             ok = False
             lines.append(
                 f"| {description} | {res['pairs']} | | {res['params']} | | — | — | — | — | **disagree** "
-                f"({res['sum_difference']:.1e}) |"
+                f"({res['sum_difference']:.1e}) | | | | |"
             )
             continue
         speedup = res["loop"] / res["vectorised"]
-        met = speedup >= TARGET_SPEEDUP
-        ok &= met or not targeted
+        met = target is None or speedup >= target
+        ok &= met
+        gflop = res["flops"] / 1e9
+        needed = f"{gflop * target / res['loop']:.1f}" if target else "—"
         lines.append(
             f"| {description} | {res['pairs']:,} | {res['records'] / res['pairs']:.1f} | {res['params']:,} | "
-            f"{_span(res['blocks'])} | {res['vectorised']:.2f} | "
-            f"{res['loop']:.2f} | {speedup:.1f}× | {f'≥ {TARGET_SPEEDUP:g}×' if targeted else '—'} | "
-            f"{('yes' if met else '**no**') if targeted else '—'} |"
+            f"{_span(res['blocks'])} | {res['vectorised']:.2f} | {res['loop']:.2f} | {speedup:.1f}× | "
+            f"{f'≥ {target:g}×' if target else '—'} | {('yes' if met else '**no**') if target else '—'} | "
+            f"{gflop:.1f} | {gflop / res['vectorised']:.1f} | {gflop / res['loop']:.1f} | {needed} |"
         )
     lines += [
         "",
         "Vectorising over users removes the loop's per-step cost (a module copy, an optimiser, a "
         "Python step per minibatch), not the arithmetic. It pays most when pairs hold few records "
         "and the model is small (HeartDisease: all 127 pairs in one block). With the MLP every pair owns "
-        "a 50,890-parameter copy that each local step reads and writes several times (model, "
-        "update, gradient, minibatch): in blocks of 256 pairs that is over 100 MB per step, "
-        "streamed from memory, and the vectorised round was slower than the loop; blocks sized to "
-        "the cache keep it there. With 100 MNIST users a pair holds ~120 records, "
-        "so the loop already runs full minibatches of 64 and is close to compute-bound; with "
-        "10,000 users a pair holds ~3 records and the loop's per-step cost dominates. For the CNN, "
+        "a 50,890-parameter copy that each local step reads and writes: in blocks of 256 pairs that "
+        "is over 100 MB per step, streamed from memory, and the vectorised round was slower than the "
+        "loop; blocks sized to the cache keep it there. A stack of linear layers is stepped layer by "
+        "layer in place, each weight update fused into the product of the layer's inputs and "
+        "gradients (`baddbmm_`), instead of five passes over a flat [pairs, P] gradient a step "
+        "(the MLP round went from 0.95 to 0.48 s on the same machine). With 100 MNIST users a pair "
+        "holds ~120 records, so the loop already runs full minibatches of 64 and is close to "
+        "compute-bound; with 10,000 users a pair holds ~3 records and the loop's per-step cost "
+        "dominates. For the CNN, "
         "`vmap` over per-pair convolution weights runs as one grouped convolution plus layout "
         "copies, slower on CPU than the loop's dense per-user convolutions (4.3× for the first "
         "layer, 1.6× for the second, measured alone for 256 pairs × 64 images).",
+        "",
+        f"The arithmetic: GFLOP per round are the loop's matrix products and convolutions "
+        f"(`torch.utils.flop_counter`; the vectorised round computes the same ones), and this core "
+        f"multiplies two 1,024 × 1,024 float32 matrices at {peak / 1e9:.0f} GFLOP/s, a ceiling no "
+        "round of small products reaches. The last column is the rate a round meeting its target "
+        "would have to sustain: with 100 users a pair's minibatches are already full, so both "
+        "variants do the same dense arithmetic, and a target beyond that ceiling cannot be met by "
+        "reorganising it on one thread.",
         "",
         "Largest difference of the silo sums, (a) vs (b): "
         + "; ".join(
@@ -289,7 +322,7 @@ def main() -> int:
     for name in args.configs:
         results[name] = measure(name, repeats[name], data_dirs)
         print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
-    body, ok = render(results, repeats)
+    body, ok = render(results, repeats, matmul_rate())
     publish(TITLE, body, write=not args.no_write)
     if not all(res["agree"] for res in results.values()):
         print("error: the per-user loop disagrees with the vectorised round", file=sys.stderr)
@@ -302,7 +335,7 @@ def main() -> int:
             f"{name} {x:.1f}×{'' if CONFIGS[name][2] else ' (no target)'}" for name, x in speedups.items()
         )
         + " faster than the per-user loop",
-        target=f"≥ {TARGET_SPEEDUP:g}× per targeted config",
+        target="; ".join(f"{name} ≥ {t:g}×" for name, (_, _, t) in CONFIGS.items() if t and name in results),
         met=ok,
         speedup=speedups,
         seconds_per_round={

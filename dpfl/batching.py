@@ -20,9 +20,8 @@ __all__ = ["DEFAULT_BATCH_RUNS", "FREE_FIELDS", "batch_key", "batches"]
 
 # the spec fields runs of one batch may differ in
 FREE_FIELDS = ("seed", "privacy.epsilon", "privacy.mu", "privacy.noise_multiplier")
-# Eight runs of the MNIST spec (25 silos each) make 200 models per gradient call, past the
-# point where a bigger batch still pays (docs/benchmarks.md, "Batched sweeps"); smaller
-# batches also leave a sweep's other batches to other workers.
+# Eight runs of the MNIST spec (25 silos each) make 200 models per gradient call; smaller
+# batches leave a sweep's other batches to other workers.
 DEFAULT_BATCH_RUNS = 8
 
 

@@ -22,7 +22,7 @@ federated round those cost as much as the arithmetic.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -105,8 +105,13 @@ def output_grads(
     layer is then one plain matrix product over all S·B samples). gᵢ is the gradient of sample
     i's own cross-entropy loss; masked samples get gᵢ = 0 exactly.
     """
-    params = layout.unflatten(flat_params.detach())
-    shared = flat_params.dim() == 1
+    return layer_grads(stack, layout.unflatten(flat_params.detach()), batch, shared=flat_params.dim() == 1)
+
+
+def layer_grads(
+    stack: LinearStack, params: Mapping[str, torch.Tensor], batch: SiloBatch, *, shared: bool
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """`output_grads` with the parameters by name: [S, *shape] each, or [*shape] if `shared`."""
     num_silos, size = batch.num_silos, batch.batch_size
     # Shared parameters: fold silos into the sample dimension for one large GEMM per layer.
     a = batch.x.reshape(num_silos * size, -1) if shared else batch.x.reshape(num_silos, size, -1)

@@ -36,6 +36,8 @@ def spec(**changes):
 # user-level methods need users (zipf: a seed draws who owns what, so the runs' groups differ)
 USERS = DIGITS | {"users": {"kind": "zipf", "count": 20}}
 OWN = {
+    "isrl_localsgd": {"params": {"lr": 0.5, "batch_size": 16, "local_steps": 3}},
+    "isrl_spider": {"params": {"lr": 0.5, "batch_size": 32, "phase": 3}},  # phase starts and differences
     "dp_fedavg": {"params": {"lr": 0.5, "batch_size": 16, "sample_rate": 0.5, "local_steps": 3}},
     "uldp_avg": {"params": {"local_lr": 0.05, "local_epochs": 2, "batch_size": 8}, "dataset": USERS},
     "uldp_sgd": {"params": {"global_lr": 5.0}, "dataset": USERS},
@@ -58,7 +60,10 @@ def variants(algorithm: str, own: dict | None = None) -> list:
 
 
 def test_the_families_that_batch():
-    assert BATCHED == ["dp_fedavg", "dp_fedsgd", "isrl_mbsgd", "isrl_proxsgd", "uldp_avg", "uldp_sgd"]
+    assert BATCHED == [
+        "dp_fedavg", "dp_fedsgd", "isrl_localsgd", "isrl_mbsgd", "isrl_proxsgd", "isrl_spider",
+        "isrl_spider_alt", "uldp_avg", "uldp_sgd",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", registered_algorithms())
@@ -85,12 +90,12 @@ def test_specs_that_differ_only_in_target_sigma_or_seed_share_a_key():
 
 
 def test_an_algorithm_that_does_not_batch_has_no_key():
-    assert batch_key(spec(algorithm="isrl_localsgd")) is None
+    assert batch_key(spec(algorithm="sdp_mbsgd")) is None
 
 
 def test_batches_split_a_key_evenly_and_keep_keyless_specs_alone():
     a = [spec(seed=s) for s in range(10)]
-    lone = spec(algorithm="isrl_spider")
+    lone = spec(algorithm="sdp_mbsgd")
     other = spec(params={"lr": 0.5, "batch_size": 32})
     groups = batches([a[0], lone, *a[1:], other, lone], max_runs=4)
     # ten runs of one key, at most four a batch: three batches of 4, 3 and 3, in order of appearance

@@ -11,6 +11,8 @@ silo and round: K·R sub-sampled Gaussians per silo over a run with full partici
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -36,7 +38,7 @@ class LocalSGDParams(MBSGDParams):
 class ISRLLocalSGD(ISRLMinibatchSGD):
     """ISRL-DP Local SGD: K noisy clipped local steps per silo per round, then model averaging."""
 
-    batched = False  # its own `round`: runs of it train one by one
+    batched = True
 
     Params = LocalSGDParams
     summary = "ISRL-DP Local SGD: every local step of every silo is a noisy clipped release"
@@ -71,31 +73,70 @@ class ISRLLocalSGD(ISRLMinibatchSGD):
         ]
 
     def round(self, r: int) -> RoundOutput:
-        p = self.params
-        silos = participants(self.spec, r)
-        expected = torch.as_tensor(self.rates[silos] * self.data.silo_sizes[silos], dtype=self.w.dtype)
-        stds = self.sigmas[silos] * p.clip
-        # All K steps' noise is drawn at once (one generator per silo and round); each step's
-        # release takes its slice.
-        noise = gaussian_noise(
-            (p.local_steps, self.layout.size),
-            stds,
-            seed=self.spec.seed,
-            silos=silos,
-            round=r,
-        )
-        local = stack_copies(self.w, len(silos))
-        clip_frac, sizes = 0.0, 0.0
-        for k, batch in enumerate(self.local_batches(silos, r)):
-            clipped = clipped_grad_sum(self.model, self.layout, local, batch, clip=p.clip)
-            step_noise = release_noise(
-                clipped.sum, stds, seed=self.spec.seed, silos=silos, round=r, drawn=noise[:, k]
+        return self.round_many([self], r)[0]
+
+    @classmethod
+    def round_many(cls, runs: Sequence[ISRLLocalSGD], r: int) -> list[RoundOutput]:
+        """Round r of several runs at once: at each local step every run's silos are rows of one
+        gradient call, each row with its own run's local model; each run then adds its own noise
+        (its silos' generators) and steps its own models."""
+        first, steps = runs[0], [_LocalRound.start(run, r) for run in runs]
+        for k in range(first.params.local_steps):
+            batches = [step.batches[k] for step in steps]
+            clipped = clipped_grad_sum(
+                first.model,
+                first.layout,
+                torch.cat([step.local for step in steps]),
+                batches[0] if len(batches) == 1 else SiloBatch.concat(batches),
+                clip=first.params.clip,
             )
-            local = local - p.lr * (clipped.sum + step_noise) / expected[:, None]
-            m = self.batch_metrics(batch, clipped.norms)
-            clip_frac, sizes = clip_frac + m["clip_fraction"], sizes + m["batch_size"]
-        self.w = local.mean(0)
-        k = p.local_steps
-        return RoundOutput(
-            metrics={"clip_fraction": clip_frac / k, "batch_size": sizes / k}, releases=self.released(silos)
+            row = 0
+            for step, batch in zip(steps, batches, strict=True):
+                rows = slice(row, row + len(step.silos))
+                row += len(step.silos)
+                step.take(k, batch, clipped.sum[rows], clipped.norms[rows, : batch.batch_size])
+        return [step.finish() for step in steps]
+
+
+@dataclass
+class _LocalRound:
+    """One run's round in progress: its silos' local models after each noisy step so far."""
+
+    run: ISRLLocalSGD
+    r: int
+    silos: np.ndarray
+    expected: torch.Tensor  # each silo's expected batch size q_i n_i
+    stds: np.ndarray  # each silo's noise std σ_i C
+    noise: torch.Tensor  # [S, K, P]: all K steps' noise, drawn at once (one generator per silo)
+    local: torch.Tensor  # [S, P]
+    batches: list[SiloBatch]
+    clip_fraction: float = 0.0
+    batch_size: float = 0.0
+
+    @classmethod
+    def start(cls, run: ISRLLocalSGD, r: int) -> _LocalRound:
+        p, silos = run.params, participants(run.spec, r)
+        stds = run.sigmas[silos] * p.clip
+        shape = (p.local_steps, run.layout.size)
+        noise = gaussian_noise(shape, stds, seed=run.spec.seed, silos=silos, round=r)
+        expected = torch.as_tensor(run.rates[silos] * run.data.silo_sizes[silos], dtype=run.w.dtype)
+        local = stack_copies(run.w, len(silos))
+        return cls(run, r, silos, expected, stds, noise, local, run.local_batches(silos, r))
+
+    def take(self, k: int, batch: SiloBatch, clipped_sum: torch.Tensor, norms: torch.Tensor) -> None:
+        """Takes local step k: each silo releases its noisy clipped sum and steps its model."""
+        run = self.run
+        step_noise = release_noise(
+            clipped_sum, self.stds, seed=run.spec.seed, silos=self.silos, round=self.r, drawn=self.noise[:, k]
         )
+        self.local = self.local - run.params.lr * (clipped_sum + step_noise) / self.expected[:, None]
+        metrics = run.batch_metrics(batch, norms)
+        self.clip_fraction += metrics["clip_fraction"]
+        self.batch_size += metrics["batch_size"]
+
+    def finish(self) -> RoundOutput:
+        """Averages the silos' models into the server's; returns the round's output."""
+        run, k = self.run, self.run.params.local_steps
+        run.w = self.local.mean(0)
+        metrics = {"clip_fraction": self.clip_fraction / k, "batch_size": self.batch_size / k}
+        return RoundOutput(metrics=metrics, releases=run.released(self.silos))

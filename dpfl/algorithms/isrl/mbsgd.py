@@ -140,20 +140,13 @@ class ISRLMinibatchSGD(Algorithm):
         A subclass that changes `round` itself is not `batched`, and loops."""
         if not cls.batched or len(runs) == 1:
             return super().round_many(runs, r)
-        first = runs[0]
         chosen = [participants(run.spec, r) for run in runs]
         batches = [run.batch(silos, r) for run, silos in zip(runs, chosen, strict=True)]
-        models = torch.cat([run.w.expand(len(silos), -1) for run, silos in zip(runs, chosen, strict=True)])
-        clipped = clipped_grad_sum(
-            first.model, first.layout, models, SiloBatch.concat(batches), clip=first.params.clip
-        )
-        out, row = [], 0
-        for run, silos, batch in zip(runs, chosen, batches, strict=True):
-            rows = slice(row, row + len(silos))
-            row += len(silos)
-            norms = clipped.norms[rows, : batch.batch_size]
-            out.append(run.conclude(r, silos, batch, clipped.sum[rows], norms))
-        return out
+        clipped = clipped_by_run(runs, [run.w for run in runs], batches)
+        return [
+            run.conclude(r, silos, batch, *sums)
+            for run, silos, batch, sums in zip(runs, chosen, batches, clipped, strict=True)
+        ]
 
     def batch_metrics(self, batch: SiloBatch, norms: torch.Tensor) -> dict[str, float]:
         """Returns the fraction of clipped samples and the mean real batch size per silo."""
@@ -168,3 +161,27 @@ class ISRLMinibatchSGD(Algorithm):
     @property
     def global_params(self) -> torch.Tensor:
         return self.w
+
+
+def clipped_by_run(
+    runs: Sequence[ISRLMinibatchSGD], points: Sequence[torch.Tensor], batches: Sequence[SiloBatch]
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Returns, for each (model [P], batch) pair, its silos' clipped gradient sums [S, P] and
+    per-sample norms [S, B]. For a batch of runs every pair's silos are rows of one gradient
+    call, each row at its own pair's model; one run makes a call per pair at its model [P], as
+    it does alone."""
+    run = runs[0]
+    if len(runs) == 1:
+        alone = [
+            clipped_grad_sum(run.model, run.layout, w, b, clip=run.params.clip)
+            for w, b in zip(points, batches, strict=True)
+        ]
+        return [(c.sum, c.norms) for c in alone]
+    models = torch.cat([w.expand(batch.num_silos, -1) for w, batch in zip(points, batches, strict=True)])
+    clipped = clipped_grad_sum(run.model, run.layout, models, SiloBatch.concat(batches), clip=run.params.clip)
+    out, row = [], 0
+    for batch in batches:
+        rows = slice(row, row + batch.num_silos)
+        row += batch.num_silos
+        out.append((clipped.sum[rows], clipped.norms[rows, : batch.batch_size]))
+    return out

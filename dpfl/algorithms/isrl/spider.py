@@ -21,13 +21,15 @@ No regulariser: f1 = 0, so the prox step is the plain step (the authors' code ha
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
+import torch
 from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants
-from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
-from dpfl.engine import clipped_grad_sum
+from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams, clipped_by_run
+from dpfl.engine import SiloBatch
 
 __all__ = ["ISRLSpider"]
 
@@ -40,7 +42,7 @@ class SpiderParams(MBSGDParams):
 class ISRLSpider(ISRLMinibatchSGD):
     """ISRL-DP FedProx-SPIDER: fresh noisy gradients at phase starts, noisy differences in between."""
 
-    batched = False  # its own `round`: runs of it train one by one
+    batched = True
 
     Params = SpiderParams
     summary = "ISRL-DP FedProx-SPIDER: variance-reduced noisy gradients; phase 1 is MB-SGD"
@@ -61,17 +63,38 @@ class ISRLSpider(ISRLMinibatchSGD):
         self.v = None
 
     def round(self, r: int) -> RoundOutput:
+        return self.round_many([self], r)[0]
+
+    @classmethod
+    def round_many(cls, runs: Sequence[ISRLSpider], r: int) -> list[RoundOutput]:
+        """Round r of several runs at once: one gradient call with every run's silos at its w
+        (and, inside a phase, again at its previous iterate); each run then releases alone."""
+        chosen = [participants(run.spec, r) for run in runs]
+        batches = [run.batch(silos, r) for run, silos in zip(runs, chosen, strict=True)]
+        inside = (r - 1) % runs[0].params.phase != 0  # runs of a batch share their phase
+        points = [run.w for run in runs] + ([run.w_prev for run in runs] if inside else [])
+        clipped = clipped_by_run(runs, points, batches * (2 if inside else 1))
+        return [
+            run.advance(r, silos, batch, clipped[i], clipped[len(runs) + i][0] if inside else None)
+            for i, (run, silos, batch) in enumerate(zip(runs, chosen, batches, strict=True))
+        ]
+
+    def advance(
+        self,
+        r: int,
+        silos: np.ndarray,
+        batch: SiloBatch,
+        now: tuple[torch.Tensor, torch.Tensor],
+        before: torch.Tensor | None,
+    ) -> RoundOutput:
+        """Releases round r and steps, from the silos' clipped sums and norms at w (`now`) and,
+        inside a phase, their clipped sums at the previous iterate (`before`)."""
         p = self.params
-        silos = participants(self.spec, r)
-        batch = self.batch(silos, r)
-        clipped = clipped_grad_sum(self.model, self.layout, self.w, batch, clip=p.clip)
-        phase_start = (r - 1) % p.phase == 0
-        if phase_start:
-            self.v = self.release(clipped.sum, silos, r, sensitivity=p.clip).mean(0)
+        if before is None:  # a phase start: a fresh gradient
+            self.v = self.release(now[0], silos, r, sensitivity=p.clip).mean(0)
         else:
-            before = clipped_grad_sum(self.model, self.layout, self.w_prev, batch, clip=p.clip)
-            diffs = self.release(clipped.sum - before.sum, silos, r, sensitivity=2 * p.clip)
+            diffs = self.release(now[0] - before, silos, r, sensitivity=2 * p.clip)
             self.v = self.v + diffs.mean(0)
         self.w_prev, self.w = self.w, self.step(self.w, self.v)
-        metrics = self.batch_metrics(batch, clipped.norms) | {"phase_start": float(phase_start)}
+        metrics = self.batch_metrics(batch, now[1]) | {"phase_start": float(before is None)}
         return RoundOutput(metrics=metrics, releases=self.released(silos))

@@ -21,11 +21,12 @@ messages of a round draw independently.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants, silo_party
-from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD
-from dpfl.engine import clipped_grad_sum
+from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, clipped_by_run
 from dpfl.privacy.events import Event
 from dpfl.privacy.ledger import Ledger
 
@@ -41,7 +42,7 @@ def messages(r: int) -> list[int]:
 class ISRLSpiderAlt(ISRLMinibatchSGD):
     """ISRL-DP Fed-SPIDER (Alg. 11): a noisy difference and a fresh noisy gradient every round."""
 
-    batched = False  # its own `round`: runs of it train one by one
+    batched = True
     summary = "ISRL-DP Fed-SPIDER (the paper's Alg. 11): two messages per silo per round, 2R − 1 in all"
 
     def plan(self, noise_multiplier: float | np.ndarray) -> Ledger:
@@ -60,22 +61,33 @@ class ISRLSpiderAlt(ISRLMinibatchSGD):
         self.w_prev = self.w
 
     def round(self, r: int) -> RoundOutput:
-        clip = self.params.clip
-        silos = participants(self.spec, r)
+        return self.round_many([self], r)[0]
+
+    @classmethod
+    def round_many(cls, runs: Sequence[ISRLSpiderAlt], r: int) -> list[RoundOutput]:
+        """Round r of several runs at once: each message's gradients of every run's silos in one
+        gradient call (the difference's at w and the previous iterate together); each run
+        releases and steps alone between the two messages."""
+        chosen = [participants(run.spec, r) for run in runs]
         if r > 1:  # the difference at (w, w_prev) on one minibatch, then a step with the updated v
             m = 2 * r - 2
-            batch = self.batch(silos, m)
-            now = clipped_grad_sum(self.model, self.layout, self.w, batch, clip=clip)
-            before = clipped_grad_sum(self.model, self.layout, self.w_prev, batch, clip=clip)
-            diffs = self.release(now.sum - before.sum, silos, m, sensitivity=2 * clip)
-            self.v = self.v + diffs.mean(0)
-            self.w_prev, self.w = self.w, self.step(self.w, self.v)
+            batches = [run.batch(silos, m) for run, silos in zip(runs, chosen, strict=True)]
+            points = [run.w for run in runs] + [run.w_prev for run in runs]
+            clipped = clipped_by_run(runs, points, batches * 2)
+            for i, (run, silos) in enumerate(zip(runs, chosen, strict=True)):
+                now, before = clipped[i][0], clipped[len(runs) + i][0]
+                diffs = run.release(now - before, silos, m, sensitivity=2 * run.params.clip)
+                run.v = run.v + diffs.mean(0)
+                run.w_prev, run.w = run.w, run.step(run.w, run.v)
         m = 2 * r - 1
-        batch = self.batch(silos, m)
-        fresh = clipped_grad_sum(self.model, self.layout, self.w, batch, clip=clip)
-        self.v = self.release(fresh.sum, silos, m, sensitivity=clip).mean(0)
-        self.w_prev, self.w = self.w, self.step(self.w, self.v)
-        releases: dict[str, list[Event]] = {
-            party: events * len(messages(r)) for party, events in self.released(silos).items()
-        }
-        return RoundOutput(metrics=self.batch_metrics(batch, fresh.norms), releases=releases)
+        batches = [run.batch(silos, m) for run, silos in zip(runs, chosen, strict=True)]
+        fresh = clipped_by_run(runs, [run.w for run in runs], batches)
+        out = []
+        for run, silos, batch, (sums, norms) in zip(runs, chosen, batches, fresh, strict=True):
+            run.v = run.release(sums, silos, m, sensitivity=run.params.clip).mean(0)
+            run.w_prev, run.w = run.w, run.step(run.w, run.v)
+            releases: dict[str, list[Event]] = {
+                party: events * len(messages(r)) for party, events in run.released(silos).items()
+            }
+            out.append(RoundOutput(metrics=run.batch_metrics(batch, norms), releases=releases))
+        return out

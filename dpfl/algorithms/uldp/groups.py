@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from dpfl.data import UserAllocation
-from dpfl.engine import ParamLayout, SiloBatch, mean_grad, models_per_block, stack_copies
+from dpfl.engine import ParamLayout, SiloBatch, ghost, mean_grad, models_per_block, stack_copies
 from dpfl.federation import FederatedData
 
 __all__ = ["RecordGroups", "epoch_order", "local_deltas", "local_sgd"]
@@ -131,6 +131,8 @@ class RecordGroups:
         """Returns the SiloBatch of training records `rows` [G, B] (indices), masked by `mask`."""
         x = data.x_train.index_select(0, rows.reshape(-1)).view(*rows.shape, *data.x_train.shape[1:])
         y = data.y_train.index_select(0, rows.reshape(-1)).view(rows.shape)
+        if bool(mask.all()):  # a full minibatch (most steps): nothing to zero
+            return SiloBatch(x, y, mask)
         return SiloBatch(x * mask.view(*mask.shape, *([1] * (x.dim() - 2))), y * mask, mask)
 
 
@@ -205,11 +207,52 @@ def local_sgd(
     runs, `seed` then one per run). An epoch visits the group's records once in a fresh random
     order, in ⌈count/B⌉ steps of up to B records (the last may be smaller), as a DataLoader
     with shuffle does. Each step computes only the groups that still have records in it.
+
+    A stack of linear layers (`ghost.linear_stack`) keeps each layer's weights of every group
+    in one contiguous tensor and steps it in place, the product of each layer's inputs and
+    gradients fused with the update (`baddbmm_`): the flat gradient `mean_grad` returns would
+    cost five more passes over [G, P] a step, as much time as the products themselves on the
+    MNIST MLP. Other models step the flat parameters by `mean_grad`.
     """
+    num_groups = len(groups.count[block])
+    stack = ghost.linear_stack(model)
+    if stack is None:
+        local = stack_copies(w, num_groups) if w.dim() == 1 else w.clone()
+        for active, batch in _steps(data, groups, block, epochs, batch_size, seed, round):
+            local[:active] -= lr * mean_grad(model, layout, local[:active], batch)
+        return local
+    layers = {  # each group's own copy, contiguous per layer
+        name: view.expand(num_groups, *view.shape) if w.dim() == 1 else view
+        for name, view in layout.unflatten(w).items()
+    }
+    layers = {name: view.clone(memory_format=torch.contiguous_format) for name, view in layers.items()}
+    linears = [names for names in stack.weights if names is not None]
+    for active, batch in _steps(data, groups, block, epochs, batch_size, seed, round):
+        current = {name: tensor[:active] for name, tensor in layers.items()}
+        inputs, grads = ghost.layer_grads(stack, current, batch, shared=False)
+        # the gradient of each group's mean loss over its real records: weights mask / count
+        factors = (batch.mask / batch.mask.sum(1, keepdim=True).clamp(min=1)).to(w.dtype).unsqueeze(-1)
+        for a, g, (weight, bias) in zip(inputs, grads, linears, strict=True):
+            g *= factors
+            current[weight].baddbmm_(g.transpose(1, 2), a, alpha=-lr)
+            if bias is not None:
+                current[bias].sub_(g.sum(dim=1), alpha=lr)
+    return layout.flatten(layers)
+
+
+def _steps(
+    data: FederatedData,
+    groups: RecordGroups,
+    block: slice,
+    epochs: int,
+    batch_size: int,
+    seed: int | Sequence[int],
+    round: int,
+) -> Iterator[tuple[int, SiloBatch]]:
+    """Yields each local step's (number of groups still training, their minibatch)."""
     count = groups.count[block]
     width = int(count.max())
     index = groups.index[block, :width]
-    local = stack_copies(w, len(count)) if w.dim() == 1 else w.clone()
     positions = torch.arange(width)
     for epoch in range(epochs):
         order = epoch_order(groups, block, seed=seed, round=round, epoch=epoch)
@@ -217,9 +260,7 @@ def local_sgd(
             active = int((count > start).sum())  # a prefix: counts decrease along the block
             cols = order[:active, start : start + batch_size]
             mask = positions[start : start + cols.shape[1]][None, :] < count[:active, None]
-            batch = groups.batch(data, index[:active].gather(1, cols), mask)
-            local[:active] -= lr * mean_grad(model, layout, local[:active], batch)
-    return local
+            yield active, groups.batch(data, index[:active].gather(1, cols), mask)
 
 
 def local_deltas(
@@ -252,4 +293,4 @@ def local_deltas(
         seed=algorithm.spec.seed if seeds is None else seeds,
         round=round,
     )
-    return local - w
+    return local.sub_(w)

@@ -10,6 +10,7 @@ from torch.func import functional_call, grad
 
 import dpfl.engine.blocks as engine_blocks
 from dpfl.algorithms.uldp.groups import RecordGroups, epoch_order, local_sgd
+from dpfl.engine import ParamLayout
 from dpfl.errors import SpecError
 from dpfl.privacy.events import GroupEvent, ParallelEvent
 from dpfl.runner import prepare, project, run
@@ -190,31 +191,56 @@ def test_users_first_deals_each_users_records_by_zipf_over_silos():
     assert per_user[:10].mean() > 2 * per_user[-10:].mean()  # (10/1)^0.5 ≈ 3.2 for ranks 1 vs 100
 
 
-def test_vectorised_local_training_equals_a_per_group_loop():
+def _hidden_layer_models(features: int) -> dict[str, torch.nn.Module]:
+    """Two models of the same shape: a stack of linear layers (stepped layer by layer in place)
+    and one with a LayerNorm, which is not (stepped by `mean_grad`)."""
+    torch.manual_seed(0)
+    linear = torch.nn.Sequential(torch.nn.Linear(features, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    torch.manual_seed(0)
+    normed = torch.nn.Sequential(
+        torch.nn.Linear(features, 8), torch.nn.LayerNorm(8), torch.nn.Tanh(), torch.nn.Linear(8, 2)
+    )
+    return {"mlp": linear, "layernorm": normed}
+
+
+@pytest.mark.parametrize("model", ["logreg", "mlp", "layernorm"])
+def test_vectorised_local_training_equals_a_per_group_loop(model):
     alg = prepared(heart_spec("uldp_avg", params=HEART_PARAMS | {"local_epochs": 2}))
+    if model != "logreg":
+        alg.model = _hidden_layer_models(alg.data.x_train.shape[1])[model]
+        alg.layout = ParamLayout.of(alg.model)
+        alg.w = alg.layout.flatten_module(alg.model)
     groups = RecordGroups.of_users(alg.data, alg.users, np.arange(4))
     block = slice(4, 20)  # groups of 14 down to 7 records: partial last batches, groups dropping out
     fast = local_sgd(
         alg.model, alg.layout, alg.w, alg.data, groups, block,
         epochs=2, batch_size=4, lr=0.05, seed=0, round=1,
     )  # fmt: skip
+    # a batch of runs: each group from its own start, the same steps
+    starts = alg.w + 0.01 * torch.randn(16, alg.layout.size, generator=torch.Generator().manual_seed(1))
+    from_own = local_sgd(
+        alg.model, alg.layout, starts, alg.data, groups, block,
+        epochs=2, batch_size=4, lr=0.05, seed=0, round=1,
+    )  # fmt: skip
     # The loop: each group alone, the same epoch orders, plain autograd of its mean loss.
     index, count = groups.index[block], groups.count[block]
     orders = [epoch_order(groups, block, seed=0, round=1, epoch=e) for e in range(2)]
-    for g in range(16):
-        params = alg.layout.unflatten(alg.w.clone())
-        for order in orders:
-            rows = index[g, order[g, : count[g]]]
-            for start in range(0, int(count[g]), 4):
-                batch = rows[start : start + 4]
+    for out, start_of in ((fast, lambda g: alg.w), (from_own, lambda g: starts[g])):
+        for g in range(16):
+            params = alg.layout.unflatten(start_of(g).clone())
+            for order in orders:
+                rows = index[g, order[g, : count[g]]]
+                for start in range(0, int(count[g]), 4):
+                    batch = rows[start : start + 4]
 
-                def loss(p, batch=batch):
-                    logits = functional_call(alg.model, p, (alg.data.x_train[batch],))
-                    return torch.nn.functional.cross_entropy(logits, alg.data.y_train[batch])
+                    def loss(p, batch=batch):
+                        logits = functional_call(alg.model, p, (alg.data.x_train[batch],))
+                        return torch.nn.functional.cross_entropy(logits, alg.data.y_train[batch])
 
-                step = grad(loss)(params)
-                params = {k: v - 0.05 * step[k] for k, v in params.items()}
-        torch.testing.assert_close(fast[g], alg.layout.flatten(params), atol=1e-6, rtol=1e-5)
+                    step = grad(loss)(params)
+                    params = {k: v - 0.05 * step[k] for k, v in params.items()}
+            torch.testing.assert_close(out[g], alg.layout.flatten(params), atol=1e-6, rtol=1e-5)
+    assert not torch.equal(fast, alg.w.expand_as(fast))  # it trained
 
 
 @pytest.mark.parametrize(
