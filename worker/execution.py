@@ -5,6 +5,10 @@ The runs of a batch (`Run.batch_id`) are claimed together and trained together
 fails to start fails alone. Metrics and ledger rows are upserted on (run, round[, party]), so a
 run that is re-queued after its worker died and runs again writes nothing twice. A heartbeat
 thread keeps the rows' `heartbeat_at` fresh; the API re-queues runs whose heartbeat stops.
+
+Every write is fenced by the attempt this worker claimed: a worker that was only slow, whose run
+was re-queued (and perhaps claimed by another) meanwhile, writes nothing more to it and stops
+training it, so a re-queued run never shows a lost attempt's rounds or outcome.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError
@@ -121,18 +125,39 @@ def _metric_rows(run_id: str, records: list[runner.RoundRecord]) -> list[dict[st
     ]
 
 
+def _held(run_id: str, attempt: int):
+    """Returns the condition that this attempt still holds the run: running, and not re-claimed."""
+    return and_(Run.id == run_id, Run.status == RunStatus.running, Run.attempts == attempt)
+
+
+def _hold(session: Session, run_id: str, attempt: int) -> bool:
+    """Returns whether the attempt still holds the run, touching its heartbeat if so. The UPDATE
+    locks the row until the transaction ends, so the reaper cannot re-queue it in between."""
+    return (
+        session.execute(update(Run).where(_held(run_id, attempt)).values(heartbeat_at=utcnow())).rowcount == 1
+    )
+
+
+def _attempts(database: Database, run_ids: list[str]) -> dict[str, int]:
+    """Returns the attempt number of each run this worker has just claimed."""
+    with database.session() as session:
+        rows = session.execute(select(Run.id, Run.attempts).where(Run.id.in_(run_ids))).all()
+    return dict(rows)
+
+
 class _Heartbeat(threading.Thread):
-    def __init__(self, database: Database, run_ids: list[str]):
-        super().__init__(daemon=True, name=f"heartbeat-{run_ids[0]}")
-        self.database, self.run_ids, self.done = database, run_ids, threading.Event()
+    def __init__(self, database: Database, attempts: dict[str, int]):
+        super().__init__(daemon=True, name=f"heartbeat-{next(iter(attempts))}")
+        self.database, self.attempts, self.done = database, attempts, threading.Event()
 
     def run(self) -> None:
+        held = or_(*(_held(i, a) for i, a in self.attempts.items()))
         while not self.done.wait(HEARTBEAT_S):
             try:
                 with self.database.session() as session:
-                    session.execute(update(Run).where(Run.id.in_(self.run_ids)).values(heartbeat_at=utcnow()))
+                    session.execute(update(Run).where(held).values(heartbeat_at=utcnow()))
             except Exception:  # a missed beat is harmless; the next one retries
-                log.warning("%s: heartbeat failed", self.run_ids[0], exc_info=True)
+                log.warning("%s: heartbeat failed", next(iter(self.attempts)), exc_info=True)
 
 
 def execute(database: Database, settings: Settings, run_id: str) -> None:
@@ -143,28 +168,31 @@ def execute(database: Database, settings: Settings, run_id: str) -> None:
 def execute_many(database: Database, settings: Settings, run_ids: list[str]) -> None:
     """Starts the claimed runs (of one batch), trains those that started together, and records
     each outcome on its own row; a run that cannot start fails alone."""
-    heartbeat = _Heartbeat(database, run_ids)
+    attempts = _attempts(database, run_ids)
+    heartbeat = _Heartbeat(database, attempts)
     heartbeat.start()
     try:
         started = {}
         for run_id in run_ids:
             with logs.running(run_id):
-                outcome = _guarded(database, [run_id], lambda i=run_id: _start(database, settings, i))
+                only = {run_id: attempts[run_id]}
+                outcome = _guarded(database, only, lambda i=run_id: _start(database, settings, i))
             if outcome is not None:
                 started[run_id] = outcome
         if not started:
             return
         ids = list(started)
+        held = {i: attempts[i] for i in ids}
         with logs.running(ids[0]):
             _guarded(
                 database,
-                ids,
+                held,
                 lambda: runner.train(
                     list(started.values()),
-                    on_round=[_round_recorder(database, i) for i in ids],
-                    should_stop=[_stop_asked(database, i) for i in ids],
+                    on_round=[_round_recorder(database, i, held[i]) for i in ids],
+                    should_stop=[_stop_asked(database, i, held[i]) for i in ids],
                     # a cancelled run is recorded at once, while the rest of its batch goes on
-                    on_end=lambda i, result: _record_result(database, ids[i], result),
+                    on_end=lambda i, result: _record_result(database, ids[i], held[ids[i]], result),
                 ),
             )
     finally:
@@ -181,30 +209,33 @@ def _start(database: Database, settings: Settings, run_id: str) -> runner.Starte
     return runner.start(spec, data_dirs=settings.data_dirs, cache_dir=settings.cache_dir, protected=protected)
 
 
-def _guarded(database: Database, run_ids: list[str], body: Callable[[], T]) -> T | None:
+def _guarded(database: Database, attempts: dict[str, int], body: Callable[[], T]) -> T | None:
     """Returns what `body` returns; on an error, fails the runs (with its message if it is the
     user's, a pointer to the log if it is ours) and returns None."""
     try:
         return body()
     except DpflError as exc:
-        for run_id in run_ids:
-            _finish(database, run_id, status=RunStatus.failed, error=str(exc))
+        for run_id, attempt in attempts.items():
+            _finish(database, run_id, attempt, status=RunStatus.failed, error=str(exc))
     except Exception:
-        log.exception("%s: internal error", ", ".join(run_ids))
-        for run_id in run_ids:
+        log.exception("%s: internal error", ", ".join(attempts))
+        for run_id, attempt in attempts.items():
             _finish(
                 database,
                 run_id,
+                attempt,
                 status=RunStatus.failed,
                 error=f"internal error in worker (run {run_id}); see worker log",
             )
     return None
 
 
-def _round_recorder(database: Database, run_id: str) -> Callable[[runner.Progress], None]:
+def _round_recorder(database: Database, run_id: str, attempt: int) -> Callable[[runner.Progress], None]:
     """Returns the `on_round` that writes a run's round: its metrics, ledger rows and progress."""
 
     def record_round(session: Session, p: runner.Progress) -> None:
+        if not _hold(session, run_id, attempt):
+            return  # re-queued meanwhile: `should_stop` ends it before the next round
         if p.record is not None:
             _upsert(session, RoundMetric, _metric_rows(run_id, [p.record]), ["run_id", "round"])
         _upsert(
@@ -235,12 +266,14 @@ def _round_recorder(database: Database, run_id: str) -> Callable[[runner.Progres
     return lambda p: _written(database, run_id, lambda session: record_round(session, p))
 
 
-def _stop_asked(database: Database, run_id: str) -> Callable[[], bool]:
-    """Returns the `should_stop` that reads the run's cancel flag."""
+def _stop_asked(database: Database, run_id: str, attempt: int) -> Callable[[], bool]:
+    """Returns the `should_stop` that reads the run's cancel flag, and stops an attempt that no
+    longer holds its run."""
 
     def asked() -> bool:
         with database.session() as session:
-            return bool(session.scalar(select(Run.cancel_requested).where(Run.id == run_id)))
+            held = session.scalar(select(Run.cancel_requested).where(_held(run_id, attempt)))
+        return held is None or bool(held)
 
     return asked
 
@@ -251,18 +284,18 @@ def _withheld(events: list) -> list | None:
     return fields if any(f is not None for f in fields) else None
 
 
-def _record_result(database: Database, run_id: str, result: runner.RunResult) -> None:
+def _record_result(database: Database, run_id: str, attempt: int, result: runner.RunResult) -> None:
     final = result.final
-    _written(
-        database,
-        run_id,
-        lambda session: _upsert(
-            session, RoundMetric, _metric_rows(run_id, result.rounds), ["run_id", "round"]
-        ),
-    )
+
+    def rows(session: Session) -> None:
+        if _hold(session, run_id, attempt):
+            _upsert(session, RoundMetric, _metric_rows(run_id, result.rounds), ["run_id", "round"])
+
+    _written(database, run_id, rows)
     _finish(
         database,
         run_id,
+        attempt,
         status=RunStatus.cancelled if result.stopped else RunStatus.succeeded,
         epsilon=result.epsilon,
         final_accuracy=None if final is None else final.accuracy,
@@ -276,14 +309,17 @@ def _record_result(database: Database, run_id: str, result: runner.RunResult) ->
     )
 
 
-def _finish(database: Database, run_id: str, *, status: RunStatus, **values: Any) -> None:
-    _written(database, run_id, lambda session: _record_finish(session, run_id, status=status, **values))
+def _finish(database: Database, run_id: str, attempt: int, *, status: RunStatus, **values: Any) -> None:
+    _written(
+        database, run_id, lambda session: _record_finish(session, run_id, attempt, status=status, **values)
+    )
 
 
-def _record_finish(session: Session, run_id: str, *, status: RunStatus, **values: Any) -> None:
+def _record_finish(session: Session, run_id: str, attempt: int, *, status: RunStatus, **values: Any) -> None:
+    if not _hold(session, run_id, attempt):
+        # it ended earlier in its batch (cancelled) before the batch failed, or it was re-queued
+        return
     run = session.get(Run, run_id)
-    if status == RunStatus.failed and RunStatus(run.status).finished:
-        return  # it ended earlier in its batch (cancelled) before the batch failed: keep that
     spent = values.get("epsilon", run.epsilon) if status != RunStatus.failed else _spent_so_far(session, run)
     for key, value in values.items():
         setattr(run, key, value)

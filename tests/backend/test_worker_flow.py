@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
 from fastapi.testclient import TestClient
 
+from backend.db import Database
 from backend.main import create_app
+from backend.runs.service import requeue_stale
 from dpfl.runner import run as run_locally
 from dpfl.spec import parse_spec
 from tests.backend.conftest import WorkerProcess, wait_for
 from tests.factories import service_spec
+from worker import execution
 
 pytestmark = pytest.mark.service
 
@@ -107,6 +111,32 @@ def test_a_failing_run_records_its_error_and_refunds(client, settings, tmp_path)
         f"`dataset.path` names no file; got {str(path)!r}. Give the path of an existing CSV file."
     )
     assert client.get("/api/budgets/csv").json()["remaining"] == 5.0  # nothing was released
+
+
+def test_a_slow_worker_whose_run_was_requeued_and_reclaimed_writes_nothing_more_and_stops(client, settings):
+    run_id = client.post("/api/runs", json=SPEC | {"rounds": 300, "eval_every": 1}).json()["id"]
+    database = Database(settings.database_url)
+    try:
+        assert execution.claim(database, run_id, worker="slow")
+        slow = threading.Thread(target=execution.execute, args=(database, settings, run_id))
+        slow.start()
+        deadline = time.time() + 60
+        while client.get(f"/api/runs/{run_id}").json()["current_round"] < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        # its heartbeat counts as stale: the reaper re-queues the run and another worker claims it
+        with database.session() as session:
+            assert requeue_stale(
+                session, settings=settings.model_copy(update={"heartbeat_timeout_s": 1e-9})
+            ) == [run_id]
+        assert execution.claim(database, run_id, worker="second")
+        slow.join(timeout=60)
+        assert not slow.is_alive()  # it stopped at its next round, 300 rounds from its end
+    finally:
+        database.engine.dispose()
+    body = client.get(f"/api/runs/{run_id}").json()
+    assert (body["status"], body["worker"], body["attempts"]) == ("running", "second", 2)
+    assert (body["current_round"], body["progress"], body["finished_at"]) == (0, 0.0, None)
+    assert len(client.get(f"/api/runs/{run_id}/metrics").json()) < 300  # it stopped, not trained to its end
 
 
 @pytest.mark.slow
