@@ -43,7 +43,7 @@ class PageCache:
         self.ttl_s = ttl_s
         self.max_entries = max_entries
         self._pages: dict[Hashable, tuple[float, int, bytes]] = {}
-        self._building: dict[Hashable, asyncio.Future[bytes]] = {}
+        self._building: dict[Hashable, tuple[int, asyncio.Future[bytes]]] = {}  # (generation, build)
         self._builders: dict[Hashable, Callable[[], Awaitable[bytes]]] = {}
         self._generation = 0
 
@@ -81,12 +81,14 @@ class PageCache:
         ):
             return hit[2]
         pending = self._building.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
+        # A build begun before the last write may have read the database before it committed:
+        # the writer's next read (a list reloaded after a delete) must not be given its page.
+        if pending is not None and pending[0] == self._generation:
+            return await asyncio.shield(pending[1])
         generation = self._generation
         self._builders[key] = build
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._building[key] = future
+        entry = self._building[key] = (generation, future)
         try:
             body = await build()
         except BaseException as exc:
@@ -94,7 +96,8 @@ class PageCache:
             future.exception()  # retrieved here, so a build no one else awaited is not logged
             raise
         finally:
-            self._building.pop(key, None)
+            if self._building.get(key) is entry:  # a later build of the key may have replaced it
+                del self._building[key]
         future.set_result(body)
         if generation == self._generation:  # a write during the build makes the page stale
             if len(self._pages) >= self.max_entries:

@@ -80,6 +80,7 @@ export async function render(root) {
   const seen = new Map();  // id → run, for the bulk actions on runs of earlier pages
   const paramKeys = new Set(columns.filter((k) => k.startsWith("params.")));
   let items = [];
+  let loads = 0;  // a list answered after a later request was sent is not drawn over its answer
   const [algorithms, { datasets }] = await Promise.all([api.algorithms(), api.datasets()]);
   const tbody = h("tbody");
   const head = h("tr");
@@ -168,7 +169,9 @@ export async function render(root) {
     const { offset, ...filters } = state;
     csv.href = api.runsCsvUrl(filters);
     try {
+      const mine = ++loads;
       const page = await api.listRuns({ ...state, limit: LIMIT });
+      if (mine !== loads) return;
       items = page.items;
       for (const run of items) {
         seen.set(run.id, run);

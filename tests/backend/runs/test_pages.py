@@ -37,6 +37,24 @@ def test_a_write_clears_pages_and_a_build_it_overlapped_is_not_kept():
     assert cache.lookup(b"q") == (None, False)  # but the page is not kept
 
 
+def test_a_read_after_a_write_does_not_share_a_build_begun_before_it():
+    cache, versions = PageCache(ttl_s=10), iter([b"before the write", b"after the write"])
+
+    async def build() -> bytes:
+        version = next(versions)
+        await asyncio.sleep(0.05)
+        return version
+
+    async def scenario():
+        early = asyncio.create_task(cache.get(b"q", build))  # its query may predate the write
+        await asyncio.sleep(0.01)
+        cache.clear()  # the write commits; then its client reads the list again
+        late = await cache.get(b"q", build)
+        return await early, late, cache.lookup(b"q")
+
+    assert asyncio.run(scenario()) == (b"before the write", b"after the write", (b"after the write", False))
+
+
 def test_an_expired_page_is_served_while_it_is_rebuilt():
     cache, versions = PageCache(ttl_s=0.05), iter([b"v1", b"v2"])
 
