@@ -34,7 +34,8 @@ from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants
 from dpfl.algorithms.uldp.fedavg_2lr import PAPER, LocalTrainingParams, UserLevelFedAvg2LR
 from dpfl.algorithms.uldp.users import USERS_PARTY, require_users
 from dpfl.engine import clipped_grad_sum, release_noise
-from dpfl.engine.sampling import poisson_batch
+from dpfl.engine.batch import SiloBatch
+from dpfl.engine.noise import NOISE_STREAM, SAMPLING_STREAM, silo_generator
 from dpfl.errors import SpecError
 from dpfl.privacy.calibration import sgd_event
 from dpfl.privacy.events import Event, GroupEvent, ParallelEvent
@@ -42,7 +43,10 @@ from dpfl.privacy.ledger import Ledger
 
 __all__ = ["ULDPGroup"]
 
-_STEPS_PER_ROUND = 1_000_000  # spacing of DP-SGD steps in the generators' round key
+_STEPS_PER_ROUND = 1_000_000  # spacing of DP-SGD steps in the round key the audit's tap sees
+# Random floats drawn per silo at once (a chunk of steps' samples and noise, 4 MiB). Part of
+# what a seed means: torch draws a chunk differently from its halves, so changing it changes runs.
+_DRAW_FLOATS = 1 << 20
 DEFAULT_GROUP_SIZE = 8  # fixed, so not a function of the private data (module docstring)
 
 
@@ -119,28 +123,75 @@ class ULDPGroup(UserLevelFedAvg2LR):
         return ledger
 
     def silo_deltas(self, silos: np.ndarray, r: int) -> torch.Tensor:
-        """Returns each listed silo's delta after its DP-SGD steps on its kept records, [S, P]."""
+        """Returns each listed silo's delta after its DP-SGD steps on its kept records, [S, P].
+
+        A silo's round draws its samples and its noise from one generator each, keyed by (seed,
+        silo, round), in chunks of steps: a generator per step cost more than the step itself.
+        """
         p, spec = self.params, self.spec
         local = self.w.unsqueeze(0).repeat(len(silos), 1)
         steps = self.steps[silos]
         expected = torch.as_tensor(self.expected_batch[silos], dtype=local.dtype)[:, None]
-        for step in range(int(steps.max())):
-            active = steps > step
-            key = r * _STEPS_PER_ROUND + step
-            batch = poisson_batch(
-                self.data.x_train,
-                self.data.y_train,
-                self.kept,
-                silos=silos,
-                rates=np.where(active, self.rates[silos], 0.0),
-                seed=spec.seed,
-                round=key,
-            )
-            clipped = clipped_grad_sum(self.model, self.layout, local, batch, clip=p.clip)
-            std = torch.as_tensor(np.where(active, self.sigma * p.clip, 0.0))
-            noise = release_noise(clipped.sum, std, seed=spec.seed, silos=silos, round=key)
-            local -= p.local_lr * (clipped.sum + noise) / expected
+        sampling = [silo_generator(spec.seed, int(s), r, SAMPLING_STREAM) for s in silos]
+        noising = [silo_generator(spec.seed, int(s), r, NOISE_STREAM) for s in silos]
+        # of every silo, not only those listed: a silo's draws must not depend on the others
+        widest = max(len(rows) for rows in self.kept)
+        chunk = max(1, _DRAW_FLOATS // (widest + self.layout.size))
+        for first in range(0, int(steps.max()), chunk):
+            count = min(chunk, int(steps.max()) - first)
+            active = [min(count, max(0, int(n) - first)) for n in steps]  # steps each silo has left
+            rows, mask = self._poisson_rows(silos, sampling, active, count)
+            noise = torch.zeros(count, len(silos), self.layout.size, dtype=local.dtype)
+            for k, gen in enumerate(noising):
+                # drawn contiguous: torch fills a strided view by another algorithm, other numbers
+                noise[: active[k], k] = torch.randn(
+                    active[k], self.layout.size, generator=gen, dtype=local.dtype
+                )
+            noise *= self.sigma * p.clip
+            for t in range(count):
+                width = int(mask[t].sum(1).max())
+                step = first + t
+                batch = SiloBatch(
+                    self.data.x_train[rows[t, :, :width]],
+                    self.data.y_train[rows[t, :, :width]],
+                    mask[t, :, :width],
+                )
+                clipped = clipped_grad_sum(self.model, self.layout, local, batch, clip=p.clip)
+                std = np.where(steps > step, self.sigma * p.clip, 0.0)
+                # the tap (audit) sees each step's release under its own key
+                drawn = release_noise(
+                    clipped.sum,
+                    std,
+                    seed=spec.seed,
+                    silos=silos,
+                    round=r * _STEPS_PER_ROUND + step,
+                    drawn=noise[t],
+                )
+                local -= p.local_lr * (clipped.sum + drawn) / expected
         return local - self.w
+
+    def _poisson_rows(
+        self, silos: np.ndarray, generators: list[torch.Generator], active: list[int], count: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns `count` steps' Poisson samples of the silos' kept records: record ids and a mask,
+        [count, S, W], each step's sample first in its row (a silo past its last step samples none).
+        """
+        keeps = []
+        for k, (s, gen) in enumerate(zip(silos, generators, strict=True)):
+            draws = torch.rand(active[k], len(self.kept[s]), generator=gen)
+            keeps.append(draws < float(self.rates[s]))
+        width = max((int(keep.sum(1).max()) for keep in keeps if len(keep)), default=0)
+        rows = torch.zeros(count, len(silos), width, dtype=torch.long)
+        mask = torch.zeros(count, len(silos), width, dtype=torch.bool)
+        for k, (s, keep) in enumerate(zip(silos, keeps, strict=True)):
+            if not len(keep) or not width:
+                continue
+            # a stable sort puts each step's sampled positions first, in record order
+            order = torch.argsort((~keep).to(torch.uint8), dim=1, stable=True)[:, :width]
+            taken = min(width, order.shape[1])
+            rows[: active[k], k, :taken] = self.kept[s][order]
+            mask[: active[k], k, :taken] = torch.arange(taken) < keep.sum(1, keepdim=True)
+        return rows, mask
 
     def round(self, r: int) -> RoundOutput:
         silos = participants(self.spec, r)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import dp_accounting
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from torch.func import functional_call, grad
 import dpfl.engine.blocks as engine_blocks
 from dpfl.algorithms.uldp.groups import RecordGroups, epoch_order, local_sgd
 from dpfl.engine import ParamLayout
+from dpfl.engine.noise import SAMPLING_STREAM, silo_generator
 from dpfl.errors import SpecError
 from dpfl.privacy.events import GroupEvent, ParallelEvent
 from dpfl.runner import prepare, project, run
@@ -153,6 +156,22 @@ def test_group_caps_users_at_k_and_reports_a_sound_conversion_for_any_k():
     assert 0 < out["epsilon"] <= record_level
     assert out["conversion"].startswith("group privacy for k = 3: the ")
     assert "(ε, δ) route ε = " in out["conversion"]
+
+
+def test_group_dp_sgd_draws_each_silo_alone_at_its_poisson_rate():
+    params = HEART_PARAMS | {"global_lr": 1, "local_epochs": 3}
+    alg = prepared(heart_spec("uldp_group", params=params))
+    together = alg.silo_deltas(np.arange(4), 1)
+    torch.testing.assert_close(alg.silo_deltas(np.array([2]), 1)[0], together[2], rtol=0, atol=0)
+    # the samples: each kept record of a silo in a step with probability q_s = B/n_s, no other
+    gens = [silo_generator(0, s, 7, SAMPLING_STREAM) for s in range(4)]
+    rows, mask = alg._poisson_rows(np.arange(4), gens, [2000] * 4, 2000)
+    for s in range(4):
+        taken = rows[:, s][mask[:, s]]
+        assert set(taken.tolist()) <= set(alg.kept[s].tolist())
+        n, q = len(alg.kept[s]), alg.rates[s]
+        mean, sd = 2000 * n * q, math.sqrt(2000 * n * q * (1 - q))
+        assert abs(len(taken) - mean) < 5 * sd, (s, len(taken), mean)
 
 
 def test_users_are_required_and_spec_rules_name_the_field():
