@@ -46,9 +46,13 @@ import numpy as np
 
 from dpfl.errors import AccountingError, SpecError
 from dpfl.privacy.accountants import accountant_class, make_accountant, rdp_pruned
+from dpfl.privacy.accountants.base import Unsupported
 from dpfl.privacy.events import (
+    ComposedEvent,
     Event,
     GaussianEvent,
+    GroupEvent,
+    ParallelEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
     gaussian_noise_multipliers,
@@ -146,22 +150,88 @@ def _search_least_private(parties: _Schedule, target: _Target, x: float, rtol: f
 
     The least private party at x is searched; if another party fails the target at the σ
     found, it is searched next, from there.
+
+    Events the rdp accountant cannot prune (group privacy: each order's value is the inner
+    curve's at 2^c times that order, hundreds of integer terms) are searched on few orders: at
+    each step, ε at a local minimum over the grid, walked to from the party's last one
+    (`_Walk`). Any order's ε bounds the whole grid's from above, so the σ found meets the target;
+    the whole grid then accounts σ/(1 + max(rtol, 1e-3)), and if that still meets it (the walk
+    stopped at a minimum that is not the grid's), the search goes on from there on the grid.
     """
-    shape, gaps = Shape(), _gaps(parties, target, x)
+    shape = Shape()
+    walk = _Walk.of(target, parties(math.exp(x)))
+    gaps = _gaps(parties, target, x, walk=walk)
     while True:
         worst = max(range(len(gaps)), key=gaps.__getitem__)
-        f = _gap_at(parties, target, worst)
-        x, shape = target.solve(f, x, f0=gaps[worst], shape=shape, rtol=rtol)
-        gaps = _gaps(parties, target, x)
-        # ε falls with σ, so each repeat moves to a larger σ and visits a party at most once.
-        if max(gaps) <= 0:
+        f = _gap_at(parties, target, worst, walk=walk)
+        try:
+            x, shape = target.solve(f, x, f0=gaps[worst], shape=shape, rtol=rtol)
+        except SpecError:
+            if walk is None:
+                raise
+            walk = None  # no walked order reaches the target: the whole grid decides
+            gaps = _gaps(parties, target, x)
+            continue
+        if not _meets(target, parties(math.exp(x))):
+            # ε falls with σ, so each repeat moves to a larger σ and visits a party at most once.
+            gaps = _gaps(parties, target, x, walk=walk)
+            continue
+        if walk is None:
             return x
+        below = x - math.log1p(max(rtol, _CHECKED))
+        gaps = _gaps(parties, target, below)
+        if max(gaps) > 0:
+            return x
+        x, walk = below, None
 
 
-def _gaps(parties: _Schedule, target: _Target, x: float) -> list[float]:
-    """Returns every party's gap at σ = eˣ; [+∞] where the schedule refuses σ."""
+@dataclass
+class _Walk:
+    """Where each party's walk over the RDP grid last stopped (`rdp_pruned.walked_epsilon`)."""
+
+    target: _Target
+    near: dict[int, float]
+
+    START = 16.0  # an order in the middle of where group privacy's minima lie (ε from 0.5 to 10)
+
+    @classmethod
+    def of(cls, target: _Target, events: Sequence[Event] | None) -> _Walk | None:
+        """Returns a walk for these events under the rdp accountant if they hold group privacy,
+        else None (the pruned accountant, or another, is cheap enough)."""
+        if events is None or accountant_class(target.accountant) is not rdp_pruned.RDPAccountant:
+            return None
+        return cls(target, {}) if any(_group_privacy(e) for e in events) else None
+
+    def gap(self, event: Event, party: int) -> float:
+        """Returns the party's gap at a walked order: an upper bound on its gap on the whole grid."""
+        options = rdp_pruned.pruned_options(self.target.options)
+        start = self.near.get(party, self.START)
+        try:
+            eps, self.near[party] = rdp_pruned.walked_epsilon(
+                event, delta=self.target.delta, near=start, **options
+            )
+        except (AccountingError, Unsupported, ValueError):  # no RDP bound there, or dp_accounting refuses
+            return math.inf
+        return self.target.gap_of(event, eps)
+
+
+def _group_privacy(event: Event) -> bool:
+    """Returns whether the event is or composes a `GroupEvent` for groups of more than one."""
+    if isinstance(event, GroupEvent):
+        return event.group_size > 1
+    if isinstance(event, SelfComposedEvent):
+        return _group_privacy(event.event)
+    if isinstance(event, ComposedEvent | ParallelEvent):
+        return any(_group_privacy(e) for e in event.events)
+    return False
+
+
+def _gaps(parties: _Schedule, target: _Target, x: float, *, walk: _Walk | None = None) -> list[float]:
+    """Returns every party's gap at σ = eˣ (walked, if `walk`); [+∞] where the schedule refuses σ."""
     events = parties(math.exp(x))
-    return [math.inf] if events is None else [target.gap(e) for e in events]
+    if events is None:
+        return [math.inf]
+    return [target.gap(e) if walk is None else walk.gap(e, i) for i, e in enumerate(events)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -411,6 +481,11 @@ class _Target:
                 eps = epsilon(event, delta=self.delta, accountant=self.accountant, **self.options)
         except AccountingError:
             return math.inf
+        return self.gap_of(event, eps)
+
+    def gap_of(self, event: Event, eps: float) -> float:
+        """Returns log(ε / target ε) for an ε of the event that bounds the whole accountant's
+        from above, remembering the event as met if it meets the target."""
         gap = math.log(eps / self.epsilon) if eps > 0 else -math.inf
         if gap <= 0:
             self.met.add(event)
@@ -495,12 +570,17 @@ def _as_party_list(make_events: Callable[[float], Event | Sequence[Event]]) -> _
     return parties
 
 
-def _gap_at(events_at: Callable, target: _Target, party: int | str) -> Callable[[float], float]:
-    """Returns f(x): `party`'s gap at σ = eˣ (+∞ where the schedule refuses σ), what a search solves."""
+def _gap_at(
+    events_at: Callable, target: _Target, party: int | str, *, walk: _Walk | None = None
+) -> Callable[[float], float]:
+    """Returns f(x): `party`'s gap at σ = eˣ (+∞ where the schedule refuses σ), what a search
+    solves; walked over the RDP grid if `walk` (an upper bound)."""
 
     def f(x: float) -> float:
         events = events_at(math.exp(x))
-        return math.inf if events is None else target.gap(events[party])
+        if events is None:
+            return math.inf
+        return target.gap(events[party]) if walk is None else walk.gap(events[party], party)
 
     return f
 

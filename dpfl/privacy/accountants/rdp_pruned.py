@@ -63,6 +63,7 @@ __all__ = [
     "pruned_epsilon",
     "pruned_epsilon_curve",
     "pruned_options",
+    "walked_epsilon",
 ]
 
 # Where the search starts: a spread of orders, then it refines towards the minimum.
@@ -162,6 +163,23 @@ def epsilon_at_order(event: Event, *, delta: float, order: float, conversion: st
     rdp = float(event_rdp(event, (float(order),))[0])
     offset = float(conversion_offsets(np.array([order]), delta=delta, conversion=conversion)[0])
     return max(rdp + offset, 0.0)
+
+
+def walked_epsilon(
+    event: Event, *, delta: float, near: float, orders: tuple[float, ...], conversion: str = "tight"
+) -> tuple[float, float]:
+    """Returns (ε, order) at a local minimum of ε over `orders`, walked to from the grid order
+    nearest `near` one neighbour at a time: an upper bound on the whole grid's ε (that of one
+    computed order), for the price of the orders walked. For any event with an RDP curve."""
+    grid = np.asarray(orders, dtype=float)
+    i = int(np.clip(np.searchsorted(grid, near), 0, len(grid) - 1))
+    at = functools.partial(epsilon_at_order, event, delta=delta, conversion=conversion)
+    eps = at(order=float(grid[i]))
+    while True:
+        best, j = min((at(order=float(grid[j])), j) for j in (i - 1, i + 1) if 0 <= j < len(grid))
+        if not best < eps:
+            return eps, float(grid[i])
+        eps, i = best, j
 
 
 def pruned_epsilon_curve(

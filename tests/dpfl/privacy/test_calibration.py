@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from dpfl.errors import SpecError
+from dpfl.privacy import calibration
 from dpfl.privacy.calibration import calibrate_noise_multiplier, epsilon, sgd_event
-from dpfl.privacy.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
+from dpfl.privacy.events import (
+    GaussianEvent,
+    GroupEvent,
+    ParallelEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+)
 
 
 @pytest.mark.parametrize(
@@ -59,3 +66,28 @@ def test_pld_calibration_below_its_noise_floor_is_refused_naming_epsilon():
             accountant="pld",
         )
     assert info.value.field == "privacy.epsilon"
+
+
+@pytest.mark.parametrize(("group_size", "target"), [(8, 3.0), (3, 1.0), (2, 8.0)])
+def test_group_privacy_is_searched_on_walked_orders_and_accounted_on_the_whole_grid_once(
+    monkeypatch, group_size, target
+):
+    # ULDP-GROUP's round: two silos' DP-SGD in parallel, group privacy for k records per user
+    def schedule(sigma):
+        silos = (
+            sgd_event(noise_multiplier=sigma, sampling_rate=0.05, steps=40),
+            sgd_event(noise_multiplier=sigma, sampling_rate=0.02, steps=100),
+        )
+        return SelfComposedEvent(GroupEvent(ParallelEvent(silos), group_size), 20)
+
+    whole = []  # the whole accountant's ε (each computes hundreds of orders at 2^c times theirs)
+    monkeypatch.setattr(calibration, "epsilon", lambda *a, **k: whole.append(1) or epsilon(*a, **k))
+    sigma = calibrate_noise_multiplier(schedule, target_epsilon=target, target_delta=1e-5)
+    assert len(whole) == 1  # the check at σ/(1 + 1e-3); σ itself met on a walked order
+    assert epsilon(schedule(sigma), delta=1e-5) <= target < epsilon(schedule(sigma * (1 - 1e-3)), delta=1e-5)
+    calibration._RESULTS.clear()  # the same schedule again, searched on the whole grid
+    whole.clear()
+    monkeypatch.setattr(calibration._Walk, "of", classmethod(lambda cls, *a: None))
+    grid = calibrate_noise_multiplier(schedule, target_epsilon=target, target_delta=1e-5)
+    assert len(whole) >= 5  # every step of the search on the whole grid
+    assert grid / (1 + 1e-4) <= sigma <= grid * (1 + 1.1e-3)
