@@ -146,13 +146,14 @@ def _attempts(database: Database, run_ids: list[str]) -> dict[str, int]:
 
 
 class _Heartbeat(threading.Thread):
-    def __init__(self, database: Database, attempts: dict[str, int]):
+    def __init__(self, database: Database, attempts: dict[str, int], every_s: float):
         super().__init__(daemon=True, name=f"heartbeat-{next(iter(attempts))}")
-        self.database, self.attempts, self.done = database, attempts, threading.Event()
+        self.database, self.attempts, self.every_s = database, attempts, every_s
+        self.done = threading.Event()
 
     def run(self) -> None:
         held = or_(*(_held(i, a) for i, a in self.attempts.items()))
-        while not self.done.wait(HEARTBEAT_S):
+        while not self.done.wait(self.every_s):
             try:
                 with self.database.session() as session:
                     session.execute(update(Run).where(held).values(heartbeat_at=utcnow()))
@@ -169,7 +170,8 @@ def execute_many(database: Database, settings: Settings, run_ids: list[str]) -> 
     """Starts the claimed runs (of one batch), trains those that started together, and records
     each outcome on its own row; a run that cannot start fails alone."""
     attempts = _attempts(database, run_ids)
-    heartbeat = _Heartbeat(database, attempts)
+    # several beats per timeout, so that a beat or two delayed (a locked database) is not a death
+    heartbeat = _Heartbeat(database, attempts, every_s=min(HEARTBEAT_S, settings.heartbeat_timeout_s / 4))
     heartbeat.start()
     try:
         started = {}
