@@ -172,12 +172,15 @@ def _search_least_private(parties: _Schedule, target: _Target, x: float, rtol: f
             walk = None  # no walked order reaches the target: the whole grid decides
             gaps = _gaps(parties, target, x)
             continue
-        if not _meets(target, parties(math.exp(x))):
-            # ε falls with σ, so each repeat moves to a larger σ and visits a party at most once.
+        # ε falls with σ, so each repeat moves to a larger σ and visits a party at most once.
+        if walk is None:
+            gaps = _gaps(parties, target, x)
+            if max(gaps) <= 0:
+                return x
+            continue
+        if not _meets(target, parties(math.exp(x))):  # the worst one is met (a walked bound)
             gaps = _gaps(parties, target, x, walk=walk)
             continue
-        if walk is None:
-            return x
         below = x - math.log1p(max(rtol, _CHECKED))
         gaps = _gaps(parties, target, below)
         if max(gaps) > 0:
