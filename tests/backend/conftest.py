@@ -116,6 +116,8 @@ class WorkerProcess:
             "DPFL_BROKER_URL": settings.broker_url,
             "DPFL_DATA_DIR": settings.data_dir,
             "DPFL_TORCH_THREADS": str(settings.torch_threads),
+            # the worker beats several times within the timeout the API reaps by
+            "DPFL_HEARTBEAT_TIMEOUT_S": str(settings.heartbeat_timeout_s),
         }
         cmd = [*worker_command(concurrency), "--without-heartbeat", "-n", f"{name}@%h"]
         self.log = log

@@ -144,8 +144,9 @@ def test_a_slow_worker_whose_run_was_requeued_and_reclaimed_writes_nothing_more_
 
 @pytest.mark.slow
 def test_killed_worker_leaves_the_run_requeued_and_finished_by_another(settings, tmp_path):
-    # Short, but not so short that a live worker is taken for dead: at 3 s, a loaded CI machine
-    # twice saw the second worker's run re-queued in its first seconds (a third attempt).
+    # Short, but not so short that a live worker is taken for dead on a loaded machine (at 3 s,
+    # with workers that beat every 5 s, CI twice saw the second worker's run re-queued: a third
+    # attempt; the workers now get the API's timeout and beat at a quarter of it).
     fast = settings.model_copy(update={"heartbeat_timeout_s": 10.0})
     first = WorkerProcess(fast, tmp_path / "w1.log", name="w1")
     with TestClient(create_app(fast)) as client:
