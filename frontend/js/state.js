@@ -8,8 +8,14 @@ export function current() {
   return { page, id, params: Object.fromEntries(new URLSearchParams(search)) };
 }
 
-/** Replaces the hash's query with `params` (no navigation event, no history entry). */
-export function setParams(params) {
+/**
+ * Replaces the hash's query with `params` (no navigation event, no history entry), unless
+ * `owner`, an element of the page asking, has left the document: a render overtaken by a later
+ * route must not rewrite that route's URL (a late runs list once turned #/new?mode=sweep into
+ * #/new?sort=…, the New run form).
+ */
+export function setParams(params, owner) {
+  if (!owner.isConnected) return;
   const { page, id } = current();
   const q = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ""));
   const hash = `#/${page}${id ? `/${id}` : ""}${q.toString() ? `?${q}` : ""}`;

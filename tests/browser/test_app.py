@@ -64,6 +64,21 @@ def test_a_render_overtaken_by_a_later_route_draws_nothing_and_keeps_its_title_t
     expect(page.locator("h1")).to_have_text(["Privacy budgets"])
 
 
+def test_a_runs_list_answered_after_the_user_left_keeps_the_new_pages_url(page: Page, server):
+    held = []  # the Runs page's list request, answered only once the user is on New sweep
+    page.route("**/api/runs?*", lambda route: held.append(route))
+    with page.expect_request("**/api/runs?*"):
+        page.goto("/#/runs")
+    page.evaluate("location.hash = '#/new?mode=sweep'")
+    expect(page).to_have_title("New sweep — DP-FL Explorer")
+    with page.expect_response("**/api/runs?*"):
+        held[0].continue_()
+    page.unroute("**/api/runs?*")
+    page.wait_for_timeout(500)  # the overtaken list draws within this
+    assert page.evaluate("location.hash") == "#/new?mode=sweep"
+    expect(page).to_have_title("New sweep — DP-FL Explorer")
+
+
 def test_api_page_references_no_other_host_and_its_assets_answer(server):
     html = httpx.get(f"{server}/docs").text
     urls = re.findall(r"""(?:src|href)=["']([^"']+)""", html)

@@ -62,7 +62,7 @@ export async function render(root) {
     // two quick ticks start two loads: only the latest may draw, whichever answer comes last
     const mine = ++loads;
     const stale = () => mine !== loads;
-    setParams(url());
+    setParams(url(), root);
     banner(null);
     const any = state.sweeps.length + state.runs.length > 0;
     hint.hidden = any;

@@ -134,7 +134,7 @@ export async function render(root, { id, params }) {
 
   async function loadLedger() {
     const choices = accountantChoices(await options);
-    const select = h("select", { name: "accountant", onchange: (e) => { setParams({ accountant: e.target.value }); render(root, { id, params: { accountant: e.target.value } }); } },
+    const select = h("select", { name: "accountant", onchange: (e) => { setParams({ accountant: e.target.value }, root); render(root, { id, params: { accountant: e.target.value } }); } },
       choices.map(([value, label, title]) => h("option", { value, title, selected: value === accountant ? "" : null }, label)));
     try {
       const ledger = await api.ledger(id, accountant || undefined);

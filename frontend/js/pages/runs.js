@@ -152,7 +152,7 @@ export async function render(root) {
 
   /** Shows the last page loaded with the chosen columns (no request: choosing columns is local). */
   function draw() {
-    setParams({ ...state, tag: state.tag.join(","), cols: columns.join(",") });
+    setParams({ ...state, tag: state.tag.join(","), cols: columns.join(",") }, root);
     // the columns last shown (chosen, or from a link) are the next list's, wherever it is opened
     localStorage.setItem(COLUMNS_KEY, columns.join(","));
     // the headers are rebuilt with the new order: a sort button that had the focus keeps it
