@@ -17,6 +17,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.axe import serious_violations
+from tests.browser.conftest import create_run
 
 pytestmark = pytest.mark.browser
 
@@ -116,7 +117,7 @@ def test_an_old_sweep_link_still_draws_that_sweep_alone(page: Page, sweeps):
 
 def test_runs_left_out_are_named_with_their_status(page: Page, server, sweeps):
     spec = {**BASE, "algorithm": "isrl_mbsgd", "rounds": 1500, "privacy": {"epsilon": 1, "delta": 1e-5}}
-    run_id = httpx.post(f"{server}/api/runs", json=spec).json()["id"]
+    run_id = create_run(server, spec)
     assert httpx.post(f"{server}/api/runs/{run_id}/cancel").status_code == 200
     deadline = time.time() + 60
     while httpx.get(f"{server}/api/runs/{run_id}").json()["status"] != "cancelled":

@@ -152,7 +152,7 @@ def test_cancel_a_running_run(page: Page, server):
         "eval_every": 50,
         "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
     }
-    run_id = httpx.post(f"{server}/api/runs", json=spec).json()["id"]
+    run_id = create_run(server, spec)
     page.goto(f"/#/runs/{run_id}")
     wait_status(page, "running")
     # a run cancelled during its setup stops at round 0; cancel one that has rounds to keep
@@ -259,7 +259,7 @@ def test_audit_a_private_run_from_its_page(page: Page, server):
         "rounds": 2,
         "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
     }
-    run_id = httpx.post(f"{server}/api/runs", json=spec).json()["id"]
+    run_id = create_run(server, spec)
     page.goto(f"/#/runs/{run_id}")
     wait_status(page, "succeeded")
     expect(page.locator(".audit-status")).to_have_text("not audited")
