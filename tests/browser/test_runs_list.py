@@ -21,7 +21,7 @@ def test_a_run_created_elsewhere_appears_without_a_reload(page: Page, server, sm
     expect(page.locator("table.runs tbody tr[data-run]").first).to_be_visible(timeout=20_000)
     page.evaluate("window.sameDocument = true")
     run_id = create_run(server, SMALL_RUN)
-    expect(page.locator(f"table.runs tr[data-run='{run_id}']")).to_be_visible(timeout=10_000)
+    expect(page.locator(f"table.runs tr[data-run='{run_id}']")).to_be_visible()
     assert page.evaluate("window.sameDocument === true")
     wait_finished(server, run_id)
 

@@ -241,15 +241,17 @@ export async function render(root) {
   await load();
 
   // Live progress: patch rows in place as events arrive; reload (debounced) when a run the page
-  // has never heard of appears, as one created from another tab or over the API does.
+  // has never heard of appears, as one created from another tab or over the API does. A run
+  // first heard of in a snapshot counts too: a stream that reconnected starts with one, and a
+  // run created meanwhile appears only there.
   const known = new Set();
   let reload = null;
-  const stop = subscribe({}, (ev, { snapshot } = {}) => {
+  const stop = subscribe({}, (ev) => {
     const isNew = !known.has(ev.id);
     known.add(ev.id);
     const tr = tbody.querySelector(`tr[data-run="${CSS.escape(ev.id)}"]`);
     if (!tr) {
-      if (isNew && !snapshot) { clearTimeout(reload); reload = setTimeout(load, RELOAD_AFTER_MS); }
+      if (isNew) { clearTimeout(reload); reload = setTimeout(load, RELOAD_AFTER_MS); }
       return;
     }
     // only the columns shown are there to update
