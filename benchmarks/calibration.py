@@ -15,7 +15,7 @@ does not; the benchmark checks that on every silo. Targets: cold < 0.5 s, cached
 Then group privacy, the projection the new-run form asks for ULDP-GROUP on its defaults (digits
 over 10 silos, 100 uniform users capped at k = 8 records, batch 64, 5 local epochs, 20 rounds,
 ε = 3): one σ for the users' party, walked over the RDP grid and checked once on the whole
-grid (`calibration._Walk`), against every step on the whole grid (each order computed at 8×
+grid (`walk.Walk`), against every step on the whole grid (each order computed at 8×
 itself). No target; the same guarantee is checked.
 
 Usage: python -m benchmarks.calibration [--repeats N] [--no-write]
@@ -36,13 +36,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.report import print_headline, publish
-from dpfl.privacy import calibration
 from dpfl.privacy.accountants import rdp_pruned
 from dpfl.privacy.calibration import (
     calibrate_noise_multiplier,
     calibrate_party_noise_multipliers,
     epsilon,
+    remembered,
     sgd_event,
+    walk,
 )
 from dpfl.privacy.events import GroupEvent, ParallelEvent, SelfComposedEvent
 
@@ -91,18 +92,18 @@ def group_schedule(sigma: float) -> SelfComposedEvent:
 
 def group_cold() -> float:
     rdp_pruned.cache_clear()
-    calibration._RESULTS.clear()
+    remembered.RESULTS.clear()
     return calibrate_noise_multiplier(group_schedule, target_epsilon=EPSILON, target_delta=DELTA)
 
 
 def group_whole_grid() -> float:
-    with mock.patch.object(calibration._Walk, "of", classmethod(lambda cls, *_: None)):
+    with mock.patch.object(walk.Walk, "of", classmethod(lambda cls, *_: None)):
         return group_cold()
 
 
 def cold() -> np.ndarray:
     rdp_pruned.cache_clear()
-    calibration._RESULTS.clear()
+    remembered.RESULTS.clear()
     return calibrate()
 
 

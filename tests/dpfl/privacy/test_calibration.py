@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dpfl.errors import SpecError
-from dpfl.privacy import calibration
-from dpfl.privacy.calibration import calibrate_noise_multiplier, epsilon, sgd_event
+from dpfl.privacy.calibration import calibrate_noise_multiplier, epsilon, remembered, sgd_event, walk
+from dpfl.privacy.calibration import target as calibration_target
 from dpfl.privacy.events import (
     GaussianEvent,
     GroupEvent,
@@ -81,13 +81,13 @@ def test_group_privacy_is_searched_on_walked_orders_and_accounted_on_the_whole_g
         return SelfComposedEvent(GroupEvent(ParallelEvent(silos), group_size), 20)
 
     whole = []  # the whole accountant's ε (each computes hundreds of orders at 2^c times theirs)
-    monkeypatch.setattr(calibration, "epsilon", lambda *a, **k: whole.append(1) or epsilon(*a, **k))
+    monkeypatch.setattr(calibration_target, "epsilon", lambda *a, **k: whole.append(1) or epsilon(*a, **k))
     sigma = calibrate_noise_multiplier(schedule, target_epsilon=target, target_delta=1e-5)
     assert len(whole) == 1  # the check at σ/(1 + 1e-3); σ itself met on a walked order
     assert epsilon(schedule(sigma), delta=1e-5) <= target < epsilon(schedule(sigma * (1 - 1e-3)), delta=1e-5)
-    calibration._RESULTS.clear()  # the same schedule again, searched on the whole grid
+    remembered.RESULTS.clear()  # the same schedule again, searched on the whole grid
     whole.clear()
-    monkeypatch.setattr(calibration._Walk, "of", classmethod(lambda cls, *a: None))
+    monkeypatch.setattr(walk.Walk, "of", classmethod(lambda cls, *a: None))
     grid = calibrate_noise_multiplier(schedule, target_epsilon=target, target_delta=1e-5)
     assert len(whole) >= 5  # every step of the search on the whole grid
     assert grid / (1 + 1e-4) <= sigma <= grid * (1 + 1.1e-3)
