@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput, participants
-from dpfl.engine import SiloBatch, mean_grad, stack_copies
+from dpfl.engine import SiloBatch, models_per_block, sgd_steps, stack_copies
 from dpfl.engine.sampling import minibatches
 
 __all__ = ["FedAvg", "local_sgd", "local_sgd_many"]
@@ -83,10 +83,19 @@ def local_sgd_many(
         for a, chosen in zip(algorithms, silos, strict=True)
     ]
     rows = [len(chosen) for chosen in silos]
-    local = torch.cat([stack_copies(a.w, n) for a, n in zip(algorithms, rows, strict=True)])
+    start = torch.cat([stack_copies(a.w, n) for a, n in zip(algorithms, rows, strict=True)])
     taking = [k for k, n in enumerate(rows) if n]  # a run without silos this round takes no step
+    if not taking:
+        return list(start.split(rows))
+    batches = [SiloBatch.concat([drawn[k][step] for k in taking]) for step in range(steps)]
     first = algorithms[0]
-    for step in range(steps if taking else 0):
-        batch = SiloBatch.concat([drawn[k][step] for k in taking])
-        local -= lr * mean_grad(first.model, first.layout, local, batch)
+    # The silos' models train independently: in blocks that fit in the cache (`models_per_block`).
+    size = models_per_block(first.layout.size, batches[0].batch_size, first.data.x_train[0].numel())
+    local = torch.empty_like(start)
+    for lo in range(0, len(start), size):
+        block = slice(lo, min(lo + size, len(start)))
+        n = block.stop - lo
+        local[block] = sgd_steps(
+            first.model, first.layout, start[block], n, ((n, b.rows(block)) for b in batches), lr=lr
+        )
     return list(local.split(rows))

@@ -4,7 +4,8 @@ Parameters are flat ([P], or [S, P] for one model per silo; `params`), a round's
 padded, masked `SiloBatch` (`batch`), gradients, clipping and evaluation are in `grads`
 (with ghost clipping for linear models in `ghost`), and randomness that does not depend on
 how silos are batched is in `noise`; every Gaussian release goes through `release`, where
-the auditor can tap it. `blocks` says how many models to train at once.
+the auditor can tap it. `local` trains many models' local SGD at once, and `blocks` says
+how many models to train at once.
 """
 
 from dpfl.engine.batch import SiloBatch
@@ -17,6 +18,7 @@ from dpfl.engine.grads import (
     mean_grad,
     per_sample_grads,
 )
+from dpfl.engine.local import sgd_steps
 from dpfl.engine.noise import (
     NOISE_STREAM,
     SAMPLING_STREAM,
@@ -44,6 +46,7 @@ __all__ = [
     "release",
     "release_noise",
     "sample_without_replacement",
+    "sgd_steps",
     "silo_generator",
     "stack_copies",
     "tap",

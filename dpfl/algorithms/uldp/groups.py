@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from dpfl.data import UserAllocation
-from dpfl.engine import ParamLayout, SiloBatch, ghost, mean_grad, models_per_block, stack_copies
+from dpfl.engine import ParamLayout, SiloBatch, models_per_block, sgd_steps
 from dpfl.federation import FederatedData
 
 __all__ = ["RecordGroups", "epoch_order", "local_deltas", "local_sgd"]
@@ -206,38 +206,11 @@ def local_sgd(
     w is one model [P] for every group, or each group's own start [G_block, P] (a batch of
     runs, `seed` then one per run). An epoch visits the group's records once in a fresh random
     order, in ⌈count/B⌉ steps of up to B records (the last may be smaller), as a DataLoader
-    with shuffle does. Each step computes only the groups that still have records in it.
-
-    A stack of linear layers (`ghost.linear_stack`) keeps each layer's weights of every group
-    in one contiguous tensor and steps it in place, the product of each layer's inputs and
-    gradients fused with the update (`baddbmm_`): the flat gradient `mean_grad` returns would
-    cost five more passes over [G, P] a step, as much time as the products themselves on the
-    MNIST MLP. Other models step the flat parameters by `mean_grad`.
+    with shuffle does. Each step computes only the groups that still have records in it
+    (`dpfl.engine.local.sgd_steps`).
     """
-    num_groups = len(groups.count[block])
-    stack = ghost.linear_stack(model)
-    if stack is None:
-        local = stack_copies(w, num_groups) if w.dim() == 1 else w.clone()
-        for active, batch in _steps(data, groups, block, epochs, batch_size, seed, round):
-            local[:active] -= lr * mean_grad(model, layout, local[:active], batch)
-        return local
-    layers = {  # each group's own copy, contiguous per layer
-        name: view.expand(num_groups, *view.shape) if w.dim() == 1 else view
-        for name, view in layout.unflatten(w).items()
-    }
-    layers = {name: view.clone(memory_format=torch.contiguous_format) for name, view in layers.items()}
-    linears = [names for names in stack.weights if names is not None]
-    for active, batch in _steps(data, groups, block, epochs, batch_size, seed, round):
-        current = {name: tensor[:active] for name, tensor in layers.items()}
-        inputs, grads = ghost.layer_grads(stack, current, batch, shared=False)
-        # the gradient of each group's mean loss over its real records: weights mask / count
-        factors = (batch.mask / batch.mask.sum(1, keepdim=True).clamp(min=1)).to(w.dtype).unsqueeze(-1)
-        for a, g, (weight, bias) in zip(inputs, grads, linears, strict=True):
-            g *= factors
-            current[weight].baddbmm_(g.transpose(1, 2), a, alpha=-lr)
-            if bias is not None:
-                current[bias].sub_(g.sum(dim=1), alpha=lr)
-    return layout.flatten(layers)
+    steps = _steps(data, groups, block, epochs, batch_size, seed, round)
+    return sgd_steps(model, layout, w, len(groups.count[block]), steps, lr=lr)
 
 
 def _steps(
