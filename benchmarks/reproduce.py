@@ -46,7 +46,7 @@ def plan_here() -> dict[str, dict[str, Any]]:
     Imports dpfl: call it in the `--plan` child only.
     """
     from dpfl.errors import DpflError
-    from dpfl.reproduce import PAPERS, ConfigError, default_config_dir, load_paper
+    from dpfl.reproduce import PAPERS, ConfigError, default_config_dir, load_paper, quick_settings
 
     folder = default_config_dir()
     out: dict[str, dict[str, Any]] = {}
@@ -64,8 +64,9 @@ def plan_here() -> dict[str, dict[str, Any]]:
             out[paper] = {"skip": f"no `reproduce.quick` block in {', '.join(without)}"}
             continue
         try:
+            settings, _ = quick_settings(settings)
             runs = sum(len(s.sweep(quick=True).points) for s in settings)
-        except ConfigError as exc:
+        except DpflError as exc:
             out[paper] = {"skip": f"invalid quick sweep: {exc}"}
             continue
         out[paper] = {"settings": [s.name for s in settings], "runs": runs}

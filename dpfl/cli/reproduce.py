@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from dpfl.cli.settings import cache_dir, data_dirs
 from dpfl.errors import DpflError, SpecError
-from dpfl.reproduce import PAPERS, Outcome, Sweep, default_config_dir, load_paper
+from dpfl.reproduce import PAPERS, Outcome, Sweep, default_config_dir, load_paper, quick_settings
 from dpfl.reproduce.summary import corrections, sensitivity, summary_rows, verdicts
 
 # What runs, reports and talks to a server imports torch or plotly: imported by the command.
@@ -77,8 +77,13 @@ def reproduce(
     if doc is not None and not doc.is_file():
         raise SpecError("--doc", f"names no file; got {str(doc)!r}. Give an existing Markdown file.")
     settings = load_paper(paper, configs or default_config_dir())
-    sweeps = [s.sweep(quick=quick, seeds=seeds) for s in settings]
     console = Console(stderr=True)
+    left_out: dict[str, str] = {}
+    if quick:
+        settings, left_out = quick_settings(settings)
+        for name, why in left_out.items():
+            console.print(escape(f"{name}: left out of --quick ({why})"))
+    sweeps = [s.sweep(quick=quick, seeds=seeds) for s in settings]
     links: dict[str, str] = {}
     if server is None:
         _check_data(sweeps)
@@ -108,6 +113,7 @@ def reproduce(
         calibrations=calibrations,
         unprojected=unprojected,
         quick=quick,
+        left_out=left_out,
         started=started,
         wall_s=time.perf_counter() - start,
         where="local" if server is None else server,

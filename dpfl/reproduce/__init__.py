@@ -6,7 +6,15 @@ process), ``server`` (submits to a running DP-FL Explorer and reads the results 
 the self-contained report.html).
 """
 
-from dpfl.reproduce.manifest import PAPERS, ConfigError, Setting, Sweep, default_config_dir, load_paper
+from dpfl.reproduce.manifest import (
+    PAPERS,
+    ConfigError,
+    Setting,
+    Sweep,
+    default_config_dir,
+    load_paper,
+    quick_settings,
+)
 from dpfl.reproduce.summary import CANNOT, DOES_NOT_HOLD, HOLDS, Outcome, Verdict
 
 __all__ = [
@@ -21,4 +29,5 @@ __all__ = [
     "Verdict",
     "default_config_dir",
     "load_paper",
+    "quick_settings",
 ]

@@ -37,11 +37,13 @@ def _check_metric_value(metric: str, value: float) -> None:
 
 
 class QuickBlock(_Strict):
-    """What `--quick` changes: dotted overrides of the base, replacement grid entries, the seeds."""
+    """What `--quick` changes: dotted overrides of the base, replacement grid entries, the seeds;
+    or, with `skip`, why the config is left out of `--quick` (run only in the full sweep)."""
 
     set: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     seeds: int | None = Field(None, ge=1, le=100)
+    skip: str | None = Field(None, min_length=1)
 
 
 class PaperValue(_Strict):

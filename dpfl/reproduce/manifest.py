@@ -10,6 +10,7 @@ base setting; `dpfl.spec.load_spec` ignores the block) plus an optional top-leve
       seeds: 3                      # runs per grid cell (seeds base.seed, base.seed + 1, ...)
       x: privacy.epsilon            # the grid key on the figure's x axis
       quick: {set: {rounds: 10}, grid: {privacy.epsilon: [1, 18]}, seeds: 1}
+                                    # or quick: {skip: "why"}: only the full sweep runs it
       paper:                        # the paper's reported numbers, next to ours in the report
         - {algorithm: isrl_spider, x: 3, metric: test_error, value: 0.12, source: "Table 2"}
       claims:                       # checked on the mean over the sweep's x values
@@ -504,6 +505,21 @@ def _known_algorithm(file: str, field: str, name: str, known: Sequence[str]) -> 
         raise ConfigError(
             file, field, f"must be one of the sweep's algorithms ({', '.join(known)}); got {name!r}."
         )
+
+
+def quick_settings(settings: Sequence[Setting]) -> tuple[list[Setting], dict[str, str]]:
+    """Returns the settings `--quick` runs, and those it leaves out (`reproduce.quick.skip`) with why.
+
+    Raises:
+        SpecError: every setting is left out.
+    """
+    left_out = {
+        s.name: s.block.quick.skip for s in settings if s.block.quick is not None and s.block.quick.skip
+    }
+    kept = [s for s in settings if s.name not in left_out]
+    if settings and not kept:
+        raise SpecError("--quick", "leaves out every config of this paper; run without --quick.")
+    return kept, left_out
 
 
 def load_paper(paper: str, config_dir: Path) -> list[Setting]:

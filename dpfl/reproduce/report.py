@@ -88,6 +88,7 @@ class Report:
     where: str  # "local", or the URL of the server that ran the sweeps
     links: dict[str, str] = field(default_factory=dict)  # setting → the sweep on the dashboard
     sensitivity: Sequence[Sensitivity] = ()  # the verdicts with each candidate standing in
+    left_out: Mapping[str, str] = field(default_factory=dict)  # settings `--quick` did not run, and why
 
 
 def machine() -> dict[str, str]:
@@ -322,6 +323,10 @@ def write_html(report: Report, path: Path) -> None:
         f"<p class=meta>{_e(mode)} reproduction, {len(report.outcomes)} runs on {_e(where)}; started "
         f"{_e(report.started.isoformat(timespec='seconds'))}; wall time {report.wall_s:.0f} s "
         f"(runs {runs_s:.0f} s). Machine: {_e(', '.join(f'{k} {v}' for k, v in env.items()))}.</p>"
+    )
+    meta += "".join(
+        f"<p class=meta>Left out of the quick sweep: {_e(name)} ({_e(why)}).</p>"
+        for name, why in report.left_out.items()
     )
     sections = [
         _setting_html(setting, sweep, report)

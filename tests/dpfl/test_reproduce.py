@@ -456,6 +456,35 @@ def test_quick_uses_the_quick_block_and_cannot_check_a_missing_method(capsys, tm
     )
 
 
+def test_quick_leaves_out_a_config_that_skips_it_and_says_why(capsys, tmp_path):
+    configs = write_config(tmp_path / "configs")
+    write_config(configs, "isrl_slow.yaml", block=BLOCK | {"quick": {"skip": "its CNN takes minutes"}})
+    code, _, err = run_cli(
+        capsys, "reproduce", "isrl", "--quick", "--configs", str(configs), "--out", str(tmp_path / "o")
+    )
+    assert code == 0, err
+    assert "isrl_slow: left out of --quick (its CNN takes minutes)" in err
+    assert {r["setting"] for r in read_csv(tmp_path / "o" / "summary.csv")} == {"isrl_tiny"}
+    section = (tmp_path / "o" / "reproduction.md").read_text()
+    assert "Left out of the quick sweep: `isrl_slow` (its CNN takes minutes)." in section
+    assert (
+        "Left out of the quick sweep: isrl_slow (its CNN takes minutes)."
+        in (tmp_path / "o" / "report.html").read_text()
+    )
+
+
+def test_quick_that_leaves_out_every_config_is_refused(capsys, tmp_path):
+    configs = write_config(tmp_path / "configs", block=BLOCK | {"quick": {"skip": "slow"}})
+    code, _, err = run_cli(
+        capsys, "reproduce", "isrl", "--quick", "--configs", str(configs), "--out", str(tmp_path / "o")
+    )
+    assert (code, err) == (
+        1,
+        "error: `--quick` leaves out every config of this paper; run without --quick.\n",
+    )
+    assert not (tmp_path / "o").exists()
+
+
 # --- the CLI's errors ---------------------------------------------------------------------------
 
 
