@@ -28,8 +28,10 @@ def sgd_steps(
     steps: Iterable[tuple[int, SiloBatch]],
     *,
     lr: float,
+    momentum: float = 0.0,
 ) -> torch.Tensor:
-    """Returns `rows` models [rows, P] after minibatch SGD from `start`.
+    """Returns `rows` models [rows, P] after minibatch SGD from `start`, with heavy-ball
+    `momentum` μ if given (v ← μv + g, w ← w − ηv, v = 0 at the start).
 
     `start` is one model [P] for every row or each row's own [rows, P] (not modified). Each
     step (active, batch) steps the first `active` rows on the mean loss over their real records
@@ -44,8 +46,12 @@ def sgd_steps(
     stack = ghost.linear_stack(model)
     if stack is None:
         local = stack_copies(start, rows) if start.dim() == 1 else start.clone()
+        velocity = torch.zeros_like(local) if momentum else None
         for active, batch in steps:
-            local[:active] -= lr * mean_grad(model, layout, local[:active], batch)
+            g = mean_grad(model, layout, local[:active], batch)
+            if velocity is not None:
+                g = velocity[:active].mul_(momentum).add_(g)
+            local[:active] -= lr * g
         return local
     layers = {  # each row's own copy, contiguous per layer
         name: view.expand(rows, *view.shape) if start.dim() == 1 else view
@@ -53,6 +59,7 @@ def sgd_steps(
     }
     layers = {name: view.clone(memory_format=torch.contiguous_format) for name, view in layers.items()}
     linears = [names for names in stack.weights if names is not None]
+    velocity = {name: torch.zeros_like(tensor) for name, tensor in layers.items()} if momentum else None
     for active, batch in steps:
         current = {name: tensor[:active] for name, tensor in layers.items()}
         inputs, grads = ghost.layer_grads(stack, current, batch, shared=False)
@@ -60,7 +67,13 @@ def sgd_steps(
         factors = (batch.mask / batch.mask.sum(1, keepdim=True).clamp(min=1)).to(start.dtype).unsqueeze(-1)
         for a, g, (weight, bias) in zip(inputs, grads, linears, strict=True):
             g *= factors
-            current[weight].baddbmm_(g.transpose(1, 2), a, alpha=-lr)
+            if velocity is None:
+                current[weight].baddbmm_(g.transpose(1, 2), a, alpha=-lr)
+                if bias is not None:
+                    current[bias].sub_(g.sum(dim=1), alpha=lr)
+                continue
+            v = velocity[weight][:active].baddbmm_(g.transpose(1, 2), a, beta=momentum)
+            current[weight].sub_(v, alpha=lr)
             if bias is not None:
-                current[bias].sub_(g.sum(dim=1), alpha=lr)
+                current[bias].sub_(velocity[bias][:active].mul_(momentum).add_(g.sum(dim=1)), alpha=lr)
     return layout.flatten(layers)

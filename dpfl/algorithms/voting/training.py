@@ -3,7 +3,7 @@
 Neither training releases anything: an agent's local model never leaves the agent (only its
 noisy votes do), and the student learns from labels that are already released (post-
 processing). So plain SGD with momentum is enough; what matters is that S models train as
-batched computations (`dpfl.engine.mean_grad` over [s, P] stacks, in blocks that fit in the
+batched computations (`dpfl.engine.sgd_steps` over [s, P] stacks, in blocks that fit in the
 cache), never in a Python loop over models.
 
 Each model sees its records in epochs: a fresh permutation per epoch from its own
@@ -15,12 +15,12 @@ of steps per epoch; a model with no record takes zero gradients.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import nn
 
-from dpfl.engine import ParamLayout, SiloBatch, mean_grad, models_per_block, silo_generator
+from dpfl.engine import ParamLayout, SiloBatch, models_per_block, sgd_steps, silo_generator
 
 __all__ = ["train_sgd"]
 
@@ -57,30 +57,54 @@ def train_sgd(
     width = int(sizes.max()) if len(rows) else 0
     if width == 0:
         return w
-    steps = math.ceil(width / batch_size)  # the same for every model, whichever block it is in
-    span = torch.arange(batch_size)
     # Models train independently, so they train in blocks that fit in the cache.
     size = models_per_block(layout.size, min(batch_size, width), x[0].numel())
     for first in range(0, len(rows), size):
-        block = range(first, min(first + size, len(rows)))
-        wb = w[first : block.stop]  # a view: the steps below update w in place
-        velocity = torch.zeros_like(wb)
-        counts = sizes[first : block.stop]
-        # a model with fewer records than a batch uses each record once
-        mask = span.unsqueeze(0) < counts.unsqueeze(1)
-        for epoch in range(epochs):
-            perms = torch.zeros(len(block), width, dtype=torch.long)
-            for k, s in enumerate(block):
-                if len(rows[s]):
-                    draw = torch.randperm(len(rows[s]), generator=silo_generator(seed, ids[s], epoch, stream))
-                    perms[k, : len(rows[s])] = rows[s][draw]
-            for step in range(steps):
-                # Positions wrap modulo each model's size, so all models step together.
-                pos = (step * batch_size + span).unsqueeze(0) % counts.clamp(min=1).unsqueeze(1)
-                index = perms.gather(1, pos)
-                bx = x.index_select(0, index.reshape(-1)).view(*index.shape, *x.shape[1:])
-                by = y.index_select(0, index.reshape(-1)).view(index.shape)
-                g = mean_grad(model, layout, wb, SiloBatch(bx, by, mask))
-                velocity.mul_(momentum).add_(g)
-                wb.sub_(lr * velocity)
+        block = slice(first, min(first + size, len(rows)))
+        steps = _steps(
+            x,
+            y,
+            rows[block],
+            ids[block],
+            width,
+            epochs=epochs,
+            batch_size=batch_size,
+            seed=seed,
+            stream=stream,
+        )
+        w[block] = sgd_steps(model, layout, w[block], len(rows[block]), steps, lr=lr, momentum=momentum)
     return w
+
+
+def _steps(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    rows: Sequence[torch.Tensor],
+    ids: Sequence[int],
+    width: int,
+    *,
+    epochs: int,
+    batch_size: int,
+    seed: int,
+    stream: int,
+) -> Iterator[tuple[int, SiloBatch]]:
+    """Yields each local step's (models, minibatch) of a block of models, epoch after epoch:
+    ⌈width / B⌉ steps an epoch, `width` the most records of any model of the training (not
+    only of this block), so a model's steps do not depend on its block."""
+    span = torch.arange(batch_size)
+    counts = torch.tensor([len(r) for r in rows], dtype=torch.long)
+    mask = span.unsqueeze(0) < counts.unsqueeze(1)  # a model with fewer records than a batch uses each once
+    for epoch in range(epochs):
+        perms = torch.zeros(len(rows), width, dtype=torch.long)
+        for k, (own, i) in enumerate(zip(rows, ids, strict=True)):
+            if len(own):
+                perms[k, : len(own)] = own[
+                    torch.randperm(len(own), generator=silo_generator(seed, i, epoch, stream))
+                ]
+        for step in range(math.ceil(width / batch_size)):
+            # Positions wrap modulo each model's size, so all models step together.
+            pos = (step * batch_size + span).unsqueeze(0) % counts.clamp(min=1).unsqueeze(1)
+            index = perms.gather(1, pos)
+            bx = x.index_select(0, index.reshape(-1)).view(*index.shape, *x.shape[1:])
+            by = y.index_select(0, index.reshape(-1)).view(index.shape)
+            yield len(rows), SiloBatch(bx, by, mask)

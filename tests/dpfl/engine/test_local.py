@@ -13,9 +13,10 @@ from dpfl.spec import parse_spec
 from tests.dpfl.engine.factories import model_and_layout, silo_params, unequal_batch
 
 
-def _alone(model, layout, start, batches, lr):
-    """One model's plain SGD on its own real records of each batch, by autograd."""
+def _alone(model, layout, start, batches, lr, momentum=0.0):
+    """One model's SGD (heavy-ball momentum) on its own real records of each batch, by autograd."""
     params = layout.unflatten(start.clone())
+    velocity = {k: torch.zeros_like(v) for k, v in params.items()}
     for x, y in batches:
         if not len(y):
             continue
@@ -24,25 +25,33 @@ def _alone(model, layout, start, batches, lr):
             return F.cross_entropy(functional_call(model, p, (x,)), y)
 
         step = grad(loss)(params)
-        params = {k: v - lr * step[k] for k, v in params.items()}
+        velocity = {k: momentum * velocity[k] + step[k] for k in params}
+        params = {k: v - lr * velocity[k] for k, v in params.items()}
     return layout.flatten(params)
 
 
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
 @pytest.mark.parametrize("name", ["mlp", "logreg", "cnn"])
-def test_each_row_steps_alone_on_its_real_records(name):
+def test_each_row_steps_alone_on_its_real_records(name, momentum):
     """Linear stacks step layer by layer in place, the CNN through `mean_grad`: either way each
-    row's model is its own SGD on its own real records; rows past `active` sit a step out."""
+    row's model is its own SGD on its own real records; rows past `active` sit a step out
+    (their velocity too)."""
     model, layout = model_and_layout(name)
     start = silo_params(model, layout, 4)
     before = start.clone()
-    steps = [(4, unequal_batch(name, [3, 5, 1, 4], seed=3)), (2, unequal_batch(name, [2, 4], seed=4))]
-    out = sgd_steps(model, layout, start, 4, iter(steps), lr=0.1)
+    steps = [
+        (4, unequal_batch(name, [3, 5, 1, 4], seed=3)),
+        (2, unequal_batch(name, [2, 4], seed=4)),
+        (3, unequal_batch(name, [4, 2, 3], seed=5)),
+    ]
+    out = sgd_steps(model, layout, start, 4, iter(steps), lr=0.1, momentum=momentum)
     for row in range(4):
         mine = [(b.silo(row).x[0], b.silo(row).y[0]) for active, b in steps if row < active]
-        expected = _alone(model, layout, start[row], mine, 0.1)
+        expected = _alone(model, layout, start[row], mine, 0.1, momentum)
         torch.testing.assert_close(out[row], expected, atol=1e-6, rtol=1e-5)
     assert torch.equal(start, before) and not torch.equal(out, start)  # it trained, start left alone
-    shared = sgd_steps(model, layout, start[0], 4, iter(steps), lr=0.1)  # one model [P] for every row
+    # one model [P] for every row
+    shared = sgd_steps(model, layout, start[0], 4, iter(steps), lr=0.1, momentum=momentum)
     torch.testing.assert_close(shared[0], out[0])
 
 
