@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -10,7 +10,7 @@ from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput, participants
 from dpfl.engine import SiloBatch, models_per_block, sgd_steps, stack_copies
-from dpfl.engine.sampling import minibatches
+from dpfl.engine.sampling import minibatch_rows
 
 __all__ = ["FedAvg", "local_sgd", "local_sgd_many"]
 
@@ -67,35 +67,47 @@ def local_sgd_many(
 ) -> list[torch.Tensor]:
     """Returns `local_sgd` of several runs of one model and data (a batch of runs), their silos'
     models as rows of one gradient call a step; each run draws its batches from its own seed."""
-    drawn = [
-        minibatches(
-            a.data.x_train,
-            a.data.y_train,
-            a.data.silos,
-            silos=chosen,
-            batch_size=batch_size,
-            steps=steps,
-            seed=a.spec.seed,
-            round=r,
-        )
-        if len(chosen)
-        else []
-        for a, chosen in zip(algorithms, silos, strict=True)
-    ]
     rows = [len(chosen) for chosen in silos]
     start = torch.cat([stack_copies(a.w, n) for a, n in zip(algorithms, rows, strict=True)])
-    taking = [k for k, n in enumerate(rows) if n]  # a run without silos this round takes no step
-    if not taking:
+    if not len(start):  # no run has a silo this round
         return list(start.split(rows))
-    batches = [SiloBatch.concat([drawn[k][step] for k in taking]) for step in range(steps)]
+    # each run's silos' minibatches as indices into its own records, read block by block below
+    drawn = [
+        minibatch_rows(
+            a.data.silos, silos=chosen, batch_size=batch_size, steps=steps, seed=a.spec.seed, round=r
+        )
+        for a, chosen in zip(algorithms, silos, strict=True)
+    ]
     first = algorithms[0]
     # The silos' models train independently: in blocks that fit in the cache (`models_per_block`).
-    size = models_per_block(first.layout.size, batches[0].batch_size, first.data.x_train[0].numel())
+    width = max(index.shape[2] for index, _ in drawn)
+    size = models_per_block(first.layout.size, width, first.data.x_train[0].numel())
     local = torch.empty_like(start)
     for lo in range(0, len(start), size):
         block = slice(lo, min(lo + size, len(start)))
-        n = block.stop - lo
-        local[block] = sgd_steps(
-            first.model, first.layout, start[block], n, ((n, b.rows(block)) for b in batches), lr=lr
-        )
+        batches = _block_batches(algorithms, drawn, block, steps)
+        local[block] = sgd_steps(first.model, first.layout, start[block], block.stop - lo, batches, lr=lr)
     return list(local.split(rows))
+
+
+def _block_batches(
+    algorithms: Sequence[Algorithm],
+    drawn: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    block: slice,
+    steps: int,
+) -> Iterator[tuple[int, SiloBatch]]:
+    """Yields each step's minibatch of a block of rows, the rows of all runs in order, each run's
+    read from its own records (`drawn`: each run's minibatch indices and sizes)."""
+    parts, lo = [], 0  # (run's data, its indices and sizes, its rows in the block)
+    for a, (index, sizes) in zip(algorithms, drawn, strict=True):
+        hi = lo + len(sizes)
+        if max(lo, block.start) < min(hi, block.stop):
+            own = slice(max(lo, block.start) - lo, min(hi, block.stop) - lo)
+            parts.append((a.data, index[:, own], sizes[own]))
+        lo = hi
+    for step in range(steps):
+        batches = [
+            SiloBatch.from_rows(data.x_train, data.y_train, index[step], sizes)
+            for data, index, sizes in parts
+        ]
+        yield block.stop - block.start, batches[0] if len(batches) == 1 else SiloBatch.concat(batches)

@@ -128,6 +128,26 @@ class SiloBatch:
         return cls.from_concatenated(xs, ys, torch.cat(rows), torch.tensor(lengths), dtype=dtype)
 
     @classmethod
+    def from_rows(
+        cls,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        index: torch.Tensor,
+        sizes: torch.Tensor,
+        *,
+        dtype: torch.dtype = torch.float32,
+    ) -> SiloBatch:
+        """Returns the batch of records `index` [S, B] whose first sizes[s] of row s are real (the
+        rest padding, zeroed and masked): one gather."""
+        xs = x if x.dtype == dtype else x.to(dtype)
+        mask = torch.arange(index.shape[1])[None, :] < sizes[:, None]
+        bx, by = _gather(xs, index), _gather(y, index).long()
+        if not bool(mask.all()):
+            bx[~mask] = 0
+            by[~mask] = 0
+        return cls(bx, by, mask)
+
+    @classmethod
     def from_concatenated(
         cls,
         x: torch.Tensor,
@@ -143,15 +163,11 @@ class SiloBatch:
         One padded index (padding points at record 0) and one gather, then the padding zeroed,
         rather than a gather per silo.
         """
-        xs = x if x.dtype == dtype else x.to(dtype)
         width = int(sizes.max()) if len(sizes) else 0
         mask = torch.arange(width)[None, :] < sizes[:, None]
         index = torch.zeros(len(sizes), width, dtype=torch.long)
         index[mask] = rows
-        bx, by = _gather(xs, index), _gather(y, index).long()
-        bx[~mask] = 0
-        by[~mask] = 0
-        return cls(bx, by, mask)
+        return cls.from_rows(x, y, index, sizes, dtype=dtype)
 
 
 def _gather(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,7 @@ import torch
 from dpfl.engine.batch import SiloBatch
 from dpfl.engine.noise import SAMPLING_STREAM, silo_generator
 
-__all__ = ["minibatches", "poisson_batch"]
+__all__ = ["minibatch_rows", "minibatches", "poisson_batch"]
 
 
 def poisson_batch(
@@ -63,13 +63,28 @@ def minibatches(
 
     A silo with fewer records than `batch_size` uses all of them each step.
     """
+    index, sizes = minibatch_rows(
+        silo_indices, silos=silos, batch_size=batch_size, steps=steps, seed=seed, round=round
+    )
+    return [SiloBatch.from_rows(x, y, index[step], sizes) for step in range(steps)]
+
+
+def minibatch_rows(
+    silo_indices: Sequence[torch.Tensor],
+    *,
+    silos: Sequence[int],
+    batch_size: int,
+    steps: int,
+    seed: int,
+    round: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns the records of `minibatches`, unread: indices [steps, S, B] into the training set
+    and each silo's batch size [S] (B the largest; a row past its silo's size is padding, 0)."""
     generators = [silo_generator(seed, int(s), round, SAMPLING_STREAM) for s in silos]
-    out = []
-    for _ in range(steps):
-        rows = []
-        for silo, gen in zip(silos, generators, strict=True):
-            idx = silo_indices[silo]
-            k = min(batch_size, len(idx))
-            rows.append(idx[torch.randperm(len(idx), generator=gen)[:k]])
-        out.append(SiloBatch.from_indices(x, y, rows))
-    return out
+    sizes = torch.tensor([min(batch_size, len(silo_indices[s])) for s in silos], dtype=torch.long)
+    index = torch.zeros(steps, len(silos), int(sizes.max()) if len(silos) else 0, dtype=torch.long)
+    for step in range(steps):
+        for j, (silo, gen) in enumerate(zip(silos, generators, strict=True)):
+            idx, k = silo_indices[silo], int(sizes[j])
+            index[step, j, :k] = idx[torch.randperm(len(idx), generator=gen)[:k]]
+    return index, sizes
