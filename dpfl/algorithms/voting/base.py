@@ -28,6 +28,7 @@ from dpfl.algorithms.voting.training import train_sgd
 from dpfl.algorithms.voting.votes import noisy_argmax
 from dpfl.errors import SpecError
 from dpfl.federation import FederatedData
+from dpfl.privacy.accountants import make_accountant
 from dpfl.privacy.events import VoteEvent
 from dpfl.privacy.ledger import Ledger
 from dpfl.spec import RunSpec
@@ -190,7 +191,8 @@ class VotingAlgorithm(Algorithm):
         self.released = np.full(self.params.queries, -1, dtype=np.int64)
         self.init = self.layout.flatten_module(self.model)
         self.student = self.init.clone()
-        self.vote_ledger = Ledger()
+        # the votes so far, both ways: composed round by round, not re-accounted from the start
+        self.vote_accountants = {name: make_accountant(name) for name in ("rdp", "pate")}
 
     def round(self, r: int) -> RoundOutput:
         lo, hi = self.queries_of(r)
@@ -200,7 +202,9 @@ class VotingAlgorithm(Algorithm):
         )
         self.released[lo:hi] = labels
         events = [VoteEvent(self.sigma, self.sensitivity, tuple(c.tolist())) for c in counts]
-        self.vote_ledger.record_round(r, {self.party: events})
+        for accountant in self.vote_accountants.values():
+            for event in events:
+                accountant.compose(event)
         if r % self.spec.evaluation_interval == 0 or r == self.spec.rounds:
             self.student = self.train_student(hi)
         return RoundOutput(metrics=self.metrics(lo, hi), releases={self.party: events})
@@ -236,8 +240,8 @@ class VotingAlgorithm(Algorithm):
         released = self.released[:hi]
         top2 = np.sort(self.votes[lo:hi], axis=1)[:, -2:]
         delta = self.spec.privacy.delta
-        indep = self.vote_ledger.epsilon(delta=delta, accountant="rdp")
-        dep = self.vote_ledger.epsilon(delta=delta, accountant="pate")
+        indep = self.vote_accountants["rdp"].epsilon(delta)
+        dep = self.vote_accountants["pate"].epsilon(delta)
         return {
             "queries_answered": float(hi),
             "label_accuracy": float(np.mean(released == truth)),
