@@ -226,14 +226,18 @@ def _steps(
     count = groups.count[block]
     width = int(count.max())
     index = groups.index[block, :width]
-    positions = torch.arange(width)
+    real = torch.arange(width)[None, :] < count[:, None]  # an epoch's order puts a group's records first
+    starts = list(range(0, width, batch_size))
+    # groups still training at each step: a prefix, as counts decrease along the block
+    actives = (count[None, :] > torch.tensor(starts)[:, None]).sum(1).tolist()
     for epoch in range(epochs):
         order = epoch_order(groups, block, seed=seed, round=round, epoch=epoch)
-        for start in range(0, width, batch_size):
-            active = int((count > start).sum())  # a prefix: counts decrease along the block
-            cols = order[:active, start : start + batch_size]
-            mask = positions[start : start + cols.shape[1]][None, :] < count[:active, None]
-            yield active, groups.batch(data, index[:active].gather(1, cols), mask)
+        # the epoch's records read once; each step is a view of them (tiny models: per-step
+        # gathers cost more than the step)
+        records = groups.batch(data, index.gather(1, order), real)
+        for start, active in zip(starts, actives, strict=True):
+            cols = slice(start, start + batch_size)
+            yield active, SiloBatch(records.x[:active, cols], records.y[:active, cols], real[:active, cols])
 
 
 def local_deltas(
