@@ -131,9 +131,11 @@ class RecordGroups:
         """Returns the SiloBatch of training records `rows` [G, B] (indices), masked by `mask`."""
         x = data.x_train.index_select(0, rows.reshape(-1)).view(*rows.shape, *data.x_train.shape[1:])
         y = data.y_train.index_select(0, rows.reshape(-1)).view(rows.shape)
-        if bool(mask.all()):  # a full minibatch (most steps): nothing to zero
-            return SiloBatch(x, y, mask)
-        return SiloBatch(x * mask.view(*mask.shape, *([1] * (x.dim() - 2))), y * mask, mask)
+        if not bool(mask.all()):  # zero the padding in place: only its rows are written
+            padding = ~mask
+            x[padding] = 0
+            y[padding] = 0
+        return SiloBatch(x, y, mask)
 
 
 def epoch_order(
