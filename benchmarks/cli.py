@@ -1,9 +1,15 @@
-"""CLI start-up benchmark: `dpfl --help` and `dpfl privacy epsilon …`, against importing everything.
+"""CLI start-up benchmark: `dpfl --help` and `dpfl privacy epsilon …`, against importing everything;
+and what a run of the MNIST spec (configs/isrl_mnist.yaml) spends outside its training.
 
 Each command is a fresh process (as a user types it), timed from start to exit; the variants
 take turns (`interleaved_medians`). The reference is what every command paid before the CLI
 imported lazily: the runner, the reports and the auditor loaded before parsing the arguments.
 Targets (issue 19): `dpfl --help` < 1 s, `dpfl privacy epsilon` < 1.5 s.
+
+A run's time outside training and evaluation (its result's `train_s` and `eval_s`), issue 19's
+targets: (a) from the CLI, a second `dpfl run` of the spec (its prepared dataset cached on disk
+by the first) < 3 s; (b) in a warm worker, a run after the first in the same process ≤ its
+training time. The imports every fresh process pays (torch, dp-accounting) are timed alone.
 
 Usage: python -m benchmarks.cli [--repeats N] [--no-write]
 """
@@ -11,9 +17,14 @@ Usage: python -m benchmarks.cli [--repeats N] [--no-write]
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -46,6 +57,21 @@ COMMANDS = {
     ],
 }
 TARGETS = {"dpfl --help": 1.0, "dpfl privacy epsilon": 1.5}
+SPEC = ROOT / "configs" / "isrl_mnist.yaml"
+RUN_TARGET_S = 3.0  # (a): a second CLI run's time outside training and evaluation
+# (b) in a fresh process: three runs of the spec, the last one's seconds as JSON
+WARM = """
+import json, time
+from dpfl.cli.settings import cache_dir, data_dirs
+from dpfl.runner import run
+from dpfl.spec import load_spec
+spec = load_spec(open({spec!r}).read())
+for _ in range(3):
+    t0 = time.perf_counter()
+    result = run(spec, data_dirs=data_dirs(), cache_dir=cache_dir())
+    wall = time.perf_counter() - t0
+print(json.dumps({{"wall": wall, "train": result.timings["train_s"], "eval": result.timings["eval_s"]}}))
+"""
 
 
 def start(argv: list[str]):
@@ -53,6 +79,66 @@ def start(argv: list[str]):
         subprocess.run([sys.executable, *argv], cwd=ROOT, check=True, capture_output=True)
 
     return go
+
+
+def cli_runs(repeats: int, home: Path) -> dict[str, float]:
+    """Returns medians over `repeats` second `dpfl run`s of SPEC: wall, training + evaluation, outside."""
+    env = os.environ | {"DPFL_HOME": str(home)}
+    out = home / "result.json"
+    argv = [sys.executable, "-m", "dpfl", "run", str(SPEC), "--out", str(out)]
+    subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True)  # caches the dataset
+    walls, inside = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True)
+        walls.append(time.perf_counter() - t0)
+        timings = json.loads(out.read_text())["timings"]
+        inside.append(timings["train_s"] + timings["eval_s"])
+    outside = [w - i for w, i in zip(walls, inside, strict=True)]
+    return {"wall": median(walls), "inside": median(inside), "outside": median(outside)}
+
+
+def warm_run(home: Path) -> dict[str, float]:
+    """Returns the third of three runs of SPEC in one fresh process: wall, training, evaluation."""
+    env = os.environ | {"DPFL_HOME": str(home)}
+    code = WARM.format(spec=str(SPEC))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True)
+    return json.loads(proc.stdout.decode().strip().splitlines()[-1])
+
+
+def run_section(repeats: int) -> tuple[list[str], bool, dict[str, float]]:
+    """Returns the run table's lines, whether both targets are met, and its numbers."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cli = cli_runs(repeats, Path(tmp))
+        warm = warm_run(Path(tmp))
+    imports = interleaved_medians({"imports": start(["-c", "import torch, dp_accounting"])}, repeats)[
+        "imports"
+    ]
+    warm_outside = warm["wall"] - warm["train"] - warm["eval"]
+    cli_ok, warm_ok = cli["outside"] < RUN_TARGET_S, warm_outside <= warm["train"]
+    lines = [
+        "",
+        f"A run of `{SPEC.relative_to(ROOT)}` (25 silos, PCA-50, MLP 64, 50 rounds, ε = 3): its time "
+        "outside training and evaluation (the result's `train_s` + `eval_s`). (a) `dpfl run SPEC --out F` "
+        f"in a fresh process after a first one cached the prepared dataset under DPFL_HOME, medians of "
+        f"{repeats}; (b) the third of three runs in one process, as a worker runs them.",
+        "",
+        "| run | wall | training + evaluation | outside them | target | met |",
+        "|---|---:|---:|---:|---|---|",
+        f"| (a) a second `dpfl run` | {cli['wall']:.2f} s | {cli['inside']:.2f} s | {cli['outside']:.2f} s | "
+        f"< {RUN_TARGET_S:g} s | {'yes' if cli_ok else 'no'} |",
+        f"| of which `import torch, dp_accounting` in a fresh process | {imports:.2f} s | | | | |",
+        f"| (b) a later run in a warm process | {warm['wall']:.3f} s | "
+        f"{warm['train'] + warm['eval']:.3f} s | {warm_outside:.3f} s | "
+        f"≤ training ({warm['train']:.3f} s) | {'yes' if warm_ok else 'no'} |",
+    ]
+    numbers = {
+        "cli_outside_s": cli["outside"],
+        "imports_s": imports,
+        "warm_outside_s": warm_outside,
+        "warm_train_s": warm["train"],
+    }
+    return lines, cli_ok and warm_ok, numbers
 
 
 def main() -> int:
@@ -80,17 +166,25 @@ def main() -> int:
             f"| `{name}` | {seconds:.2f} | {reference / seconds:.1f}× | "
             f"{'' if target is None else f'< {target:g} s'} | {verdict} |"
         )
-    body = "\n".join(lines)
+    run_lines, run_met, run_numbers = run_section(args.repeats)
+    met &= run_met
+    body = "\n".join(lines + run_lines)
     publish(TITLE, body, write=not args.no_write)
     help_s, epsilon_s = (medians[n] for n in list(COMMANDS)[:2])
     print_headline(
         "cli",
-        headline=f"--help {help_s:.2f} s, privacy epsilon {epsilon_s:.2f} s",
-        target="< 1 s, < 1.5 s",
+        headline=(
+            f"--help {help_s:.2f} s, privacy epsilon {epsilon_s:.2f} s; a second run of the MNIST spec "
+            f"{run_numbers['cli_outside_s']:.2f} s outside training "
+            f"(imports {run_numbers['imports_s']:.2f} s), "
+            f"a warm worker's {run_numbers['warm_outside_s']:.3f} s"
+        ),
+        target="< 1 s, < 1.5 s; < 3 s; ≤ training",
         met=met,
         help_s=help_s,
         epsilon_s=epsilon_s,
         eager_s=reference,
+        **run_numbers,
     )
     return 0 if met else 1
 
