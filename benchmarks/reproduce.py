@@ -64,12 +64,12 @@ def plan_here() -> dict[str, dict[str, Any]]:
             out[paper] = {"skip": f"no `reproduce.quick` block in {', '.join(without)}"}
             continue
         try:
-            settings, _ = quick_settings(settings)
+            settings, left_out = quick_settings(settings)
             runs = sum(len(s.sweep(quick=True).points) for s in settings)
         except DpflError as exc:
             out[paper] = {"skip": f"invalid quick sweep: {exc}"}
             continue
-        out[paper] = {"settings": [s.name for s in settings], "runs": runs}
+        out[paper] = {"settings": [s.name for s in settings], "runs": runs, "left_out": sorted(left_out)}
     return out
 
 
@@ -155,7 +155,7 @@ def render(
             last = next((line for line in reversed(child.stderr_tail) if line.strip()), "")
             note = f"failed (exit {child.exit_code}): {last.strip()[:160]}".replace("|", "\\|")
         else:
-            note = ""
+            note = "; ".join(f"`{s}.yaml` left out of --quick (its `skip`)" for s in p.get("left_out", ()))
         lines.append(
             f"| {paper} | {configs} | {p['runs']} | {_minutes(child.wall_s)} | "
             f"{child.peak_rss_mib:,.0f} MiB | {target} | {'yes' if met else '**no**'} | "

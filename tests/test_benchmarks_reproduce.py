@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from benchmarks.reproduce import claim_verdicts, compare_verdicts, full_verdicts
+from benchmarks.all import Child
+from benchmarks.reproduce import claim_verdicts, compare_verdicts, full_verdicts, plan_here, render
 from dpfl.reproduce import PAPERS, default_config_dir, load_paper
 
 SECTION = """## Seed 004: Kato et al.
@@ -43,3 +44,13 @@ def test_the_docs_hold_a_verdict_for_every_claim_of_every_paper():
         verdicts = full_verdicts(paper)
         assert {claim for claim, _ in verdicts} == claims, paper
         assert all(v in ("holds", "does not hold", "cannot be checked") for _, v in verdicts)
+
+
+def test_the_plan_and_table_name_a_config_left_out_of_quick():
+    plan = plan_here()["voting"]
+    assert plan["left_out"] == ["voting_mnist_six_digits_cnn"]
+    assert "voting_mnist_six_digits_cnn" not in plan["settings"] and len(plan["settings"]) == 3
+    body, ok = render({"voting": plan}, {"voting": Child(0, 42.0, 800.0, "")})
+    row = next(line for line in body.splitlines() if line.startswith("| voting |"))
+    assert row.endswith("| `voting_mnist_six_digits_cnn.yaml` left out of --quick (its `skip`) |")
+    assert "42 s (0.7 min)" in row and ok
