@@ -62,10 +62,6 @@ class SiloBatch:
         keep = self.mask[index]
         return SiloBatch(self.x[index][keep][None], self.y[index][keep][None], keep[keep][None])
 
-    def rows(self, silos: slice) -> SiloBatch:
-        """Returns the batches of a range of silos (views, padding kept)."""
-        return SiloBatch(self.x[silos], self.y[silos], self.mask[silos])
-
     @classmethod
     def concat(cls, batches: Sequence[SiloBatch]) -> SiloBatch:
         """Returns the batches' silos stacked in order, padded (and masked) to the widest batch."""
