@@ -16,12 +16,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from dpfl.cli.settings import cache_dir, data_dirs
 from dpfl.errors import DpflError, SpecError
-from dpfl.reproduce import PAPERS, Outcome, Sweep, default_config_dir, load_paper, quick_settings
-from dpfl.reproduce.summary import corrections, sensitivity, summary_rows, verdicts
+from dpfl.papers import PAPERS
 
-# What runs, reports and talks to a server imports torch or plotly: imported by the command.
+# The reproduction machinery (pydantic configs; runs, reports and a server's client import torch
+# or plotly) is imported by the command: other commands start without it.
 if TYPE_CHECKING:
     from dpfl import runner
+    from dpfl.reproduce import Outcome, Sweep
     from dpfl.reproduce import server as remote
     from dpfl.spec import RunSpec
 
@@ -66,10 +67,12 @@ def reproduce(
     ] = None,
 ) -> None:
     """Reproduce a paper's experiments; write DIR/report.html (offline), summary.csv and reproduction.md."""
+    from dpfl.reproduce import default_config_dir, load_paper, quick_settings
     from dpfl.reproduce import server as remote
     from dpfl.reproduce.calibration import local_projector, paper_calibrations
     from dpfl.reproduce.markdown import markdown, splice
     from dpfl.reproduce.report import Report, write_csv, write_html
+    from dpfl.reproduce.summary import corrections, sensitivity, summary_rows, verdicts
 
     start, started = time.perf_counter(), dt.datetime.now().astimezone()
     if seeds is not None and seeds < 1:

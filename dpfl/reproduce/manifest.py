@@ -61,6 +61,7 @@ from pydantic import ValidationError
 
 import dpfl
 from dpfl.errors import DpflError, SpecError, UnknownNameError
+from dpfl.papers import PAPERS, PaperInfo
 from dpfl.reproduce.block import Candidate, Ceiling, Claim, PaperValue, ReproduceBlock, Variation
 from dpfl.spec import check_privacy, parse_spec, spec_error, yaml_load
 from dpfl.sweep import PER_ALGORITHM, Point, PointError, expand, locate
@@ -88,30 +89,6 @@ __all__ = [
 BLOCK = "reproduce"
 MAX_POINTS = 5_000  # a reproduction is bounded by patience, not by a server's limit
 CEILING, SENSITIVITY = "ceiling", "sensitivity"  # the roles of runs that stand for no method's cell
-
-
-@dataclass(frozen=True)
-class PaperInfo:
-    """A paper we reproduce: its short name (the CLI's PAPER), seed number and citation."""
-
-    key: str
-    seed: str
-    citation: str
-
-
-PAPERS: dict[str, PaperInfo] = {
-    p.key: p
-    for p in (
-        PaperInfo(
-            "isrl",
-            "000",
-            "Lowy, Ghafelebashi & Razaviyayn, Private Non-Convex Federated Learning Without a Trusted Server",
-        ),
-        PaperInfo("newton", "001", "Cao, Guo & Zhang, Privacy-Preserving Distributed Learning via Newton"),
-        PaperInfo("voting", "003", "Zhu et al., Voting-based Approaches for Differentially Private FL"),
-        PaperInfo("uldp", "004", "Kato et al., ULDP-FL: Federated Learning with Across-Silo User-Level DP"),
-    )
-}
 
 
 class ConfigError(SpecError):

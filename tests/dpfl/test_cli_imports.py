@@ -13,8 +13,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # the service's plugin (backend.cli) adds its commands on every start; the service's libraries
-# load only when one of them runs
-HEAVY = ("torch", "dp_accounting", "scipy", "plotly", "sklearn", "fastapi", "sqlalchemy", "celery")
+# load only when one of them runs; nor does a command load the reproduction's configs (0.2 s)
+HEAVY = (
+    "torch",
+    "dp_accounting",
+    "scipy",
+    "plotly",
+    "sklearn",
+    "fastapi",
+    "sqlalchemy",
+    "celery",
+    "dpfl.reproduce",
+)
 
 PROBE = """
 import json, sys
