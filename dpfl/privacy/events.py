@@ -22,9 +22,8 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
-import dp_accounting
-
 from dpfl.errors import SpecError
+from dpfl.privacy.dpa import dp_event
 
 __all__ = [
     "ApproxDPEvent",
@@ -374,7 +373,7 @@ def with_withheld(data: dict[str, Any], withheld: dict[str, Any] | None) -> dict
     return data if not withheld else {**data, **withheld}
 
 
-def to_dp_accounting(event: Event) -> dp_accounting.DpEvent | None:
+def to_dp_accounting(event: Event) -> dp_event.DpEvent | None:
     """Returns the equivalent `dp_accounting.DpEvent`, or None where none exists.
 
     A vote maps to its data-independent Gaussian equivalent and μ-GDP to a Gaussian with
@@ -382,22 +381,22 @@ def to_dp_accounting(event: Event) -> dp_accounting.DpEvent | None:
     no dp_accounting counterpart.
     """
     if isinstance(event, GaussianEvent):
-        return dp_accounting.GaussianDpEvent(event.noise_multiplier)
+        return dp_event.GaussianDpEvent(event.noise_multiplier)
     if isinstance(event, LaplaceEvent):
-        return dp_accounting.LaplaceDpEvent(event.noise_multiplier)
+        return dp_event.LaplaceDpEvent(event.noise_multiplier)
     if isinstance(event, GDPEvent):
-        return dp_accounting.GaussianDpEvent(1.0 / event.mu)
+        return dp_event.GaussianDpEvent(1.0 / event.mu)
     if isinstance(event, VoteEvent):
-        return dp_accounting.GaussianDpEvent(event.noise_multiplier)
+        return dp_event.GaussianDpEvent(event.noise_multiplier)
     if isinstance(event, PoissonSampledEvent):
         inner = to_dp_accounting(event.event)
-        return None if inner is None else dp_accounting.PoissonSampledDpEvent(event.sampling_rate, inner)
+        return None if inner is None else dp_event.PoissonSampledDpEvent(event.sampling_rate, inner)
     if isinstance(event, SelfComposedEvent):
         inner = to_dp_accounting(event.event)
-        return None if inner is None else dp_accounting.SelfComposedDpEvent(inner, event.count)
+        return None if inner is None else dp_event.SelfComposedDpEvent(inner, event.count)
     if isinstance(event, ComposedEvent):
         inner_events = [to_dp_accounting(e) for e in event.events]
         if any(e is None for e in inner_events):
             return None
-        return dp_accounting.ComposedDpEvent(inner_events)
+        return dp_event.ComposedDpEvent(inner_events)
     return None

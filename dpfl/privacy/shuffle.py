@@ -16,7 +16,6 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy import stats
 from scipy.special import expit, log_expit, logsumexp, rel_entr
 
 __all__ = [
@@ -32,6 +31,14 @@ _MAX_OUTCOMES = 2_000_000  # shuffle_log_pmfs returns dicts; beyond this they wo
 _RDP_BLOCK = 1 / 512  # relative width of a block of c values bounded by the moment of its first c
 _RDP_SLACK = 50.0  # truncated Rényi terms are kept below e^-50 of the sum (which is ≥ 1) ...
 _RDP_TIER_CAP = 4096.0  # ... while (α − 1)ε0 + 50 is below this
+
+
+def _binom():
+    # scipy.stats loads in ~0.4 s; every `dpfl privacy …` command and run imports this module,
+    # and only shuffle accounting needs it.
+    from scipy.stats import binom
+
+    return binom
 
 
 def _real(name: str, value: object, ok: Callable[[float], bool], allowed: str) -> float:
@@ -51,14 +58,14 @@ def _check_common(local_epsilon: object, num_users: object) -> tuple[float, int]
 
 def _c_window(m: int, p: float, tail: float) -> tuple[int, int]:
     # ~`tail` of C ~ Bin(m, p) on each side of [lo, hi]; binom.isf rounds tiny tails off, so mirror m − C.
-    lo = int(max(stats.binom.ppf(tail, m, p), 0))
-    return lo, m - int(max(stats.binom.ppf(tail, m, 1 - p), 0))
+    lo = int(max(_binom().ppf(tail, m, p), 0))
+    return lo, m - int(max(_binom().ppf(tail, m, 1 - p), 0))
 
 
 def _log_pmf(x: np.ndarray, n: int, p: float) -> np.ndarray:
     # log Bin(x; n, p): binom.logpmf is off by ~1e-9 at n = 10^6, so log(pmf) unless the pmf underflows.
-    pmf = stats.binom.pmf(x, n, p)
-    return np.where(pmf > 1e-300, np.log(np.maximum(pmf, 1e-300)), stats.binom.logpmf(x, n, p))
+    pmf = _binom().pmf(x, n, p)
+    return np.where(pmf > 1e-300, np.log(np.maximum(pmf, 1e-300)), _binom().logpmf(x, n, p))
 
 
 def _grid(c: np.ndarray, x_lo: np.ndarray, eps0: float) -> tuple[np.ndarray, ...]:
@@ -71,7 +78,7 @@ def _grid(c: np.ndarray, x_lo: np.ndarray, eps0: float) -> tuple[np.ndarray, ...
     x, y = x_lo + np.arange(width), centre + np.arange(width)
     with np.errstate(divide="ignore", invalid="ignore"):
         steps = np.cumsum(np.log1p((big_n - 2 * y[:, :-1] - 1) / (y[:, :-1] + 1)), axis=1)
-        upper = np.log(stats.binom.pmf(centre, big_n, 0.5)) + np.pad(steps, ((0, 0), (1, 0)))
+        upper = np.log(_binom().pmf(centre, big_n, 0.5)) + np.pad(steps, ((0, 0), (1, 0)))
     valid = x <= big_n - x_lo
     index = np.clip(np.where(x >= centre, x - centre, big_n - x - centre), 0, width - 1)
     log_b = np.where(valid, math.log(2) + np.take_along_axis(upper, index, axis=1), -np.inf)
@@ -106,7 +113,7 @@ def shuffle_log_pmfs(
     m, p = n - 1, math.exp(-eps0)
     lo, hi = _c_window(m, p, tail / 4)
     c = np.arange(lo, hi + 1)
-    x_lo = np.maximum(stats.binom.ppf(tail / 4, c, 0.5), 0).astype(np.int64)
+    x_lo = np.maximum(_binom().ppf(tail / 4, c, 0.5), 0).astype(np.int64)
     if (size := int((c + 2 - 2 * x_lo).sum())) > _MAX_OUTCOMES:
         msg = f"`num_users` = {n} with `local_epsilon` = {eps0} gives {size:,} outcomes (at most 2,000,000)"
         raise ValueError(msg + "; use shuffle_delta or shuffle_rdp, which do not enumerate them.")
@@ -115,8 +122,8 @@ def shuffle_log_pmfs(
     log_b = log_b + log_w[:, None]
     # Left out for a kept c: P_c(x < x_lo) + P_c(x > c + 1 − x_lo) = P_c(x < x_lo) + Q_c(x < x_lo)
     # = P(A ≤ x_lo − 2) + P(A ≤ x_lo − 1) with A ~ Bin(c, 1/2), because q + q̄ = 1.
-    inner = stats.binom.cdf(x_lo - 2, c, 0.5) + stats.binom.cdf(x_lo - 1, c, 0.5)
-    dropped = float(stats.binom.cdf(lo - 1, m, p) + stats.binom.sf(hi, m, p) + np.exp(log_w) @ inner)
+    inner = _binom().cdf(x_lo - 2, c, 0.5) + _binom().cdf(x_lo - 1, c, 0.5)
+    dropped = float(_binom().cdf(lo - 1, m, p) + _binom().sf(hi, m, p) + np.exp(log_w) @ inner)
     keys = list(zip(x[valid].tolist(), (c[:, None] + 1 - x)[valid].tolist(), strict=True))
     log_p, log_q = (log_b + log_up)[valid].tolist(), (log_b + log_down)[valid].tolist()
     return dict(zip(keys, log_p, strict=True)), dict(zip(keys, log_q, strict=True)), dropped
@@ -126,8 +133,8 @@ def _delta_curve(eps0: float, n: int) -> Callable[[float], float]:
     # ε ↦ δ(ε); the window of C and its weights are shared by every ε of a bisection.
     m, p, q = n - 1, math.exp(-eps0), float(expit(eps0))
     lo, hi = _c_window(m, p, _DELTA_TAIL)
-    c, dropped = np.arange(lo, hi + 1), float(stats.binom.cdf(lo - 1, m, p) + stats.binom.sf(hi, m, p))
-    weights = stats.binom.pmf(c, m, p)
+    c, dropped = np.arange(lo, hi + 1), float(_binom().cdf(lo - 1, m, p) + _binom().sf(hi, m, p))
+    weights = _binom().pmf(c, m, p)
 
     def delta(eps: float) -> float:
         if eps >= eps0:
@@ -135,7 +142,7 @@ def _delta_curve(eps0: float, n: int) -> Callable[[float], float]:
         # {P_c > e^ε Q_c} = {x > β(c + 1)}: solve q u + q̄(1 − u) > e^ε (q̄ u + q(1 − u)) for u = x/(c + 1).
         beta = math.expm1(-eps0 - eps) / (math.expm1(-eps0) * (1 + math.exp(-eps)))
         k = np.minimum(np.floor(beta * (c + 1)), c)
-        mid, tail = stats.binom.pmf(k, c, 0.5), stats.binom.sf(k, c, 0.5)
+        mid, tail = _binom().pmf(k, c, 0.5), _binom().sf(k, c, 0.5)
         below, above = mid * k / (c - k + 1), mid * (c - k) / (k + 1)  # B_c(k − 1), B_c(k + 1)
         # Σ_{x≥t}(P_c − e^ε Q_c) = q(1 − e^{ε−ε0}) B_c(t − 1) − (e^ε − 1) P(A ≥ t), A ~ B_c, is below the
         # hockey-stick for any t and equal at t = k + 1: the best of k, k + 1, k + 2 absorbs rounding in k.
@@ -207,7 +214,7 @@ def _blocks(m: int, p: float, log_moment_cap: float) -> tuple[np.ndarray, np.nda
     if reps.size > 2:
         window = _log_pmf(np.arange(reps[1], reps[-1]), m, p)
         log_mass[1:-1] = np.logaddexp.reduceat(window, reps[1:-1] - reps[1])
-    log_mass[-1] = stats.binom.logsf(reps[-1] - 1, m, p)
+    log_mass[-1] = _binom().logsf(reps[-1] - 1, m, p)
     return reps.astype(np.int64), log_mass
 
 

@@ -23,9 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dp_accounting import NeighboringRelation
-from dp_accounting.pld import privacy_loss_distribution
-
+from dpfl.privacy import dpa
 from dpfl.privacy.accountants import make_accountant
 from dpfl.privacy.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 
@@ -68,12 +66,12 @@ def _add_remove(q: float, sigma: float, releases: int, delta: float) -> float:
 def _replace_one(q: float, sigma: float, releases: int, delta: float) -> float:
     # Each record's clipped contribution has norm ≤ C; replacing one moves the sum by up to 2C,
     # which dp-accounting's REPLACE_ONE pair models as the two records at ±C (sensitivity C).
-    pld = privacy_loss_distribution.from_gaussian_mechanism(
+    pld = dpa.pld().privacy_loss_distribution.from_gaussian_mechanism(
         sigma,
         sensitivity=1.0,
         sampling_prob=q,
         value_discretization_interval=_PLD_INTERVAL,
-        neighboring_relation=NeighboringRelation.REPLACE_ONE,
+        neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE,
     )
     return pld.self_compose(releases).get_epsilon_for_delta(delta)
 

@@ -25,6 +25,14 @@ HEAVY = (
     "celery",
     "dpfl.reproduce",
 )
+# what the RDP accountant does not need: dp_accounting's package __init__ would load them (dpfl.privacy.dpa)
+NOT_FOR_RDP = (
+    "dp_accounting.pld",
+    "dp_accounting.mechanism_calibration",
+    "scipy.signal",
+    "scipy.stats",
+    "scipy.optimize",
+)
 
 PROBE = """
 import json, sys
@@ -37,9 +45,9 @@ print(json.dumps(sorted(m for m in {heavy} if m in sys.modules)), file=sys.stder
 """
 
 
-def loaded(*argv: str) -> list[str]:
+def loaded(*argv: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv],
+        [sys.executable, "-c", PROBE.format(heavy=heavy), *argv],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -66,4 +74,5 @@ def test_help_loads_no_heavy_module(argv):
 def test_privacy_commands_load_the_accountants_but_not_torch():
     argv = ["privacy", "epsilon", "--noise-multiplier", "1.1", "--steps", "10", "--delta", "1e-5"]
     assert loaded(*argv) == ["dp_accounting", "scipy"]
+    assert loaded(*argv, heavy=NOT_FOR_RDP) == []
     assert "torch" not in loaded("privacy", "vote", "--sigma", "40", "--queries", "100", "--delta", "1e-5")

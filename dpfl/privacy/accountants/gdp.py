@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from dpfl.errors import AccountingError
 from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
@@ -73,6 +73,8 @@ def gdp_mu(*, epsilon: float, delta: float) -> float:
 
     def gap(log_mu: float) -> float:
         return float(_log_delta(np.asarray(epsilon), np.asarray(math.exp(log_mu)))) - math.log(delta)
+
+    from scipy import optimize  # ~0.3 s to import; only this conversion needs it
 
     return math.exp(optimize.brentq(gap, math.log(1e-6), math.log(1e4), xtol=1e-14, rtol=1e-12))
 

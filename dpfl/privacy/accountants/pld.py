@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import functools
 import math
-
-from dp_accounting.pld import PLDAccountant as _DpaPld
-from dp_accounting.pld import common as _common
-from dp_accounting.pld import privacy_loss_distribution as _pld
+from typing import TYPE_CHECKING
 
 from dpfl.errors import AccountingError
-from dpfl.privacy import shuffle
+from dpfl.privacy import dpa, shuffle
 from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
 from dpfl.privacy.events import (
     ApproxDPEvent,
@@ -29,6 +26,9 @@ from dpfl.privacy.events import (
     ShuffleEvent,
     to_dp_accounting,
 )
+
+if TYPE_CHECKING:
+    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
 __all__ = ["PLDAccountant"]
 
@@ -42,10 +42,11 @@ _MIN_NOISE_MULTIPLIER = 0.3
 
 
 @functools.lru_cache(maxsize=4096)
-def _event_pld(event: Event, interval: float) -> _pld.PrivacyLossDistribution:
+def _event_pld(event: Event, interval: float) -> PrivacyLossDistribution:
+    pld = dpa.pld()
     dpa_event = to_dp_accounting(event)
     if dpa_event is not None:
-        accountant = _DpaPld(value_discretization_interval=interval)
+        accountant = pld.PLDAccountant(value_discretization_interval=interval)
         if not accountant.supports(dpa_event):
             raise Unsupported(event, "dp_accounting's PLD accountant does not support it")
         accountant.compose(dpa_event)
@@ -54,7 +55,7 @@ def _event_pld(event: Event, interval: float) -> _pld.PrivacyLossDistribution:
     if isinstance(event, SelfComposedEvent):
         return _event_pld(event.event, interval).self_compose(event.count)
     if isinstance(event, ComposedEvent):
-        out = _pld.identity(value_discretization_interval=interval)
+        out = pld.privacy_loss_distribution.identity(value_discretization_interval=interval)
         for sub in event.events:
             out = out.compose(_event_pld(sub, interval))
         return out
@@ -64,12 +65,12 @@ def _event_pld(event: Event, interval: float) -> _pld.PrivacyLossDistribution:
         )
         if dropped > 0:  # mass left out of the pmfs counts as privacy loss +∞ (pessimistic)
             log_p = {**log_p, "truncated": math.log(dropped)}
-        return _pld.from_two_probability_mass_functions(
+        return pld.privacy_loss_distribution.from_two_probability_mass_functions(
             log_q, log_p, pessimistic_estimate=True, value_discretization_interval=interval
         )
     if isinstance(event, ApproxDPEvent):
-        return _pld.from_privacy_parameters(
-            _common.DifferentialPrivacyParameters(event.epsilon, event.delta),
+        return pld.privacy_loss_distribution.from_privacy_parameters(
+            pld.common.DifferentialPrivacyParameters(event.epsilon, event.delta),
             value_discretization_interval=interval,
         )
     raise Unsupported(event, "the PLD accountant has no privacy loss distribution for it")
@@ -108,9 +109,9 @@ class PLDAccountant(Accountant):
                 f"got {value_discretization_interval!r}"
             )
         self.interval = value_discretization_interval
-        self.pld = _pld.identity(value_discretization_interval=self.interval)
+        self.pld = dpa.pld().privacy_loss_distribution.identity(value_discretization_interval=self.interval)
 
-    def _event(self, event: Event) -> _pld.PrivacyLossDistribution:
+    def _event(self, event: Event) -> PrivacyLossDistribution:
         try:
             return _event_pld(event, self.interval)
         except Unsupported:

@@ -20,12 +20,12 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from dp_accounting.rdp import RdpAccountant as _DpaRdp
 
 from dpfl.errors import AccountingError
 from dpfl.privacy import gnmax, shuffle
 from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
 from dpfl.privacy.conversion import CONVERSIONS, rdp_to_epsilon
+from dpfl.privacy.dpa import RdpAccountant as _DpaRdp
 from dpfl.privacy.events import (
     ComposedEvent,
     Event,
