@@ -43,6 +43,7 @@ from dpfl.models import MODELS, build_model, registered_models
 from dpfl.privacy.accountants import accountant_class, headline_problem
 from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.calibration import calibrate_noise_multiplier, calibrate_party_noise_multipliers
+from dpfl.privacy.calibration.stored import projection_key, read_projection, write_projection
 from dpfl.privacy.disclosure import Caveat, split_metrics
 from dpfl.privacy.events import gaussian_noise_multipliers
 from dpfl.privacy.ledger import Ledger
@@ -215,10 +216,12 @@ def caveats(algorithm: Algorithm, *, source: str) -> list[Caveat]:
     return out
 
 
-def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
+def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None = None) -> Privacy:
     """Returns the run's noise and planned ε per round, without training (calibrating if asked).
 
-    `source` is the run's `noise_source`, which its caveats mention.
+    `source` is the run's `noise_source`, which its caveats mention. With `store`, a simulation
+    run's σ and planned ε are read from that folder when this spec was projected there before, and
+    written there otherwise (`dpfl.privacy.calibration.stored`).
     """
     spec, privacy = algorithm.spec, algorithm.spec.privacy
     check_privacy(spec, algorithm.notion)  # `prepare` checked it too; an algorithm built by hand was not
@@ -228,12 +231,57 @@ def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
     # POST /api/privacy/project, sweeps, reproductions), so the accountant is checked once, here,
     # before it calibrates anything. Who releases what at which sampling rate does not depend on
     # σ, so a plan at the given σ (or 1) shows whether the accountant is exact for it.
-    problem = headline_problem(
-        privacy.accountant, algorithm.plan(privacy.noise_multiplier or 1.0).party_events().values()
-    )
+    probe = algorithm.plan(privacy.noise_multiplier or 1.0).party_events()
+    problem = headline_problem(privacy.accountant, probe.values())
     if problem is not None:
         raise SpecError("privacy.accountant", f"{problem}; got {privacy.accountant!r}.")
+    key = projection_key(spec.model_dump_json(), probe) if store is not None and source == "seeded" else None
+    stored = read_projection(store, key) if key is not None else None
     sigma: float | np.ndarray
+    if stored is None:
+        sigma = _noise_multiplier(algorithm)
+    else:
+        sigma = np.asarray(stored[0]) if isinstance(stored[0], list) else stored[0]
+    # What only σ shows is refused here, once it is known, so that every submission path refuses
+    # it too (the worker's `setup` makes the same check for a σ given by hand).
+    algorithm.check_noise(sigma)
+    plan = algorithm.plan(sigma)
+    _check_noise_floor(plan, privacy)
+    if stored is None:
+        by_round = dict(
+            zip(
+                plan.rounds,
+                plan.epsilon_by_round(delta=privacy.delta, accountant=privacy.accountant),
+                strict=True,
+            )
+        )
+        planned, eps = [], 0.0
+        for r in range(1, spec.rounds + 1):
+            eps = float(by_round.get(r, eps))
+            planned.append(eps)
+    else:
+        planned = stored[1]
+    sigma_out = float(sigma) if np.ndim(sigma) == 0 else [float(s) for s in np.asarray(sigma)]
+    if key is not None and stored is None:
+        write_projection(store, key, sigma_out, planned)
+    return Privacy(
+        algorithm.notion,
+        privacy.delta,
+        privacy.accountant,
+        privacy.calibration,
+        sigma_out,
+        privacy.epsilon,
+        planned,
+        target_mu=privacy.mu,
+        caveats=caveats(algorithm, source=source),
+        noise_source=source,
+        neighbouring=algorithm.neighbouring,
+    )
+
+
+def _noise_multiplier(algorithm: Algorithm) -> float | np.ndarray:
+    """Returns the run's σ: given, from μ, the paper's closed form, or calibrated to its ε target."""
+    spec, privacy = algorithm.spec, algorithm.spec.privacy
     if privacy.noise_multiplier is not None:
         if privacy.calibration == "paper":
             raise SpecError(
@@ -266,36 +314,7 @@ def project(algorithm: Algorithm, *, source: str = "seeded") -> Privacy:
             target_delta=privacy.delta,
             accountant=privacy.accountant,
         )
-    # What only σ shows is refused here, once it is known, so that every submission path refuses
-    # it too (the worker's `setup` makes the same check for a σ given by hand).
-    algorithm.check_noise(sigma)
-    plan = algorithm.plan(sigma)
-    _check_noise_floor(plan, privacy)
-    by_round = dict(
-        zip(
-            plan.rounds,
-            plan.epsilon_by_round(delta=privacy.delta, accountant=privacy.accountant),
-            strict=True,
-        )
-    )
-    planned, eps = [], 0.0
-    for r in range(1, spec.rounds + 1):
-        eps = float(by_round.get(r, eps))
-        planned.append(eps)
-    sigma_out = float(sigma) if np.ndim(sigma) == 0 else [float(s) for s in np.asarray(sigma)]
-    return Privacy(
-        algorithm.notion,
-        privacy.delta,
-        privacy.accountant,
-        privacy.calibration,
-        sigma_out,
-        privacy.epsilon,
-        planned,
-        target_mu=privacy.mu,
-        caveats=caveats(algorithm, source=source),
-        noise_source=source,
-        neighbouring=algorithm.neighbouring,
-    )
+    return sigma
 
 
 def _check_noise_floor(plan: Ledger, privacy) -> None:
@@ -367,7 +386,8 @@ def start(
 
     Args:
         data_dirs: folders searched for dataset files.
-        cache_dir: where downloads go (None: no downloads).
+        cache_dir: where downloads go (None: no downloads), and where prepared datasets and
+            projections are kept for the next process.
         download: allow fetching a missing dataset (checksummed).
         protected: the dataset has a privacy budget: randomness from OS entropy, diagnostics
             withheld (a spec asking for seeded noise raises SpecError).
@@ -381,7 +401,8 @@ def start(
         # 128-bit secret that lives only in this process. The spec's own range (< 2³¹) is no
         # bound on it: the engine hashes the key into each generator's seed.
         algorithm.spec = spec.model_copy(update={"seed": secrets.randbits(128)})
-    privacy = project(algorithm, source=source)
+    store = None if cache_dir is None else Path(cache_dir) / "projections"
+    privacy = project(algorithm, source=source, store=store)
     noise = privacy.noise_multiplier
     algorithm.setup(
         None if noise is None else np.asarray(noise, dtype=float) if isinstance(noise, list) else noise

@@ -1,0 +1,56 @@
+"""Projections stored on disk (dpfl.privacy.calibration.stored): a fresh process running a spec
+again reads its σ and planned ε instead of calibrating, for simulation runs only."""
+
+from __future__ import annotations
+
+import json
+
+from dpfl.privacy.calibration import remembered
+from dpfl.runner import prepare, project, run
+from tests.factories import isrl_digits_spec
+
+
+def _projected(spec, store):
+    return project(prepare(spec), store=store)
+
+
+def test_a_second_projection_reads_what_the_first_stored(tmp_path):
+    spec = isrl_digits_spec(rounds=5)
+    first = _projected(spec, tmp_path)
+    (stored,) = tmp_path.glob("*.json")
+    data = json.loads(stored.read_text())
+    assert data == {"noise_multiplier": first.noise_multiplier, "planned": first.planned_epsilon}
+    assert len(first.noise_multiplier) == 10 and abs(first.planned_epsilon[-1] - 3.0) < 0.01
+    # what is read is what the file holds: changed there, the projection changes with it
+    stored.write_text(
+        json.dumps({"noise_multiplier": [s * 2 for s in first.noise_multiplier], "planned": [1.0] * 5})
+    )
+    remembered.RESULTS.clear()
+    again = _projected(spec, tmp_path)
+    assert again.noise_multiplier == [s * 2 for s in first.noise_multiplier]
+    assert again.planned_epsilon == [1.0] * 5
+    # another target is another key, calibrated afresh beside the first
+    other = _projected(isrl_digits_spec(rounds=5, privacy={"epsilon": 1.0, "delta": 1e-5}), tmp_path)
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    assert abs(other.planned_epsilon[-1] - 1.0) < 0.01
+    assert all(a > b for a, b in zip(other.noise_multiplier, first.noise_multiplier, strict=True))
+
+
+def test_a_run_from_a_stored_projection_equals_one_without(tmp_path):
+    spec = isrl_digits_spec(rounds=5)
+    plain = run(spec)
+    run(spec, cache_dir=tmp_path)  # stores the projection
+    remembered.RESULTS.clear()
+    stored = run(spec, cache_dir=tmp_path)
+    assert stored.privacy.noise_multiplier == plain.privacy.noise_multiplier
+    assert stored.privacy.planned_epsilon == plain.privacy.planned_epsilon
+    assert [r.metrics for r in stored.rounds] == [r.metrics for r in plain.rounds]
+    assert stored.epsilon == plain.epsilon and abs(stored.epsilon - 3.0) < 0.01
+
+
+def test_protected_runs_neither_read_nor_write_a_store(tmp_path):
+    spec = isrl_digits_spec(rounds=5, privacy={"epsilon": 3.0, "delta": 1e-5, "noise_source": "entropy"})
+    run(spec, cache_dir=tmp_path)
+    assert not (tmp_path / "projections").exists()
+    run(isrl_digits_spec(rounds=5), cache_dir=tmp_path)
+    assert len(list((tmp_path / "projections").glob("*.json"))) == 1
