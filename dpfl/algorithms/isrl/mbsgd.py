@@ -22,7 +22,7 @@ from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput, participants, silo_party
 from dpfl.engine import SiloBatch, clipped_grad_sum, release_noise
-from dpfl.engine.sampling import poisson_batch
+from dpfl.engine.sampling import PoissonSampler
 from dpfl.errors import SpecError
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
 from dpfl.privacy.ledger import Ledger
@@ -86,18 +86,14 @@ class ISRLMinibatchSGD(Algorithm):
         self.sigmas = np.broadcast_to(np.asarray(noise_multiplier, dtype=float), (self.spec.dataset.silos,))
         self.w = self.layout.flatten_module(self.model).detach().clone()
 
+    @functools.cached_property
+    def sampler(self) -> PoissonSampler:
+        """Returns the sampler of every silo's records at its rate q_i."""
+        return PoissonSampler(self.data.x_train, self.data.y_train, self.data.silos, self.rates)
+
     def batch(self, silos: np.ndarray, r: int) -> SiloBatch:
         """Returns round r's Poisson minibatch of each listed silo."""
-        spec = self.spec
-        return poisson_batch(
-            self.data.x_train,
-            self.data.y_train,
-            self.data.silos,
-            silos=silos,
-            rates=self.rates[silos],
-            seed=spec.seed,
-            round=r,
-        )
+        return self.sampler.batch(silos, seed=self.spec.seed, round=r)
 
     def release(
         self, clipped_sum: torch.Tensor, silos: np.ndarray, r: int, *, sensitivity: float

@@ -1,0 +1,56 @@
+"""PoissonSampler: each silo's records kept at its own rate, from its own generator."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import torch
+
+from dpfl.engine.noise import SAMPLING_STREAM, silo_generator
+from dpfl.engine.sampling import PoissonSampler
+
+SIZES = (300, 120, 0, 451)
+RATES = np.array([0.1, 0.5, 0.3, 0.02])
+
+
+def _sampler() -> PoissonSampler:
+    n = sum(SIZES)
+    x = torch.arange(n, dtype=torch.float32)[:, None].repeat(1, 3)  # a record's features are its index
+    y = torch.arange(n) % 7
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    starts = np.cumsum((0, *SIZES))
+    silos = [perm[a:b] for a, b in itertools.pairwise(starts)]
+    return PoissonSampler(x, y, silos, RATES)
+
+
+def _kept(batch, row: int) -> list[int]:
+    return batch.x[row, batch.mask[row], 0].long().tolist()
+
+
+def test_a_silo_keeps_each_record_whose_own_draw_is_below_its_rate():
+    sampler = _sampler()
+    batch = sampler.batch([0, 1, 2, 3], seed=5, round=7)
+    for row, silo in enumerate(range(4)):
+        records = sampler.silo_indices[silo]
+        draws = torch.rand(len(records), generator=silo_generator(5, silo, 7, SAMPLING_STREAM))
+        assert _kept(batch, row) == records[draws < float(RATES[silo])].tolist()
+        assert batch.y[row, batch.mask[row]].tolist() == [r % 7 for r in _kept(batch, row)]
+    assert not batch.x[~batch.mask].any() and not batch.y[~batch.mask].any()  # padding is zero
+
+
+def test_a_silos_sample_does_not_depend_on_the_other_silos_listed():
+    sampler = _sampler()
+    everyone = sampler.batch([0, 1, 2, 3], seed=1, round=2)
+    some = sampler.batch([3, 1], seed=1, round=2)
+    assert _kept(some, 0) == _kept(everyone, 3) and _kept(some, 1) == _kept(everyone, 1)
+    assert some.counts().tolist() == [everyone.counts()[3], everyone.counts()[1]]
+
+
+def test_records_are_kept_at_their_silos_rates():
+    sampler = _sampler()
+    counts = torch.stack([sampler.batch([0, 1, 2, 3], seed=0, round=r).counts() for r in range(400)]).double()
+    expected = torch.tensor(SIZES, dtype=torch.float64) * torch.tensor(RATES)
+    sd = (expected * (1 - torch.tensor(RATES)) / 400).sqrt()
+    assert counts[:, 2].max() == 0
+    assert ((counts.mean(0) - expected).abs() <= 5 * sd + 1e-12).all(), (counts.mean(0), expected)
