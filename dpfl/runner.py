@@ -43,7 +43,7 @@ from dpfl.models import MODELS, build_model, registered_models
 from dpfl.privacy.accountants import accountant_class, headline_problem
 from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.calibration import calibrate_noise_multiplier, calibrate_party_noise_multipliers
-from dpfl.privacy.calibration.stored import projection_key, read_projection, write_projection
+from dpfl.privacy.calibration.stored import projection_key, read_projection, storable, write_projection
 from dpfl.privacy.disclosure import Caveat, split_metrics
 from dpfl.privacy.events import gaussian_noise_multipliers
 from dpfl.privacy.ledger import Ledger
@@ -235,8 +235,11 @@ def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None 
     problem = headline_problem(privacy.accountant, probe.values())
     if problem is not None:
         raise SpecError("privacy.accountant", f"{problem}; got {privacy.accountant!r}.")
-    key = projection_key(spec.model_dump_json(), probe) if store is not None and source == "seeded" else None
-    stored = read_projection(store, key) if key is not None else None
+    key = stored = None
+    own = storable(type(algorithm), accountant_class(privacy.accountant))
+    if store is not None and source == "seeded" and own:
+        key = projection_key(spec.model_dump_json(), probe)
+        stored = read_projection(store, key, rounds=spec.rounds, silos=spec.dataset.silos)
     sigma: float | np.ndarray
     if stored is None:
         sigma = _noise_multiplier(algorithm)

@@ -27,22 +27,43 @@ def _register_package() -> None:
         return
     spec = importlib.util.find_spec("dp_accounting")
     package = importlib.util.module_from_spec(spec)
-    lock = threading.Lock()
+    lock = threading.RLock()  # re-entered only by the __init__'s own lookups, in its thread
+    state = {"started": False}
+
+    def complete() -> None:
+        # Other threads wait here until the __init__ has run; a failed one can be retried.
+        with lock:
+            if state["started"]:
+                return
+            state["started"] = True
+            try:
+                spec.loader.exec_module(package)
+            except BaseException:
+                state["started"] = False
+                raise
+            del package.__getattr__, package.__dir__
 
     def load(name: str) -> object:
-        # Called for a name the package does not hold yet. `from dp_accounting import dp_event`
+        # Called for a name the package does not hold (yet). `from dp_accounting import dp_event`
         # asks here too, before importing the submodule, so a submodule loads alone.
+        if name == "__all__":  # `from dp_accounting import *`: the real package has none
+            complete()
+            raise AttributeError(name)
         if name.startswith("__"):  # probes such as __wrapped__ need not load anything
             raise AttributeError(name)
         if importlib.util.find_spec(f"dp_accounting.{name}") is not None:
             return importlib.import_module(f"dp_accounting.{name}")
-        with lock:
-            if "__getattr__" in package.__dict__:
-                del package.__getattr__
-                spec.loader.exec_module(package)
-        return getattr(package, name)
+        complete()
+        try:
+            return package.__dict__[name]
+        except KeyError:
+            raise AttributeError(f"module 'dp_accounting' has no attribute {name!r}") from None
 
-    package.__getattr__ = load
+    def names() -> list[str]:
+        complete()
+        return sorted(package.__dict__)
+
+    package.__getattr__, package.__dir__ = load, names
     sys.modules["dp_accounting"] = package
 
 

@@ -5,48 +5,68 @@ A second `dpfl run` of the MNIST spec spent 0.65 s of its 3 s outside training c
 σ and computing their planned ε per round, the same numbers as the first run's (issue 19: < 3 s).
 So `start` keeps them in `<cache_dir>/projections/<key>.json` for simulation runs. The key is
 everything they depend on: the spec, the plan's events at one σ (the data's sampling rates), the
-source of this package and dp-accounting's version, so any change of code reads nothing stored.
-Protected runs never read or write here (their schedules come from data with a budget), and a
-run's ε is always accounted afresh from what it released.
+source of this package as it was imported, and the versions of dp-accounting, scipy and numpy, so
+any change of code reads nothing stored. A plugin's source is not in the key, so a run whose
+algorithm or accountant a plugin defines is never stored (`storable`). Protected runs never read or
+write here (their schedules come from data with a budget), and a run's ε is always accounted afresh
+from what it released.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
+import math
 import os
 import tempfile
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["projection_key", "read_projection", "write_projection"]
-
-_PACKAGE = Path(__file__).resolve().parents[2]  # dpfl/
+__all__ = ["projection_key", "read_projection", "storable", "write_projection"]
 
 
-@functools.cache
 def _code() -> str:
-    digest = hashlib.sha256(metadata.version("dp-accounting").encode())
-    for path in sorted(_PACKAGE.rglob("*.py")):
-        digest.update(str(path.relative_to(_PACKAGE)).encode())
+    package = Path(__file__).resolve().parents[2]  # dpfl/
+    versions = [metadata.version(name) for name in ("dp-accounting", "scipy", "numpy")]
+    digest = hashlib.sha256(repr(versions).encode())
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+# Read once, as the package is imported (~7 ms): a source tree edited under a running worker
+# must not file the old code's results under the new code's key.
+_CODE = _code()
+
+
+def storable(*classes: type) -> bool:
+    """Returns whether a projection computed by these classes (the algorithm's, the accountant's)
+    may be stored: only when this package defines them, since only its source is in the key."""
+    return all(c.__module__.split(".")[0] == "dpfl" for c in classes)
 
 
 def projection_key(spec_json: str, plan: object) -> str:
     """Returns the key of a projection: the spec, the plan's events (their repr holds every float
     exactly) and the code that computes it."""
-    return hashlib.sha256(repr((_code(), spec_json, plan)).encode()).hexdigest()[:32]
+    return hashlib.sha256(repr((_CODE, spec_json, plan)).encode()).hexdigest()[:32]
 
 
-def read_projection(folder: Path, key: str) -> tuple[float | list[float], list[float]] | None:
-    """Returns the stored (σ, planned ε per round) under `key`, or None when there is none readable."""
+def read_projection(
+    folder: Path, key: str, *, rounds: int, silos: int
+) -> tuple[float | list[float], list[float]] | None:
+    """Returns the stored (σ, planned ε per round) under `key`, or None when there is none that
+    fits the run (one finite σ > 0, or one per silo; one ε per round)."""
     try:
         data = json.loads((folder / f"{key}.json").read_text())
-        return data["noise_multiplier"], [float(e) for e in data["planned"]]
+        sigma, planned = data["noise_multiplier"], [float(e) for e in data["planned"]]
+        sigmas = [float(s) for s in sigma] if isinstance(sigma, list) else [float(sigma)]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    fits = len(planned) == rounds and len(sigmas) in (1, silos) and not isinstance(sigma, bool)
+    if not fits or not all(math.isfinite(s) and s > 0 for s in sigmas):
+        return None
+    return sigma if isinstance(sigma, list) else float(sigma), planned
 
 
 def write_projection(folder: Path, key: str, sigma: float | list[float], planned: list[float]) -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 
+from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD
+from dpfl.privacy.accountants import RDPAccountant
 from dpfl.privacy.calibration import remembered
+from dpfl.privacy.calibration.stored import storable
 from dpfl.runner import prepare, project, run
 from tests.factories import isrl_digits_spec
 
@@ -54,3 +57,30 @@ def test_protected_runs_neither_read_nor_write_a_store(tmp_path):
     assert not (tmp_path / "projections").exists()
     run(isrl_digits_spec(rounds=5), cache_dir=tmp_path)
     assert len(list((tmp_path / "projections").glob("*.json"))) == 1
+
+
+def test_a_stored_projection_that_does_not_fit_the_run_is_ignored(tmp_path):
+    spec = isrl_digits_spec(rounds=5)
+    first = _projected(spec, tmp_path)
+    (stored,) = tmp_path.glob("*.json")
+    for bad in (
+        {"noise_multiplier": first.noise_multiplier, "planned": [1.0] * 4},  # a round short
+        {"noise_multiplier": first.noise_multiplier[:3], "planned": [1.0] * 5},  # 3 silos of 10
+        {"noise_multiplier": [0.0] * 10, "planned": [1.0] * 5},
+        {"noise_multiplier": True, "planned": [1.0] * 5},
+        {"planned": [1.0] * 5},
+    ):
+        stored.write_text(json.dumps(bad))
+        remembered.RESULTS.clear()
+        again = _projected(spec, tmp_path)
+        assert again.noise_multiplier == first.noise_multiplier
+        assert again.planned_epsilon == first.planned_epsilon
+
+
+def test_only_this_packages_algorithms_and_accountants_are_stored():
+    class Plugin(ISRLMinibatchSGD):  # defined outside dpfl: its source is not in the key
+        pass
+
+    assert storable(ISRLMinibatchSGD, RDPAccountant)
+    assert not storable(Plugin, RDPAccountant)
+    assert not storable(ISRLMinibatchSGD, type("PluginAccountant", (RDPAccountant,), {}))
