@@ -14,7 +14,20 @@ import torch
 from dpfl.engine.batch import SiloBatch
 from dpfl.engine.noise import SAMPLING_STREAM, silo_generator
 
-__all__ = ["PoissonSampler", "minibatch_rows", "minibatches"]
+__all__ = ["PoissonSampler", "float32_rate", "minibatch_rows", "minibatches"]
+
+
+def float32_rate(q: float | np.ndarray) -> np.ndarray:
+    """Returns the probability with which a float32 draw `torch.rand(...) < q` is true: ⌈fl32(q)·2²⁴⌉/2²⁴,
+    an exact float32 within 2⁻²⁴ of q.
+
+    Torch's float32 uniform draws are multiples of 2⁻²⁴ (24 random bits), so `u < q` does not hold
+    with probability q but with this: up to 6e-8 above it (q = 0.05: 0.0500000119), which a ledger
+    at rate q would under-account. Algorithms that sample so use this rate for the draws and the
+    ledger alike; the draws are the same as against q (for such u, u < fl32(q) ⟺ u < the rate).
+    """
+    q32 = np.asarray(q, dtype=np.float32).astype(np.float64)
+    return np.ceil(q32 * 2.0**24) / 2.0**24
 
 
 class PoissonSampler:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from dpfl.algorithms import registered_algorithms
+from dpfl.engine.sampling import float32_rate
 from dpfl.errors import SpecError, UnknownNameError
 from dpfl.runner import run
 from dpfl.spec import parse_spec
@@ -38,7 +39,8 @@ def test_by_default_a_run_is_evaluated_at_most_20_times_and_after_its_last_round
 def test_isrl_ledger_epsilon_equals_independent_dp_accounting():
     result = run(isrl_digits_spec(rounds=12, eval_every=4))
     sigmas = result.privacy.noise_multiplier  # one per silo: each silo is calibrated on its own
-    rates = np.minimum(1.0, 64 / result.label_histogram.sum(axis=1))
+    # the rate its float32 draws realise (q = 64 / n rounded to a multiple of 2^-24)
+    rates = float32_rate(np.minimum(1.0, 64 / result.label_histogram.sum(axis=1)))
     per_silo = []
     for q, sigma in zip(rates, sigmas, strict=True):
         acc = dp_accounting.rdp.RdpAccountant()

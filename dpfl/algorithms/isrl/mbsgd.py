@@ -22,7 +22,7 @@ from pydantic import Field
 
 from dpfl.algorithms.base import ALGORITHMS, Algorithm, Params, RoundOutput, participants, silo_party
 from dpfl.engine import SiloBatch, clipped_grad_sum, release_noise
-from dpfl.engine.sampling import PoissonSampler
+from dpfl.engine.sampling import PoissonSampler, float32_rate
 from dpfl.errors import SpecError
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
 from dpfl.privacy.ledger import Ledger
@@ -55,9 +55,9 @@ class ISRLMinibatchSGD(Algorithm):
 
     @functools.cached_property
     def rates(self) -> np.ndarray:
-        """Returns each silo's Poisson sampling rate q_i = min(1, K / n_i) (computed once: a plan asks
-        for it per silo per round)."""
-        return np.minimum(1.0, self.params.batch_size / np.maximum(self.data.silo_sizes, 1))
+        """Returns each silo's Poisson sampling rate q_i = min(1, K / n_i), as its float32 draws realise
+        it (`float32_rate`; computed once: a plan asks for it per silo per round)."""
+        return float32_rate(np.minimum(1.0, self.params.batch_size / np.maximum(self.data.silo_sizes, 1)))
 
     def releases_per_round(self, silo: int, sigma: float) -> list[Event]:
         """Returns what `silo` releases in one round it takes part in, under noise multiplier σ."""

@@ -36,6 +36,7 @@ from dpfl.algorithms.uldp.users import USERS_PARTY, require_users
 from dpfl.engine import clipped_grad_sum, release_noise
 from dpfl.engine.batch import SiloBatch
 from dpfl.engine.noise import NOISE_STREAM, SAMPLING_STREAM, silo_generator
+from dpfl.engine.sampling import float32_rate
 from dpfl.errors import SpecError
 from dpfl.privacy.calibration import sgd_event
 from dpfl.privacy.events import Event, GroupEvent, ParallelEvent
@@ -94,7 +95,7 @@ class ULDPGroup(UserLevelFedAvg2LR):
         if any(len(rows) == 0 for rows in self.kept):
             raise SpecError("params.group_size", f"k = {self.k} leaves a silo without records.")
         sizes = np.array([len(rows) for rows in self.kept])
-        self.rates = np.minimum(1.0, self.params.batch_size / sizes)
+        self.rates = float32_rate(np.minimum(1.0, self.params.batch_size / sizes))  # as the draws realise it
         self.expected_batch = self.rates * sizes
         self.steps = self.params.local_epochs * np.ceil(sizes / self.params.batch_size).astype(int)
 

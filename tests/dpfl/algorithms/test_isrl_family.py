@@ -14,6 +14,7 @@ from dpfl.algorithms.isrl import ISRLMinibatchSGD, SDPMinibatchSGD
 from dpfl.algorithms.isrl.prox import prox
 from dpfl.algorithms.isrl.shuffle import l2_ball_randomizer_radius
 from dpfl.engine import clipped_grad_sum
+from dpfl.engine.sampling import float32_rate
 from dpfl.privacy.calibration import calibrate_noise_multiplier
 from dpfl.privacy.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent, ShuffleEvent
 from dpfl.privacy.ledger import Ledger
@@ -79,7 +80,8 @@ def test_localsgd_ledger_has_k_events_per_silo_per_round_and_matches_dp_accounti
     )  # ... of K steps
     # Each silo has its own σ_i (digits splits into silos of 144 and 143 records).
     sigmas = np.asarray(result.privacy.noise_multiplier)
-    rates = np.minimum(1.0, 32 / result.label_histogram.sum(axis=1))
+    # the rate its float32 draws realise (q = 32 / n rounded to a multiple of 2^-24)
+    rates = float32_rate(np.minimum(1.0, 32 / result.label_histogram.sum(axis=1)))
     assert len(set(sigmas.tolist())) == 2
     per_silo = []
     for q, sigma in zip(rates, sigmas, strict=True):

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from dpfl.engine.noise import SAMPLING_STREAM, silo_generator
-from dpfl.engine.sampling import PoissonSampler
+from dpfl.engine.sampling import PoissonSampler, float32_rate
 
 SIZES = (300, 120, 0, 451)
 RATES = np.array([0.1, 0.5, 0.3, 0.02])
@@ -54,3 +54,22 @@ def test_records_are_kept_at_their_silos_rates():
     sd = (expected * (1 - torch.tensor(RATES)) / 400).sqrt()
     assert counts[:, 2].max() == 0
     assert ((counts.mean(0) - expected).abs() <= 5 * sd + 1e-12).all(), (counts.mean(0), expected)
+
+
+def test_the_ledgers_rate_is_what_float32_draws_realise():
+    # torch's float32 uniform draws carry 24 random bits: multiples of 2^-24 in [0, 1)
+    draws = torch.rand(1_000_000, generator=torch.Generator().manual_seed(3)).double() * 2**24
+    assert torch.equal(draws, draws.round()) and draws.min() >= 0 and draws.max() < 2**24
+    q = np.array([64 / 2253, 128 / 2540, 0.05, 0.0125, 1 / 3, 2**-10, 1.0])
+    rate = float32_rate(q)
+    assert np.all(np.abs(rate - q) < 2**-24)
+    assert np.array_equal(rate, rate.astype(np.float32).astype(np.float64))  # exact in float32
+    assert np.array_equal(rate * 2**24, np.round(rate * 2**24))
+    # P(u < q) = ⌈q·2²⁴⌉/2²⁴ exactly: every 24-bit u is kept against q as against the rate, and the
+    # number of kept values is rate·2²⁴
+    u = torch.arange(2**24, dtype=torch.float32) / 2**24
+    for qi, ri in zip(q, rate, strict=True):
+        kept = u < torch.tensor(qi, dtype=torch.float32)
+        assert torch.equal(kept, u < torch.tensor(ri, dtype=torch.float32))
+        assert int(kept.sum()) == round(ri * 2**24)
+    assert rate[2] > 0.05  # 0.05 itself is no multiple of 2^-24: its records were kept a little more often
