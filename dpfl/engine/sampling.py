@@ -14,7 +14,7 @@ import torch
 from dpfl.engine.batch import SiloBatch
 from dpfl.engine.noise import SAMPLING_STREAM, silo_generator
 
-__all__ = ["PoissonSampler", "float32_rate", "minibatch_rows", "minibatches"]
+__all__ = ["PoissonSampler", "float32_rate", "float32_rate_below", "minibatch_rows", "minibatches"]
 
 
 def float32_rate(q: float | np.ndarray) -> np.ndarray:
@@ -28,6 +28,14 @@ def float32_rate(q: float | np.ndarray) -> np.ndarray:
     """
     q32 = np.asarray(q, dtype=np.float32).astype(np.float64)
     return np.ceil(q32 * 2.0**24) / 2.0**24
+
+
+def float32_rate_below(p: float | np.ndarray) -> np.ndarray:
+    """Returns the largest probability ≤ p that a float32 draw `torch.rand(...) < t` realises:
+    ⌊p·2²⁴⌋/2²⁴, itself the threshold t (an exact float32). For coins whose probability a guarantee
+    bounds (an ε₀-LDP randomiser's e^ε₀/(e^ε₀ + 1)), where `u < p` could exceed it by up to 6e-8.
+    """
+    return np.floor(np.asarray(p, dtype=np.float64) * 2.0**24) / 2.0**24
 
 
 class PoissonSampler:

@@ -53,7 +53,7 @@ from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants, silo_par
 from dpfl.algorithms.isrl import vector_sum
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.engine import gaussian_noise, per_sample_grads, silo_generator
-from dpfl.engine.sampling import minibatches
+from dpfl.engine.sampling import float32_rate_below, minibatches
 from dpfl.errors import SpecError
 from dpfl.privacy.accountants import make_accountant, registered_accountants
 from dpfl.privacy.calibration import NoiseOutOfRange
@@ -179,8 +179,9 @@ class SDPMinibatchSGD(ISRLMinibatchSGD):
             ]
         ).to(grads.dtype)
         e.mul_(torch.where(coins[..., :1] < 0.5 + norms.clamp(max=clip) / (2 * clip), 1.0, -1.0))  # x̃ = ±C e
-        eps0 = torch.as_tensor(1.0 / self.sigmas[silos], dtype=grads.dtype)[:, None, None]
-        keep_side = coins[..., 1:] < torch.sigmoid(eps0)  # e^ε₀/(e^ε₀ + 1)
+        # x̃'s side is kept with probability e^ε₀/(e^ε₀ + 1) at most, as the ε₀-LDP bound needs
+        keep = float32_rate_below(1.0 / (1.0 + np.exp(-1.0 / self.sigmas[silos])))
+        keep_side = coins[..., 1:] < torch.as_tensor(keep, dtype=grads.dtype)[:, None, None]
         z = gaussian_noise((b, d), 1.0, seed=self.spec.seed, silos=silos, round=r, dtype=grads.dtype)
         z.div_(torch.linalg.vector_norm(z, dim=-1, keepdim=True))  # uniform on the unit sphere
         dot = torch.einsum("sbp,sbp->sb", z, e).unsqueeze(-1)

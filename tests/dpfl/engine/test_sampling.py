@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from dpfl.engine.noise import SAMPLING_STREAM, silo_generator
-from dpfl.engine.sampling import PoissonSampler, float32_rate
+from dpfl.engine.sampling import PoissonSampler, float32_rate, float32_rate_below
 
 SIZES = (300, 120, 0, 451)
 RATES = np.array([0.1, 0.5, 0.3, 0.02])
@@ -73,3 +73,16 @@ def test_the_ledgers_rate_is_what_float32_draws_realise():
         assert torch.equal(kept, u < torch.tensor(ri, dtype=torch.float32))
         assert int(kept.sum()) == round(ri * 2**24)
     assert rate[2] > 0.05  # 0.05 itself is no multiple of 2^-24: its records were kept a little more often
+
+
+def test_a_coin_bounded_by_a_guarantee_never_comes_up_more_often_than_it():
+    eps0 = np.array([0.5, 1.0, 2.0, 4.0, 8.0, 30.0])
+    p = 1.0 / (1.0 + np.exp(-eps0))  # an ε₀-LDP randomiser's largest probability of keeping a side
+    t = float32_rate_below(p)
+    u = torch.arange(2**24, dtype=torch.float32) / 2**24  # every value a float32 draw can take
+    for pi, ti in zip(p, t, strict=True):
+        realised = int((u < torch.tensor(ti, dtype=torch.float32)).sum()) / 2**24
+        assert realised == ti <= pi and pi - ti < 2**-24
+    # against p itself, the float32 coin comes up more often than p allows for some of these
+    over = [int((u < torch.tensor(pi, dtype=torch.float32)).sum()) / 2**24 > pi for pi in p]
+    assert any(over)
