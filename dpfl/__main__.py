@@ -2,4 +2,5 @@
 
 from dpfl.cli import main
 
-main()
+if __name__ == "__main__":  # not when a spawned helper process imports it (dpfl.reproduce.local)
+    main()

@@ -43,7 +43,13 @@ from dpfl.models import MODELS, build_model, registered_models
 from dpfl.privacy.accountants import accountant_class, headline_problem
 from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.calibration import calibrate_noise_multiplier, calibrate_party_noise_multipliers
-from dpfl.privacy.calibration.stored import projection_key, read_projection, storable, write_projection
+from dpfl.privacy.calibration.stored import (
+    projection_key,
+    read_projection,
+    storable,
+    store_of,
+    write_projection,
+)
 from dpfl.privacy.disclosure import Caveat, split_metrics
 from dpfl.privacy.events import gaussian_noise_multipliers
 from dpfl.privacy.ledger import Ledger
@@ -404,7 +410,7 @@ def start(
         # 128-bit secret that lives only in this process. The spec's own range (< 2³¹) is no
         # bound on it: the engine hashes the key into each generator's seed.
         algorithm.spec = spec.model_copy(update={"seed": secrets.randbits(128)})
-    store = None if cache_dir is None else Path(cache_dir) / "projections"
+    store = None if cache_dir is None else store_of(cache_dir)
     privacy = project(algorithm, source=source, store=store)
     noise = privacy.noise_multiplier
     algorithm.setup(

@@ -22,7 +22,7 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["projection_key", "read_projection", "storable", "write_projection"]
+__all__ = ["projection_key", "read_projection", "storable", "store_of", "write_projection"]
 
 
 def _code() -> str:
@@ -38,6 +38,11 @@ def _code() -> str:
 # Read once, as the package is imported (~7 ms): a source tree edited under a running worker
 # must not file the old code's results under the new code's key.
 _CODE = _code()
+
+
+def store_of(cache_dir: Path) -> Path:
+    """Returns the folder of stored projections under a download folder."""
+    return Path(cache_dir) / "projections"
 
 
 def storable(*classes: type) -> bool:
