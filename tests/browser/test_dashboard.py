@@ -107,8 +107,10 @@ def test_sweep_draws_one_trace_per_algorithm_with_bands_and_the_url_reproduces_i
     page.goto("/#/new?mode=sweep")
     fill_form(page, SMALL | {"sweep.epsilons": "1, 8", "sweep.seeds": "0, 1"})
     page.click("button[type=submit]")
-    page.wait_for_url(re.compile(r"#/compare\?sweep=[0-9a-f]+"))
-    sweep = re.search(r"sweep=([0-9a-f]+)", page.url).group(1)
+    # the Compare page may already have written its view into the URL (`?log=1&sweeps=…`) by the
+    # time the wait looks: either form names the new sweep
+    page.wait_for_url(re.compile(r"#/compare\?(.*&)?sweeps?=[0-9a-f]+"))
+    sweep = re.search(r"sweeps?=([0-9a-f]+)", page.url).group(1)
     deadline = time.time() + 180
     while time.time() < deadline:
         counts = httpx.get(f"{server}/api/sweeps/{sweep}/summary").json()["counts"]
