@@ -395,17 +395,11 @@ def _with_ledger_epsilon(records: list[RoundRecord], ledger: Ledger, privacy: Pr
     """Returns the records with ε recomputed from what was actually released."""
     if privacy.notion == "none" or not ledger.entries:
         return records
-    by_round = dict(
-        zip(
-            ledger.rounds,
-            ledger.epsilon_by_round(delta=privacy.delta, accountant=privacy.accountant),
-            strict=True,
-        )
-    )
-    out, eps, known = [], 0.0, sorted(by_round)
-    for rec in records:
-        done = [r for r in known if r <= rec.round]
-        eps = float(by_round[done[-1]]) if done else 0.0
+    # ε after the records' rounds alone: their minima, not every round's (`Ledger.epsilon_curves`)
+    after = [rec.round for rec in records]
+    by_record = ledger.epsilon_by_round(delta=privacy.delta, accountant=privacy.accountant, after=after)
+    out = []
+    for rec, eps in zip(records, by_record.tolist(), strict=True):
         out.append(
             RoundRecord(
                 rec.round,

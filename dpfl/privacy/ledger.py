@@ -16,6 +16,7 @@ distinct event, so 100 parties × 1,000 rounds recompute in well under a second 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -100,9 +101,18 @@ class Ledger:
         """Returns the ledger that `to_json` wrote."""
         return cls(LedgerEntry(int(d["round"]), str(d["party"]), from_json(d["event"])) for d in data)
 
-    def epsilon_curves(self, *, delta: float, accountant: str = "rdp", **options) -> dict[str, np.ndarray]:
-        """Returns party ↦ cumulative ε after each of `self.rounds` (carried over rounds a party skips)."""
+    def epsilon_curves(
+        self, *, delta: float, accountant: str = "rdp", after: Sequence[int] | None = None, **options
+    ) -> dict[str, np.ndarray]:
+        """Returns party ↦ cumulative ε after each of `after` (default `self.rounds`), carried over
+        rounds a party skips; 0 before a party's first release.
+
+        A run's records need ε after a few rounds (its evaluations) of a long history: asking for
+        those alone searches the RDP orders that hold their minima, not every round's.
+        """
         rounds = self.rounds
+        if after is not None and list(after) != rounds:
+            return self._curves_after(list(after), delta=delta, accountant=accountant, **options)
         round_index = {r: i for i, r in enumerate(rounds)}
         event_ids: dict[Event, int] = {}  # each distinct event hashed once per entry, then integers
         party_ids: dict[str, int] = {}
@@ -142,17 +152,39 @@ class Ledger:
             out[party] = curves[key]
         return out
 
-    def epsilon_by_round(self, *, delta: float, accountant: str = "rdp", **options) -> np.ndarray:
-        """Returns the run's ε after each of `self.rounds`: the maximum over parties."""
-        curves = self.epsilon_curves(delta=delta, accountant=accountant, **options)
+    def _curves_after(
+        self, after: list[int], *, delta: float, accountant: str, **options
+    ) -> dict[str, np.ndarray]:
+        """`epsilon_curves` after arbitrary rounds: the ledger with each asked round's releases
+        merged into it (those since the round asked before), accounted as a history of its own."""
+        if any(b <= a for a, b in itertools.pairwise(after)):
+            raise ValueError(f"`after` must be increasing; got {after}")
+        slot = np.searchsorted(after, [e.round for e in self.entries])  # the first asked round ≥ it
+        merged = Ledger(
+            LedgerEntry(after[i], e.party, e.event)
+            for e, i in zip(self.entries, slot.tolist(), strict=True)
+            if i < len(after)
+        )
+        curves = merged.epsilon_curves(delta=delta, accountant=accountant, **options)
+        # each asked round reads the last merged round at or before it (none yet: ε = 0)
+        last = np.searchsorted(merged.rounds, after, side="right") - 1
+        return {party: np.concatenate([[0.0], curve])[last + 1] for party, curve in curves.items()}
+
+    def epsilon_by_round(
+        self, *, delta: float, accountant: str = "rdp", after: Sequence[int] | None = None, **options
+    ) -> np.ndarray:
+        """Returns the run's ε after each of `after` (default `self.rounds`): the maximum over parties."""
+        curves = self.epsilon_curves(delta=delta, accountant=accountant, after=after, **options)
         if not curves:
-            return np.zeros(0)
+            return np.zeros(0 if after is None else len(after))
         return np.max(np.stack(list(curves.values())), axis=0)
 
     def epsilon(self, *, delta: float, accountant: str = "rdp", **options) -> float:
         """Returns the run's ε: the maximum over parties of their ε after the last round (0 if empty)."""
-        by_round = self.epsilon_by_round(delta=delta, accountant=accountant, **options)
-        return float(by_round[-1]) if len(by_round) else 0.0
+        if not self.entries:
+            return 0.0
+        last = max(e.round for e in self.entries)
+        return float(self.epsilon_by_round(delta=delta, accountant=accountant, after=[last], **options)[0])
 
     def headline_accountant(self, accountant: str | None) -> str:
         """Returns the accountant of the run's headline ε: its own (default `rdp`), or `rdp` where

@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from dpfl.errors import AccountingError
+from dpfl.privacy.accountants import rdp
 from dpfl.privacy.accountants.base import accountant_class
 from dpfl.privacy.accountants.rdp import DEFAULT_ORDERS, RDPAccountant, event_rdp
 from dpfl.privacy.conversion import conversion_offsets, kl_zero_threshold
@@ -239,7 +240,7 @@ def _curve(
 def cache_clear() -> None:
     """Forgets every remembered curve and RDP value (benchmarks time the cold path with it)."""
     _curve.cache_clear()
-    event_rdp.cache_clear()
+    rdp.cache_clear()
 
 
 def _grid(orders: tuple[float, ...]) -> np.ndarray:

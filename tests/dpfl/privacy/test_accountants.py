@@ -255,3 +255,19 @@ def test_pld_refuses_gaussians_below_its_noise_floor_by_name():
 def test_pld_refuses_a_finer_grid_than_its_default():
     with pytest.raises(ValueError, match="value_discretization_interval"):
         make_accountant("pld", value_discretization_interval=1e-6)
+
+
+def test_rdp_values_computed_a_few_orders_at_a_time_are_dp_accountings_own():
+    """`event_rdp` keeps each order of an event once it is computed: whatever subsets of the
+    grid were asked before, the curve is dp_accounting's for the whole grid, bit for bit."""
+    import dp_accounting
+
+    from dpfl.privacy.accountants.rdp import DEFAULT_ORDERS, cache_clear
+
+    cache_clear()
+    event = PoissonSampledEvent(0.037, GaussianEvent(0.83))
+    for part in (DEFAULT_ORDERS[3:9], DEFAULT_ORDERS[::7], DEFAULT_ORDERS[100:103]):
+        event_rdp(event, tuple(part))
+    direct = dp_accounting.rdp.RdpAccountant(orders=list(DEFAULT_ORDERS))
+    direct.compose(dp_accounting.PoissonSampledDpEvent(0.037, dp_accounting.GaussianDpEvent(0.83)))
+    assert event_rdp(event, DEFAULT_ORDERS).tolist() == direct.rdp.tolist()

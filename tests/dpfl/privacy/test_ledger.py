@@ -99,3 +99,28 @@ def test_party_events_fold_repeats_and_keep_epsilon():
         acc = make_accountant("rdp")
         acc.compose(event)
         assert acc.epsilon(1e-5) == pytest.approx(ledger.epsilon_curves(delta=1e-5)[party][-1], rel=1e-12)
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld", "gdp"])
+def test_epsilon_after_some_rounds_is_the_full_curve_read_there(accountant):
+    ledger = _isrl_like_ledger(12)
+    ledger.record(14, "late", GaussianEvent(3.0))  # a party that starts late; round 13 has no release
+    full = ledger.epsilon_curves(delta=1e-5, accountant=accountant)
+    rounds = ledger.rounds
+    after = [2, 5, 13, 14, 20]  # 13: carried from 12; 20: after the last release
+    read = {r: rounds.index(max(x for x in rounds if x <= r)) for r in after}
+    some = ledger.epsilon_curves(delta=1e-5, accountant=accountant, after=after)
+    for party, curve in full.items():
+        expected = [curve[read[r]] for r in after]
+        assert some[party] == pytest.approx(expected, rel=1e-6), party
+    assert some["late"][:3].tolist() == [0.0, 0.0, 0.0]  # no release yet
+    by_round = ledger.epsilon_by_round(delta=1e-5, accountant=accountant, after=after)
+    assert by_round.tolist() == np.max(np.stack(list(some.values())), axis=0).tolist()
+    assert ledger.epsilon(delta=1e-5, accountant=accountant) == pytest.approx(
+        ledger.epsilon_by_round(delta=1e-5, accountant=accountant)[-1], rel=1e-9
+    )
+
+
+def test_epsilon_after_refuses_rounds_out_of_order():
+    with pytest.raises(ValueError, match="`after` must be increasing"):
+        _isrl_like_ledger(3).epsilon_curves(delta=1e-5, after=[3, 2])
