@@ -11,6 +11,8 @@ epoch, silo, user), so results do not depend on the blocks or on the other group
 
 from __future__ import annotations
 
+import math
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -127,15 +129,47 @@ class RecordGroups:
             yield slice(start, min(start + size, len(self)))
             start += size
 
-    def batch(self, data: FederatedData, rows: torch.Tensor, mask: torch.Tensor) -> SiloBatch:
-        """Returns the SiloBatch of training records `rows` [G, B] (indices), masked by `mask`."""
-        x = data.x_train.index_select(0, rows.reshape(-1)).view(*rows.shape, *data.x_train.shape[1:])
-        y = data.y_train.index_select(0, rows.reshape(-1)).view(rows.shape)
-        if not bool(mask.all()):  # zero the padding in place: only its rows are written
-            padding = ~mask
-            x[padding] = 0
-            y[padding] = 0
-        return SiloBatch(x, y, mask)
+    def batch(
+        self, data: FederatedData, rows: torch.Tensor, mask: torch.Tensor, *, scratch: bool = False
+    ) -> SiloBatch:
+        """Returns the SiloBatch of training records `rows` [G, B] (indices), masked by `mask`.
+
+        With `scratch`, the records are written into this thread's reusable buffers, valid until
+        the next such call in the thread: a block's epoch of records is megabytes, and a fresh
+        allocation of that size costs as much in page faults as the gather itself (2.8 ms
+        against 0.8 ms for 2,750 MNIST records).
+        """
+        flat = rows.reshape(-1)
+        if scratch:
+            x = torch.index_select(data.x_train, 0, flat, out=_SCRATCH.take("x", data.x_train, len(flat)))
+            y = torch.index_select(data.y_train, 0, flat, out=_SCRATCH.take("y", data.y_train, len(flat)))
+        else:
+            x = data.x_train.index_select(0, flat)
+            y = data.y_train.index_select(0, flat)
+        padding = torch.nonzero(~mask.reshape(-1)).squeeze(1)
+        if len(padding):  # zero the padding rows in place; a boolean mask would visit every entry
+            x.index_fill_(0, padding, 0)
+            y.index_fill_(0, padding, 0)
+        return SiloBatch(x.view(*rows.shape, *data.x_train.shape[1:]), y.view(rows.shape), mask)
+
+
+class _Buffers(threading.local):
+    """Per-thread buffers `RecordGroups.batch(scratch=True)` gathers records into, grown as needed."""
+
+    def __init__(self) -> None:
+        self.flat: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+
+    def take(self, slot: str, like: torch.Tensor, rows: int) -> torch.Tensor:
+        """Returns a [rows, *like.shape[1:]] tensor of like's dtype over this thread's buffer `slot`."""
+        shape = (rows, *like.shape[1:])
+        numel = math.prod(shape)
+        buffer = self.flat.get((slot, like.dtype))
+        if buffer is None or buffer.numel() < numel:
+            buffer = self.flat[slot, like.dtype] = torch.empty(numel, dtype=like.dtype)
+        return buffer[:numel].view(shape)
+
+
+_SCRATCH = _Buffers()
 
 
 def epoch_order(
@@ -236,7 +270,7 @@ def _steps(
         order = epoch_order(groups, block, seed=seed, round=round, epoch=epoch)
         # the epoch's records read once; each step is a view of them (tiny models: per-step
         # gathers cost more than the step)
-        records = groups.batch(data, index.gather(1, order), real)
+        records = groups.batch(data, index.gather(1, order), real, scratch=True)
         for start, active in zip(starts, actives, strict=True):
             cols = slice(start, start + batch_size)
             yield active, SiloBatch(records.x[:active, cols], records.y[:active, cols], real[:active, cols])

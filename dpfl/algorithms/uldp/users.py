@@ -31,14 +31,16 @@ def user_level_plan(spec: RunSpec, event: Event) -> Ledger:
     return ledger
 
 
-def clip_rows(rows: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Returns each row scaled to L2 norm ≤ clip ([G, P]) and whether each row was clipped ([G]).
+def clip_rows(rows: torch.Tensor, clip: float, *, in_place: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns each row scaled to L2 norm ≤ clip ([G, P]) and whether each row was clipped ([G]);
+    `rows` itself scaled if `in_place`.
 
     The factor is C / max(‖v‖, C): never above 1, no division by zero (the paper's code adds
     1e-6 to the norm instead, which lets a norm of exactly C through unscaled; same bound).
     """
     norms = torch.linalg.vector_norm(rows, dim=1, keepdim=True)
-    return rows * (clip / norms.clamp(min=clip)), norms[:, 0] > clip
+    factor = clip / norms.clamp(min=clip)
+    return rows.mul_(factor) if in_place else rows * factor, norms[:, 0] > clip
 
 
 def require_users(name: str, data: FederatedData) -> UserAllocation:

@@ -179,9 +179,11 @@ class ULDPWeighted(Algorithm):
         counted = np.zeros((len(runs), 2))  # per run: contributions clipped, contributions
         for block in groups.blocks(first.data, params=first.layout.size, batch_size=first.records_per_step):
             run = groups.run[block]
-            start = models[torch.as_tensor(run)]
+            # one run: its model as a view, not a [G_block, P] copy (contributions copy what they step)
+            start = models[0].expand(len(run), -1) if len(runs) == 1 else models[torch.as_tensor(run)]
+            # the contributions are this block's own: clipped and weighted in place
             rows, was_clipped = clip_rows(
-                first.contributions(groups, block, r, start, seeds), first.params.clip
+                first.contributions(groups, block, r, start, seeds), first.params.clip, in_place=True
             )
             if clipped is not None:
                 clipped[block] = rows
@@ -190,7 +192,7 @@ class ULDPWeighted(Algorithm):
             silo, user = groups.silo[block], groups.user[block]
             at = torch.as_tensor(position[run, silo])
             weight = torch.as_tensor(weights[run, silo, user], dtype=rows.dtype)
-            sums.index_add_(0, at, rows * weight[:, None])
+            sums.index_add_(0, at, rows.mul_(weight[:, None]))
         fractions = [clipped_n / max(n, 1) for clipped_n, n in counted]
         return list(sums.split([len(chosen) for chosen in silos])), clipped, fractions
 
