@@ -4,12 +4,19 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 export DPFL_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: install up test test-fast lint bench bench-api plotly-bundle clean
+.PHONY: install bytecode up test test-fast lint bench bench-api plotly-bundle clean
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test]"
+	$(MAKE) --no-print-directory bytecode
 	touch $(STAMP)
+
+# An editable install leaves our sources uncompiled, and where PYTHONDONTWRITEBYTECODE is set (as
+# on this project's machines) every process compiled them again: 0.8 s of `import dpfl.runner`
+# (4.1 → 3.3 s). A source edited since is compiled in memory, as before.
+bytecode:
+	$(PY) -m compileall -q dpfl backend > /dev/null
 
 install: $(STAMP)
 
@@ -35,6 +42,7 @@ lint: install
 bench: install
 	bash scripts/ensure-chromium.sh
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,bench]"
+	$(MAKE) --no-print-directory bytecode
 	$(PY) -m benchmarks.all $(BENCH_ARGS)
 
 # The API under load: needs PostgreSQL and Redis on 127.0.0.1 (.ci/services.sh starts them).

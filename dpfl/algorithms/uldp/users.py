@@ -31,7 +31,9 @@ def user_level_plan(spec: RunSpec, event: Event) -> Ledger:
     return ledger
 
 
-def clip_rows(rows: torch.Tensor, clip: float, *, in_place: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def clip_rows(
+    rows: torch.Tensor, clip: float, *, in_place: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns each row scaled to L2 norm ≤ clip ([G, P]) and whether each row was clipped ([G]);
     `rows` itself scaled if `in_place`.
 

@@ -417,3 +417,20 @@ def test_noise_from_os_entropy_trains_the_user_level_methods(algorithm):
         data_dirs=[data_dir()],
     )
     assert result.privacy.noise_source == "entropy" and result.final.accuracy > 0.3
+
+
+def test_records_gathered_into_scratch_are_the_records_with_padding_zeroed():
+    alg = prepared(heart_spec("uldp_avg"))
+    groups = alg.groups(np.arange(4), None)
+    width = int(groups.count.max())
+    real = torch.arange(width)[None, :] < groups.count[:, None]
+    assert not bool(real.all())  # some groups are padded
+    fresh = groups.batch(alg.data, groups.index, real)
+    scratch = groups.batch(alg.data, groups.index, real, scratch=True)
+    for got in (fresh, scratch):
+        assert torch.equal(got.x[real], alg.data.x_train[groups.index[real]])
+        assert torch.equal(got.y[real], alg.data.y_train[groups.index[real]])
+        assert not got.x[~real].any() and not got.y[~real].any()
+    # the scratch is this thread's buffer, reused by the next such call (fresh tensors are not)
+    again = groups.batch(alg.data, groups.index[:3], real[:3], scratch=True)
+    assert again.x.data_ptr() == scratch.x.data_ptr() != fresh.x.data_ptr()
