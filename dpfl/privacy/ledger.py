@@ -111,8 +111,8 @@ class Ledger:
         those alone searches the RDP orders that hold their minima, not every round's.
         """
         rounds = self.rounds
-        if after is not None and list(after) != rounds:
-            return self._curves_after(list(after), delta=delta, accountant=accountant, **options)
+        if after is not None and (after := list(after)) != rounds:
+            return self._curves_after(after, delta=delta, accountant=accountant, **options)
         round_index = {r: i for i, r in enumerate(rounds)}
         event_ids: dict[Event, int] = {}  # each distinct event hashed once per entry, then integers
         party_ids: dict[str, int] = {}
@@ -166,14 +166,17 @@ class Ledger:
             if i < len(after)
         )
         curves = merged.epsilon_curves(delta=delta, accountant=accountant, **options)
-        # each asked round reads the last merged round at or before it (none yet: ε = 0)
+        # each asked round reads the last merged round at or before it (none yet: ε = 0); a party
+        # that releases only after the last asked round is 0 throughout, as in the full curves
         last = np.searchsorted(merged.rounds, after, side="right") - 1
-        return {party: np.concatenate([[0.0], curve])[last + 1] for party, curve in curves.items()}
+        zeros = np.zeros(len(merged.rounds))
+        return {party: np.concatenate([[0.0], curves.get(party, zeros)])[last + 1] for party in self.parties}
 
     def epsilon_by_round(
         self, *, delta: float, accountant: str = "rdp", after: Sequence[int] | None = None, **options
     ) -> np.ndarray:
         """Returns the run's ε after each of `after` (default `self.rounds`): the maximum over parties."""
+        after = None if after is None else list(after)
         curves = self.epsilon_curves(delta=delta, accountant=accountant, after=after, **options)
         if not curves:
             return np.zeros(0 if after is None else len(after))

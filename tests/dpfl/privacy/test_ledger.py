@@ -124,3 +124,14 @@ def test_epsilon_after_some_rounds_is_the_full_curve_read_there(accountant):
 def test_epsilon_after_refuses_rounds_out_of_order():
     with pytest.raises(ValueError, match="`after` must be increasing"):
         _isrl_like_ledger(3).epsilon_curves(delta=1e-5, after=[3, 2])
+
+
+def test_epsilon_after_takes_any_iterable_and_keeps_every_party():
+    ledger = Ledger()
+    ledger.record(1, "a", GaussianEvent(1.0))
+    ledger.record(3, "a", GaussianEvent(1.0))
+    ledger.record(5, "late", GaussianEvent(1.0))  # releases only after the asked rounds
+    some = ledger.epsilon_curves(delta=1e-5, after=iter([1, 2]))
+    assert set(some) == {"a", "late"} and some["late"].tolist() == [0.0, 0.0]
+    assert some["a"][0] == some["a"][1] > 0
+    assert ledger.epsilon_by_round(delta=1e-5, after=iter([1, 2])).tolist() == some["a"].tolist()
