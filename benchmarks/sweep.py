@@ -93,7 +93,7 @@ def main() -> int:
     sweeps = [s.sweep() for s in settings]
     if args.configured:
         sweeps = [
-            dataclasses.replace(sweep, points=[p for p in sweep.points if _configured(setting)(p)])
+            dataclasses.replace(sweep, points=list(filter(_configured(setting), sweep.points)))
             for sweep, setting in zip(sweeps, settings, strict=True)
         ]
     if args.mode is not None:  # one mode, in this fresh process: its numbers as JSON

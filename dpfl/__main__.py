@@ -2,5 +2,5 @@
 
 from dpfl.cli import main
 
-if __name__ == "__main__":  # not when a spawned helper process imports it (dpfl.reproduce.local)
+if __name__ == "__main__":  # not when imported (a spawned process re-imports the main module)
     main()

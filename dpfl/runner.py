@@ -40,9 +40,7 @@ from dpfl.engine import evaluate
 from dpfl.errors import SpecError
 from dpfl.federation import FederatedData, federate
 from dpfl.models import MODELS, build_model, registered_models
-from dpfl.privacy.calibration.stored import (
-    store_of,
-)
+from dpfl.privacy.calibration.stored import store_of
 from dpfl.privacy.disclosure import split_metrics
 from dpfl.privacy.ledger import Ledger
 from dpfl.projection import caveats, noise_source, project
