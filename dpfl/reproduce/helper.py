@@ -19,6 +19,7 @@ slowed the 63 runs of `dpfl reproduce isrl` from 30.1–31.8 s to 36.9–37.7 s.
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import threading
 from collections.abc import Sequence
@@ -50,7 +51,12 @@ class ProjectionHelper:
         self._pool: ProcessPoolExecutor | None = None
         if cache_dir is not None and not multiprocessing.current_process().daemon:
             # spawn: this process may have run torch's OpenMP threads, which a fork cannot reuse
-            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_begin,
+                initargs=(logging.getLogger("absl").getEffectiveLevel(),),
+            )
         self._members: dict[str, list[str]] = {}  # class ↦ its runs' specs (JSON)
         for spec in specs:
             self._members.setdefault(_class_of(spec), []).append(spec.model_dump_json())
@@ -117,18 +123,24 @@ def _class_of(spec: RunSpec) -> str:
     return spec.model_copy(update={"seed": 0}).model_dump_json()
 
 
+def _begin(absl_level: int) -> None:
+    """Starts the helper: dp-accounting's notes as quiet as here (the CLI silences them), and one
+    torch thread (the data and model need little torch; the trainer keeps its threads)."""
+    import torch
+
+    logging.getLogger("absl").setLevel(absl_level)
+    torch.set_num_threads(1)
+
+
 def _project(spec_jsons: list[str], data_dirs: list[Path], cache_dir: Path) -> dict:
     """In the helper: projects the runs of one class, stores each projection, and returns the RDP
     values of their planned releases."""
-    import torch
-
     from dpfl import runner
     from dpfl.errors import DpflError
     from dpfl.privacy.accountants import rdp
     from dpfl.privacy.calibration.stored import store_of
     from dpfl.spec import parse_spec
 
-    torch.set_num_threads(1)  # the data and model need little torch; the trainer keeps its threads
     events = []
     for text in spec_jsons:
         try:
