@@ -3,9 +3,8 @@
 A sweep's points are grouped as the service groups them (`dpfl.batching`): the points of a
 batch are started one by one and trained together. A point that fails to start (an accountant
 that cannot answer, say) is recorded as failed with its message and the sweep goes on, so one
-bad cell does not cost the others; the caller reports the failures. Before a batch trains, a
-helper process projects half of its runs (`dpfl.reproduce.helper`; with a download folder to
-store them in). Progress is reported through callbacks: the CLI draws the bars.
+bad cell does not cost the others; the caller reports the failures. Progress is reported
+through callbacks: the CLI draws the bars.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from dpfl.batching import batches
 from dpfl.data import dataset_info
 from dpfl.data.files import locate
 from dpfl.errors import DatasetUnavailable, DpflError
-from dpfl.reproduce.helper import ProjectionHelper
 from dpfl.reproduce.manifest import Sweep
 from dpfl.reproduce.summary import Outcome, largest
 from dpfl.spec import RunSpec, parse_spec
@@ -59,55 +57,37 @@ def run_sweeps(
     """
     total = sum(len(s.points) for s in sweeps)
     outcomes, index = [], 0
-    every = [parse_spec(p.data) for sweep in sweeps for p in sweep.points]
-    with ProjectionHelper(every, data_dirs=data_dirs, cache_dir=cache_dir) as helper:
-        for sweep in sweeps:
-            outcomes += _run_sweep(sweep, helper, index, total, data_dirs, cache_dir, on_point, on_round)
-            index += len(sweep.points)
-    return outcomes
-
-
-def _run_sweep(
-    sweep: Sweep,
-    helper: ProjectionHelper,
-    index: int,
-    total: int,
-    data_dirs: Sequence[Path],
-    cache_dir: Path | None,
-    on_point: OnPoint | None,
-    on_round: Callable[[runner.Progress], None] | None,
-) -> list[Outcome]:
-    """Returns the outcomes of one sweep's points, whose first is point `index` of `total`."""
-    specs = [parse_spec(p.data) for p in sweep.points]
-    where = [dict(sweep.cell(spec.to_json())._asdict(), setting=sweep.setting) for spec in specs]
-    found: dict[int, Outcome] = {}
-    for group in batches(specs):
-        if on_point is not None:
-            labels = [Outcome(**where[i], status="running").label for i in group]
-            label = labels[0] if len(group) == 1 else f"{labels[0]} and {len(group) - 1} more, together"
-            on_point(index + group[0], total, label, specs[group[0]])
-        helper.share([specs[i] for i in group])
-        started = {}
-        for i in group:
-            helper.claim(specs[i])
+    for sweep in sweeps:
+        specs = [parse_spec(p.data) for p in sweep.points]
+        where = [dict(sweep.cell(spec.to_json())._asdict(), setting=sweep.setting) for spec in specs]
+        found: dict[int, Outcome] = {}
+        for group in batches(specs):
+            if on_point is not None:
+                labels = [Outcome(**where[i], status="running").label for i in group]
+                label = labels[0] if len(group) == 1 else f"{labels[0]} and {len(group) - 1} more, together"
+                on_point(index + group[0], total, label, specs[group[0]])
+            started = {}
+            for i in group:
+                began = time.perf_counter()
+                try:
+                    started[i] = runner.start(specs[i], data_dirs=data_dirs, cache_dir=cache_dir)
+                except DpflError as exc:
+                    duration = time.perf_counter() - began
+                    found[i] = Outcome(**where[i], status="failed", error=str(exc), duration_s=duration)
+            hear = [on_round if k == 0 else None for k in range(len(started))]
             began = time.perf_counter()
             try:
-                started[i] = runner.start(specs[i], data_dirs=data_dirs, cache_dir=cache_dir)
-            except DpflError as exc:
+                results = runner.train(list(started.values()), on_round=hear)
+            except DpflError as exc:  # a round refused: the batch's runs fail together
                 duration = time.perf_counter() - began
-                found[i] = Outcome(**where[i], status="failed", error=str(exc), duration_s=duration)
-        hear = [on_round if k == 0 else None for k in range(len(started))]
-        began = time.perf_counter()
-        try:
-            results = runner.train(list(started.values()), on_round=hear)
-        except DpflError as exc:  # a round refused: the batch's runs fail together
-            duration = time.perf_counter() - began
-            for i in started:
-                found[i] = Outcome(**where[i], status="failed", error=str(exc), duration_s=duration)
-            continue
-        for i, result in zip(started, results, strict=True):
-            found[i] = _succeeded(where[i], result)
-    return [found[i] for i in range(len(specs))]
+                for i in started:
+                    found[i] = Outcome(**where[i], status="failed", error=str(exc), duration_s=duration)
+                continue
+            for i, result in zip(started, results, strict=True):
+                found[i] = _succeeded(where[i], result)
+        outcomes += [found[i] for i in range(len(specs))]
+        index += len(specs)
+    return outcomes
 
 
 def _succeeded(where: dict, result: runner.RunResult) -> Outcome:

@@ -38,15 +38,7 @@ from dpfl.privacy.events import (
     to_dp_accounting,
 )
 
-__all__ = [
-    "DEFAULT_ORDERS",
-    "PATEAccountant",
-    "RDPAccountant",
-    "cache_clear",
-    "event_rdp",
-    "known_values",
-    "learn",
-]
+__all__ = ["DEFAULT_ORDERS", "PATEAccountant", "RDPAccountant", "cache_clear", "event_rdp"]
 
 # dp_accounting's default orders, denser at the large end so that group privacy (orders ×2^c)
 # and long compositions of weak noise still find their optimum.
@@ -121,28 +113,6 @@ def _orders_of(event: Event) -> dict[float, float]:
     order of an event is computed once. Fractional orders cost up to a few ms each.
     """
     return {}
-
-
-def known_values(events: Sequence[Event]) -> dict[Event, dict[float, float]]:
-    """Returns the RDP values dp_accounting computed so far for the events' parts, by order:
-    for another process to `learn` (values depend only on the event and the order)."""
-    out: dict[Event, dict[float, float]] = {}
-    stack = list(events)
-    while stack:
-        event = stack.pop()
-        if isinstance(event, ComposedEvent | ParallelEvent):
-            stack.extend(event.events)
-        elif isinstance(event, SelfComposedEvent | GroupEvent):
-            stack.append(event.event)
-        elif to_dp_accounting(event) is not None and (known := _orders_of(event)):
-            out[event] = dict(known)
-    return out
-
-
-def learn(values: dict[Event, dict[float, float]]) -> None:
-    """Remembers RDP values another process computed (`known_values`)."""
-    for event, known in values.items():
-        _orders_of(event).update(known)
 
 
 def cache_clear() -> None:
