@@ -147,7 +147,10 @@ class ULDPWeighted(Algorithm):
         self, groups: RecordGroups, block: slice, r: int, start: torch.Tensor, seeds: list[int]
     ) -> torch.Tensor:
         """Returns the unclipped contribution of each group of the block, [G_block, P], from
-        each group's run's model `start` [G_block, P] (`seeds`: the runs' seeds)."""
+        each group's run's model `start` [G_block, P] (`seeds`: the runs' seeds).
+
+        The result must be a tensor of its own: `silo_sums` clips and weights it in place. `start`
+        is read only (for one run it is a broadcast view of the run's model)."""
 
     @classmethod
     def silo_sums(
