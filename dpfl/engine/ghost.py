@@ -22,35 +22,17 @@ federated round those cost as much as the arithmetic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from dpfl.engine import passes
 from dpfl.engine.batch import SiloBatch
 from dpfl.engine.params import ParamLayout
 
 __all__ = ["LinearStack", "linear_stack"]
-
-_aten = torch.ops.aten
-
-# Activations whose derivative follows from their output y, so the forward pass can overwrite
-# its input and the backward pass its incoming gradient g (the kernels autograd itself uses).
-_IN_PLACE: dict[type[nn.Module], tuple[Callable | None, Callable]] = {
-    nn.ReLU: (torch.relu_, lambda m, g, y: _aten.threshold_backward.grad_input(g, y, 0, grad_input=g)),
-    nn.Tanh: (torch.tanh_, lambda m, g, y: _aten.tanh_backward.grad_input(g, y, grad_input=g)),
-    nn.Sigmoid: (torch.sigmoid_, lambda m, g, y: _aten.sigmoid_backward.grad_input(g, y, grad_input=g)),
-    nn.LeakyReLU: (
-        None,  # forward below, as it needs the module's slope
-        lambda m, g, y: _aten.leaky_relu_backward.grad_input(g, y, m.negative_slope, True, grad_input=g),
-    ),
-    nn.Identity: (None, lambda m, g, y: g),
-}
-# Other elementwise activations hold no parameters either, but their derivative needs the
-# input: they keep it, and their backward goes through `torch.func.vjp`.
-_ELEMENTWISE = (*_IN_PLACE, nn.ELU, nn.GELU, nn.SiLU, nn.Softplus)
 
 
 @dataclass(frozen=True)
@@ -80,7 +62,7 @@ def linear_stack(model: nn.Module) -> LinearStack | None:
     for name, layer in children:
         if isinstance(layer, nn.Linear):
             weights.append((f"{name}.weight", f"{name}.bias" if layer.bias is not None else None))
-        elif type(layer) in _ELEMENTWISE:
+        elif type(layer) in passes.ACTIVATIONS:
             weights.append(None)
         else:
             return None
@@ -125,8 +107,8 @@ def layer_grads(
                 saved.append(None)
                 a = _linear(a, params[names[0]], params[names[1]] if names[1] else None, shared)
                 owned = True
-            elif _in_place(layer):
-                a = _activate(layer, a if owned else a.clone())
+            elif passes.in_place(layer):
+                a = passes.activate(layer, a if owned else a.clone())
                 saved.append(a)
                 owned = False  # the backward pass needs this output as it is
             else:
@@ -137,13 +119,13 @@ def layer_grads(
         # more: their gradient overwrites them.
         logits = (a if owned else a.clone()).reshape(num_silos * size, -1)
         weight = batch.mask.reshape(-1).to(logits.dtype)
-        g = _cross_entropy_grad_(logits, batch.y.reshape(-1), weight).view_as(a)
+        g = passes.cross_entropy_grad_(logits, batch.y.reshape(-1), weight).view_as(a)
         grads: list[torch.Tensor] = []
         first_linear = next(k for k, names in enumerate(stack.weights) if names is not None)
         for k in range(len(stack.layers) - 1, first_linear - 1, -1):
             layer, names = stack.layers[k], stack.weights[k]
             if names is None:
-                g = _activation_backward(layer, g, saved[k])
+                g = passes.activation_backward(layer, g, saved[k])
                 continue
             grads.append(g)
             if k > first_linear:
@@ -160,44 +142,6 @@ def _linear(a: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sh
     if bias is not None:
         return torch.baddbmm(bias.unsqueeze(1), a, weight.transpose(1, 2))
     return torch.bmm(a, weight.transpose(1, 2))
-
-
-def _in_place(layer: nn.Module) -> bool:
-    """Returns whether the activation's derivative follows from its output alone."""
-    # A negative leaky slope maps negative inputs to positive outputs: the output's sign no
-    # longer tells which branch was taken.
-    return type(layer) in _IN_PLACE and not (isinstance(layer, nn.LeakyReLU) and layer.negative_slope < 0)
-
-
-def _activate(layer: nn.Module, a: torch.Tensor) -> torch.Tensor:
-    """Applies an `_IN_PLACE` activation to ``a`` in place."""
-    forward = _IN_PLACE[type(layer)][0]
-    if forward is not None:
-        return forward(a)
-    if isinstance(layer, nn.LeakyReLU):
-        return F.leaky_relu_(a, layer.negative_slope)
-    return a  # nn.Identity
-
-
-def _activation_backward(layer: nn.Module, g: torch.Tensor, saved: torch.Tensor) -> torch.Tensor:
-    """Returns the gradient at the activation's input; ``saved`` is its output or input."""
-    if _in_place(layer):
-        return _IN_PLACE[type(layer)][1](layer, g, saved)
-    with torch.enable_grad():
-        _, vjp = torch.func.vjp(layer, saved)
-        return vjp(g)[0]
-
-
-def _cross_entropy_grad_(logits: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Overwrites logits z [N, C] with wᵢ·∂CE(zᵢ, yᵢ)/∂zᵢ = wᵢ·(softmax(zᵢ) − onehot(yᵢ)).
-
-    Written out because PyTorch's CPU (log-)softmax over a short last dimension is several
-    times slower than these few elementwise operations, and the loss value is not needed.
-    """
-    logits -= logits.amax(dim=1, keepdim=True)
-    probs = logits.exp_()
-    probs *= (weight / probs.sum(dim=1)).unsqueeze(1)
-    return probs.scatter_add_(1, labels.unsqueeze(1), -weight.unsqueeze(1))
 
 
 def squared_norms(inputs: list[torch.Tensor], grads: list[torch.Tensor], stack: LinearStack) -> torch.Tensor:

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from dpfl.engine import ghost
+from dpfl.engine import convnet, ghost
 from dpfl.engine.batch import SiloBatch
 from dpfl.engine.params import ParamLayout
 
@@ -154,11 +154,13 @@ def mean_grad(
 
     A silo with no real sample gets a zero gradient. Linear stacks take the same hand-written
     forward and backward passes as ghost clipping, with weights 1/count and no norms, so that
-    a DP round and its non-private twin differ only by what privacy adds; other models take
-    ``vmap`` over silos of ``grad`` of the silo's mean loss (no per-sample gradients).
+    a DP round and its non-private twin differ only by what privacy adds; convolutional stacks
+    take `convnet`'s written-out passes, a silo at a time; other models take ``vmap`` over
+    silos of ``grad`` of the silo's mean loss (no per-sample gradients).
     """
     _check(layout, flat_params, batch)
     stack = ghost.linear_stack(model)
+    convs = convnet.conv_stack(model) if stack is None else None
     total = torch.zeros(batch.num_silos, layout.size, dtype=flat_params.dtype)
     per_sample = ghost.bytes_per_sample(stack) if stack else _generic_bytes_per_sample(layout, batch)
     weights = batch.mask / batch.counts().clamp(min=1).unsqueeze(1).to(flat_params.dtype)
@@ -168,6 +170,8 @@ def mean_grad(
         if stack is not None:
             inputs, grads = ghost.output_grads(stack, layout, params, part)
             total[silos] += ghost.weighted_sum_(inputs, grads, weights[silos, samples], stack, layout)
+        elif convs is not None:
+            total[silos] += convnet.loss_grads(convs, layout, params, part, weights[silos, samples])
         else:
             total[silos] += _weighted_loss_grad(model, layout, params, part, weights[silos, samples])
     return total

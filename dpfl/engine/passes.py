@@ -1,0 +1,68 @@
+"""Layer passes shared by the gradients written out by hand (`ghost`, `convnet`): elementwise
+activations forward and backward, and the cross-entropy's gradient at the logits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["ACTIVATIONS", "activate", "activation_backward", "cross_entropy_grad_", "in_place"]
+
+_aten = torch.ops.aten
+
+# Activations whose derivative follows from their output y, so the forward pass can overwrite
+# its input and the backward pass its incoming gradient g (the kernels autograd itself uses).
+_IN_PLACE: dict[type[nn.Module], tuple[Callable | None, Callable]] = {
+    nn.ReLU: (torch.relu_, lambda m, g, y: _aten.threshold_backward.grad_input(g, y, 0, grad_input=g)),
+    nn.Tanh: (torch.tanh_, lambda m, g, y: _aten.tanh_backward.grad_input(g, y, grad_input=g)),
+    nn.Sigmoid: (torch.sigmoid_, lambda m, g, y: _aten.sigmoid_backward.grad_input(g, y, grad_input=g)),
+    nn.LeakyReLU: (
+        None,  # forward below, as it needs the module's slope
+        lambda m, g, y: _aten.leaky_relu_backward.grad_input(g, y, m.negative_slope, True, grad_input=g),
+    ),
+    nn.Identity: (None, lambda m, g, y: g),
+}
+# Other elementwise activations hold no parameters either, but their derivative needs the
+# input: they keep it, and their backward goes through `torch.func.vjp`.
+ACTIVATIONS = (*_IN_PLACE, nn.ELU, nn.GELU, nn.SiLU, nn.Softplus)
+
+
+def in_place(layer: nn.Module) -> bool:
+    """Returns whether the activation's derivative follows from its output alone."""
+    # A negative leaky slope maps negative inputs to positive outputs: the output's sign no
+    # longer tells which branch was taken.
+    return type(layer) in _IN_PLACE and not (isinstance(layer, nn.LeakyReLU) and layer.negative_slope < 0)
+
+
+def activate(layer: nn.Module, a: torch.Tensor) -> torch.Tensor:
+    """Applies an `_IN_PLACE` activation to ``a`` in place."""
+    forward = _IN_PLACE[type(layer)][0]
+    if forward is not None:
+        return forward(a)
+    if isinstance(layer, nn.LeakyReLU):
+        return F.leaky_relu_(a, layer.negative_slope)
+    return a  # nn.Identity
+
+
+def activation_backward(layer: nn.Module, g: torch.Tensor, saved: torch.Tensor) -> torch.Tensor:
+    """Returns the gradient at the activation's input; ``saved`` is its output or input."""
+    if in_place(layer):
+        return _IN_PLACE[type(layer)][1](layer, g, saved)
+    with torch.enable_grad():
+        _, vjp = torch.func.vjp(layer, saved)
+        return vjp(g)[0]
+
+
+def cross_entropy_grad_(logits: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Overwrites logits z [N, C] with wᵢ·∂CE(zᵢ, yᵢ)/∂zᵢ = wᵢ·(softmax(zᵢ) − onehot(yᵢ)).
+
+    Written out because PyTorch's CPU (log-)softmax over a short last dimension is several
+    times slower than these few elementwise operations, and the loss value is not needed.
+    """
+    logits -= logits.amax(dim=1, keepdim=True)
+    probs = logits.exp_()
+    probs *= (weight / probs.sum(dim=1)).unsqueeze(1)
+    return probs.scatter_add_(1, labels.unsqueeze(1), -weight.unsqueeze(1))

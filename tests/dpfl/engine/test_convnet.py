@@ -1,0 +1,108 @@
+"""The convolutional stacks' written-out gradients equal autograd's through the same model."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dpfl.engine import ParamLayout, SiloBatch, convnet, mean_grad
+from dpfl.engine.convnet import conv_stack, loss_grads
+from dpfl.models import build_model
+
+
+def autograd_grads(model: nn.Module, layout: ParamLayout, flat: torch.Tensor, batch: SiloBatch, weights):
+    """Returns ∇ Σᵢ wᵢ ℓᵢ per row [S, P], one backward per row through the nn.Module."""
+    out = torch.zeros(batch.num_silos, layout.size)
+    for s in range(batch.num_silos):
+        layout.load_into(model, flat[s] if flat.dim() == 2 else flat)
+        model.zero_grad(set_to_none=True)
+        losses = F.cross_entropy(model(batch.x[s]), batch.y[s], reduction="none")
+        (losses * weights[s]).sum().backward()
+        out[s] = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    return out
+
+
+def sparse_images(rows: int, size: int, shape: tuple[int, ...], seed: int = 0) -> torch.Tensor:
+    """Images that are zero outside a random square, as MNIST's background is: every window
+    there pools equal values, so the ties of the max-pools are exercised."""
+    gen = torch.Generator().manual_seed(seed)
+    h, w = shape[-2:]
+    inside = torch.zeros(h, w)
+    inside[h // 4 : 3 * h // 4, w // 4 : 3 * w // 4] = 1.0
+    return torch.rand(rows, size, *shape, generator=gen) * inside
+
+
+MODELS = {
+    # the registered models on MNIST's shapes, one with a leading Unflatten
+    "cnn": ("cnn", (1, 28, 28), {}),
+    "lenet": ("lenet", (28, 28), {}),
+    # odd sides: the pools leave out a last row and column
+    "cnn_odd": ("cnn", (2, 27, 25), {}),
+}
+
+
+@pytest.mark.parametrize("key", MODELS)
+@pytest.mark.parametrize("shared", [False, True])
+def test_loss_grads_equal_autograd(key, shared):
+    name, shape, options = MODELS[key]
+    model = build_model(name, input_shape=shape, num_classes=10, seed=3, **options)
+    layout = ParamLayout.of(model)
+    stack = conv_stack(model)
+    assert stack is not None
+    gen = torch.Generator().manual_seed(1)
+    base = layout.flatten_module(model)
+    flat = base if shared else base + 0.2 * base.abs().mean() * torch.randn(3, layout.size, generator=gen)
+    x = sparse_images(3, 6, shape)
+    y = torch.randint(0, 10, (3, 6), generator=gen)
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[1, 4:] = False  # padding: weight 0
+    weights = torch.rand(3, 6, generator=gen) * mask
+    batch = SiloBatch(x, y, mask)
+    expected = autograd_grads(model, layout, flat, batch, weights)
+    actual = loss_grads(stack, layout, flat, batch, weights)
+    assert float(expected.abs().max()) > 1e-2  # gradients of a meaningful size
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-6)
+    assert torch.equal(batch.x, x)  # the caller's records are never overwritten
+
+
+def test_pool_passes_each_window_gradient_to_its_first_maximum():
+    """Windows with every pattern of ties among their four entries, and an odd last row and
+    column: the pool and its gradient are max_pool2d's and its autograd's, exactly."""
+    patterns = torch.tensor([[a, b, c, d] for a in (0, 1) for b in (0, 1) for c in (0, 1) for d in (0, 1)])
+    windows = patterns.float().view(16, 2, 2).permute(1, 0, 2).reshape(1, 1, 2, 32)  # side by side
+    x = F.pad(torch.cat([windows, windows + torch.rand(1, 1, 2, 32)], 2), (0, 1, 0, 1), value=5.0)
+    x.requires_grad_(True)
+    expected = F.max_pool2d(x, 2)
+    upstream = torch.randn(expected.shape)
+    (expected_grad,) = torch.autograd.grad(expected, x, upstream)
+    pooled, held = convnet._pool(x.detach())
+    assert torch.equal(pooled, expected.detach())
+    assert torch.equal(convnet._pool_backward(upstream, *held), expected_grad)
+
+
+def test_mean_grad_takes_the_written_out_passes_for_the_cnn():
+    model = build_model("cnn", input_shape=(1, 28, 28), num_classes=10, seed=0)
+    layout = ParamLayout.of(model)
+    x = sparse_images(2, 5, (1, 28, 28))
+    batch = SiloBatch.full(x, torch.arange(10).view(2, 5))
+    flat = layout.flatten_module(model).expand(2, -1)
+    expected = autograd_grads(model, layout, flat, batch, torch.full((2, 5), 1 / 5))
+    torch.testing.assert_close(mean_grad(model, layout, flat, batch), expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        nn.Sequential(nn.Conv2d(1, 2, 3, stride=2), nn.Flatten(), nn.Linear(2 * 3 * 3, 2)),
+        nn.Sequential(nn.Conv2d(2, 2, 3, groups=2), nn.Flatten(), nn.Linear(2 * 5 * 5, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3, padding="same"), nn.Flatten(), nn.Linear(2 * 7 * 7, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(3), nn.Flatten(), nn.Linear(2 * 1 * 1, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3), nn.AvgPool2d(2), nn.Flatten(), nn.Linear(2 * 2 * 2, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3), nn.Dropout(0.5), nn.Flatten(), nn.Linear(2 * 5 * 5, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(2 * 5 * 5, 2)),
+        nn.Sequential(nn.Flatten(), nn.Linear(49, 2)),  # no convolution: ghost clipping's
+    ],
+    ids=["strided", "grouped", "same-padding", "pool-3", "avg-pool", "dropout", "batchnorm", "linear"],
+)
+def test_other_models_are_left_to_vmap(model):
+    assert conv_stack(model) is None
