@@ -3,7 +3,8 @@
 `mean_grad` needs, for every row (a silo, a user–silo pair), the gradient of Σᵢ wᵢ ℓᵢ at that
 row's own parameters. For models made of `nn.Conv2d`, 2×2 `nn.MaxPool2d`, elementwise
 activations, `nn.Flatten` and `nn.Linear` (``cnn``, ``lenet``), this module computes it with
-both passes written out, one row at a time, instead of ``vmap`` over rows of ``grad``:
+both passes written out, one row at a time, instead of ``vmap`` over rows of ``grad``
+(`evaluate` takes its forward pass, `logits`, for the pools):
 
 - ``vmap`` turns convolutions with per-row weights into one grouped convolution plus layout
   copies, which on CPU runs slower than a dense convolution per row; a row's dense
@@ -30,7 +31,7 @@ from dpfl.engine import passes
 from dpfl.engine.batch import SiloBatch
 from dpfl.engine.params import ParamLayout
 
-__all__ = ["ConvStack", "conv_stack", "loss_grads"]
+__all__ = ["ConvStack", "conv_stack", "logits", "loss_grads"]
 
 _aten = torch.ops.aten
 _WINDOW = ((0, 0), (0, 1), (1, 0), (1, 1))  # a 2×2 window's positions in row-major order
@@ -131,37 +132,49 @@ def loss_grads(
     return out
 
 
+def logits(stack: ConvStack, params: Mapping[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """Returns one model's logits [B, classes] on samples x [B, ...] (the model's forward)."""
+    with torch.no_grad():
+        return _forward(stack, params, x if stack.lead is None else stack.lead(x), None)
+
+
+def _forward(
+    stack: ConvStack, params: Mapping[str, torch.Tensor], x: torch.Tensor, saved: list[object] | None
+) -> torch.Tensor:
+    """Returns the logits of images x, a tensor of their own; appends to `saved`, if given,
+    what each layer's backward needs."""
+    a, owned = x, False  # whether `a` is ours to overwrite (never the caller's records)
+    for layer, names in zip(stack.layers, stack.weights, strict=True):
+        held: object = a
+        if isinstance(layer, nn.Conv2d):
+            a = F.conv2d(a, params[names[0]], params[names[1]] if names[1] else None, padding=layer.padding)
+            owned = True
+        elif isinstance(layer, nn.Linear):
+            a = F.linear(a, params[names[0]], params[names[1]] if names[1] else None)
+            owned = True
+        elif isinstance(layer, nn.MaxPool2d):
+            a, held = _pool(a, choices=saved is not None)
+            owned = True
+        elif isinstance(layer, nn.Flatten):
+            held = a.shape
+            a = a.flatten(1)
+        elif passes.in_place(layer):
+            a = held = passes.activate(layer, a if owned else a.clone())
+            owned = saved is None  # the backward pass needs this output as it is
+        else:
+            a = layer(a)
+            owned = True
+        if saved is not None:
+            saved.append(held)
+    return a if owned else a.clone()
+
+
 def _row_grads(
     stack: ConvStack, params: Mapping[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
 ) -> dict[str, torch.Tensor]:
     """Returns one model's gradient of Σᵢ wᵢ ℓᵢ over its minibatch x [B, ...], by name."""
-    a, owned = x, False  # whether `a` is ours to overwrite (never the caller's records)
     saved: list[object] = []  # per layer: what its backward needs
-    for layer, names in zip(stack.layers, stack.weights, strict=True):
-        if isinstance(layer, nn.Conv2d):
-            saved.append(a)
-            a = F.conv2d(a, params[names[0]], params[names[1]] if names[1] else None, padding=layer.padding)
-            owned = True
-        elif isinstance(layer, nn.Linear):
-            saved.append(a)
-            a = F.linear(a, params[names[0]], params[names[1]] if names[1] else None)
-            owned = True
-        elif isinstance(layer, nn.MaxPool2d):
-            a, held = _pool(a)
-            saved.append(held)
-            owned = True
-        elif isinstance(layer, nn.Flatten):
-            saved.append(a.shape)
-            a = a.flatten(1)
-        elif passes.in_place(layer):
-            a = passes.activate(layer, a if owned else a.clone())
-            saved.append(a)
-            owned = False  # the backward pass needs this output as it is
-        else:
-            saved.append(a)
-            a = layer(a)
-            owned = True
-    g = passes.cross_entropy_grad_(a if owned else a.clone(), y, w)
+    g = passes.cross_entropy_grad_(_forward(stack, params, x, saved), y, w)
     grads: dict[str, torch.Tensor] = {}
     first = next(k for k, names in enumerate(stack.weights) if names is not None)
     for k in range(len(stack.layers) - 1, first - 1, -1):
@@ -189,8 +202,8 @@ def _row_grads(
     return grads
 
 
-def _pool(x: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Size, ...]]:
-    """Returns the 2×2 max-pool of x [B, C, H, W] and what its backward needs.
+def _pool(x: torch.Tensor, *, choices: bool) -> tuple[torch.Tensor, tuple | None]:
+    """Returns the 2×2 max-pool of x [B, C, H, W] and, with `choices`, what its backward needs.
 
     An odd last row or column is left out, as `max_pool2d` (no ceil mode) leaves it. Ties go
     to the window's first position in row-major order: a ≥ b, c ≥ d, then top ≥ bottom. Each
@@ -201,6 +214,8 @@ def _pool(x: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Size, ...]]:
     height, width = x.shape[-2] // 2 * 2, x.shape[-1] // 2 * 2
     a, b, c, d = (x[..., i:height:2, j:width:2] for i, j in _WINDOW)
     top, bottom = torch.maximum(a, b), torch.maximum(c, d)
+    if not choices:
+        return torch.maximum(top, bottom), None
     won = (torch.sub(a, b).ge_(0), torch.sub(c, d).ge_(0), torch.sub(top, bottom).ge_(0))
     return torch.maximum(top, bottom), (x.shape, *won)
 

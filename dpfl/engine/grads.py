@@ -201,9 +201,11 @@ def evaluate(
     xs, ys = torch.as_tensor(x).to(flat_params.dtype), torch.as_tensor(y).long()
     if len(xs) == 0:
         raise ValueError("evaluate needs at least one sample; got none")
+    convs = convnet.conv_stack(model)  # its pools are several times faster than max_pool2d's
     loss, correct = 0.0, 0
     for start in range(0, len(xs), batch_size):
-        logits = functional_call(model, params, (xs[start : start + batch_size],))
+        part = xs[start : start + batch_size]
+        logits = convnet.logits(convs, params, part) if convs else functional_call(model, params, (part,))
         labels = ys[start : start + batch_size]
         loss += F.cross_entropy(logits, labels, reduction="sum").item()
         correct += int((logits.argmax(dim=1) == labels).sum())

@@ -75,7 +75,7 @@ def test_pool_passes_each_window_gradient_to_its_first_maximum():
     expected = F.max_pool2d(x, 2)
     upstream = torch.randn(expected.shape)
     (expected_grad,) = torch.autograd.grad(expected, x, upstream)
-    pooled, held = convnet._pool(x.detach())
+    pooled, held = convnet._pool(x.detach(), choices=True)
     assert torch.equal(pooled, expected.detach())
     assert torch.equal(convnet._pool_backward(upstream, *held), expected_grad)
 
@@ -106,3 +106,17 @@ def test_mean_grad_takes_the_written_out_passes_for_the_cnn():
 )
 def test_other_models_are_left_to_vmap(model):
     assert conv_stack(model) is None
+
+
+@pytest.mark.parametrize("key", MODELS)
+def test_logits_equal_the_modules_forward(key):
+    name, shape, options = MODELS[key]
+    model = build_model(name, input_shape=shape, num_classes=10, seed=3, **options)
+    layout = ParamLayout.of(model)
+    x = sparse_images(1, 7, shape)[0]
+    with torch.no_grad():
+        expected = model(x)
+    stack = conv_stack(model)
+    actual = convnet.logits(stack, layout.unflatten(layout.flatten_module(model)), x)
+    torch.testing.assert_close(actual, expected, rtol=1e-6, atol=1e-6)
+    assert torch.equal(actual.argmax(1), expected.argmax(1))
