@@ -116,17 +116,25 @@ def loss_grads(
 ) -> torch.Tensor:
     """Returns ∇ Σᵢ wᵢ ℓᵢ per row, [S, P], with ``weights`` wᵢ [S, B] (0 for padding).
 
-    ``flat_params`` is [S, P] (one model per row) or [P] (one model for every row).
+    ``flat_params`` is [S, P] (one model per row) or [P] (one model for every row). A row's
+    padding is left out of its passes: a minibatch of a user's last records is mostly padding
+    (with 100 MNIST users a fifth of the samples in ULDP-AVG's steps).
     """
-    out = torch.empty(batch.num_silos, layout.size, dtype=flat_params.dtype)
+    out = torch.zeros(batch.num_silos, layout.size, dtype=flat_params.dtype)
     views = layout.unflatten(out)
     shared = flat_params.dim() == 1
     params = layout.unflatten(flat_params.detach())
+    counts = batch.mask.sum(1).tolist()
     with torch.no_grad():
-        for row in range(batch.num_silos):
+        for row, count in enumerate(counts):
+            if count == 0:
+                continue
+            real = batch.mask[row]
+            # Real samples usually come first (`SiloBatch.from_indices`, an epoch's order).
+            take = slice(0, count) if bool(real[:count].all()) else real.nonzero().squeeze(1)
             own = params if shared else {name: tensor[row] for name, tensor in params.items()}
-            x = batch.x[row] if stack.lead is None else stack.lead(batch.x[row])
-            grads = _row_grads(stack, own, x, batch.y[row], weights[row].to(out.dtype))
+            x = batch.x[row, take] if stack.lead is None else stack.lead(batch.x[row, take])
+            grads = _row_grads(stack, own, x, batch.y[row, take], weights[row, take].to(out.dtype))
             for name, grad in grads.items():
                 views[name][row] = grad
     return out

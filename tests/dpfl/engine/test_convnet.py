@@ -55,7 +55,8 @@ def test_loss_grads_equal_autograd(key, shared):
     x = sparse_images(3, 6, shape)
     y = torch.randint(0, 10, (3, 6), generator=gen)
     mask = torch.ones(3, 6, dtype=torch.bool)
-    mask[1, 4:] = False  # padding: weight 0
+    mask[1, 4:] = False  # padding after the real samples, weight 0
+    mask[2, 1] = False  # and between them
     weights = torch.rand(3, 6, generator=gen) * mask
     batch = SiloBatch(x, y, mask)
     expected = autograd_grads(model, layout, flat, batch, weights)
