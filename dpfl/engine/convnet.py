@@ -56,26 +56,29 @@ class ConvStack:
 
 def conv_stack(model: nn.Module) -> ConvStack | None:
     """Returns the model as a `ConvStack`, or None when it holds a layer this module cannot
-    differentiate (any other layer, a buffer, a strided or grouped convolution, a pool other
-    than 2×2 with stride 2) or no convolution at all."""
-    if not isinstance(model, nn.Sequential) or any(True for _ in model.buffers()):
+    differentiate (any other layer, a strided or grouped convolution, a pool other than 2×2
+    with stride 2, a convolution or pool after the `nn.Flatten`, a linear layer before it; or
+    what `passes.layers_of` refuses) or no convolution at all."""
+    children = passes.layers_of(model)
+    if children is None:
         return None
-    children = list(model.named_children())
-    lead = children.pop(0)[1] if children and isinstance(children[0][1], nn.Unflatten) else None
+    lead = children.pop(0)[1] if children and type(children[0][1]) is nn.Unflatten else None
     if lead is not None and lead.dim != 1:
         return None
-    layers, weights = [], []
+    layers, weights, flat = [], [], False
     for name, layer in children:
-        if isinstance(layer, nn.Conv2d | nn.Linear):
-            if isinstance(layer, nn.Conv2d) and not _plain_conv(layer):
-                return None
+        kind = type(layer)
+        if (kind is nn.Conv2d and not flat and _plain_conv(layer)) or (kind is nn.Linear and flat):
             weights.append((f"{name}.weight", f"{name}.bias" if layer.bias is not None else None))
-        elif _plain_pool(layer) or _plain_flatten(layer) or type(layer) in passes.ACTIVATIONS:
+        elif (kind is nn.MaxPool2d and not flat and _plain_pool(layer)) or kind in passes.ACTIVATIONS:
             weights.append(None)
+        elif kind is nn.Flatten and not flat and layer.start_dim == 1 and layer.end_dim == -1:
+            weights.append(None)
+            flat = True
         else:
             return None
         layers.append(layer)
-    if not any(isinstance(layer, nn.Conv2d) for layer in layers) or not isinstance(layers[-1], nn.Linear):
+    if not any(type(layer) is nn.Conv2d for layer in layers) or type(layers[-1]) is not nn.Linear:
         return None
     return ConvStack(lead, tuple(layers), tuple(weights))
 
@@ -90,14 +93,7 @@ def _plain_conv(conv: nn.Conv2d) -> bool:
     )
 
 
-def _plain_flatten(layer: nn.Module) -> bool:
-    return isinstance(layer, nn.Flatten) and layer.start_dim == 1 and layer.end_dim == -1
-
-
-def _plain_pool(pool: nn.Module) -> bool:
-    if not isinstance(pool, nn.MaxPool2d):
-        return False
-
+def _plain_pool(pool: nn.MaxPool2d) -> bool:
     def pair(value: int | tuple[int, ...]) -> tuple[int, ...]:
         return (value, value) if isinstance(value, int) else tuple(value)
 
@@ -214,7 +210,9 @@ def _pool(x: torch.Tensor, *, choices: bool) -> tuple[torch.Tensor, tuple | None
     """Returns the 2×2 max-pool of x [B, C, H, W] and, with `choices`, what its backward needs.
 
     An odd last row or column is left out, as `max_pool2d` (no ceil mode) leaves it. Ties go
-    to the window's first position in row-major order: a ≥ b, c ≥ d, then top ≥ bottom. Each
+    to the window's first position in row-major order, as `max_pool2d` sends them, for finite
+    inputs (a window of −∞ or NaN may send its gradient elsewhere): a ≥ b, c ≥ d, then
+    top ≥ bottom. Each
     comparison is a difference compared with 0 in place, 1.0 or 0.0: on CPU a comparison of
     strided views into floats, or into booleans turned into floats later, costs several times
     as much.

@@ -51,16 +51,16 @@ class LinearStack:
 
 def linear_stack(model: nn.Module) -> LinearStack | None:
     """Returns the model as a `LinearStack`, or None when ghost clipping does not apply."""
-    if not isinstance(model, nn.Sequential) or any(True for _ in model.buffers()):
+    children = passes.layers_of(model)
+    if children is None:
         return None
-    children = list(model.named_children())
-    while children and isinstance(children[0][1], nn.Flatten):
+    while children and type(children[0][1]) is nn.Flatten:
         flatten = children.pop(0)[1]
         if flatten.start_dim != 1 or flatten.end_dim != -1:
             return None
     layers, weights = [], []
     for name, layer in children:
-        if isinstance(layer, nn.Linear):
+        if type(layer) is nn.Linear:
             weights.append((f"{name}.weight", f"{name}.bias" if layer.bias is not None else None))
         elif type(layer) in passes.ACTIVATIONS:
             weights.append(None)

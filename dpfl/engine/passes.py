@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["ACTIVATIONS", "activate", "activation_backward", "cross_entropy_grad_", "in_place"]
+__all__ = ["ACTIVATIONS", "activate", "activation_backward", "cross_entropy_grad_", "in_place", "layers_of"]
 
 _aten = torch.ops.aten
 
@@ -28,6 +28,32 @@ _IN_PLACE: dict[type[nn.Module], tuple[Callable | None, Callable]] = {
 # Other elementwise activations hold no parameters either, but their derivative needs the
 # input: they keep it, and their backward goes through `torch.func.vjp`.
 ACTIVATIONS = (*_IN_PLACE, nn.ELU, nn.GELU, nn.SiLU, nn.Softplus)
+
+
+def layers_of(model: nn.Module) -> list[tuple[str, nn.Module]] | None:
+    """Returns a plain `nn.Sequential`'s layers in order, by name, or None when passes written
+    out layer by layer cannot stand in for its forward.
+
+    None for: another container or a subclass (its forward may differ), a buffer, a hook, a
+    layer object used twice (`named_children` lists it once, and tied weights would need their
+    gradients summed), or an activation outside the in-place table that would overwrite the
+    input its backward needs (``inplace=True``). Callers match layers by exact type, so a
+    subclass with a forward of its own is never mistaken for its base.
+    """
+    if type(model) is not nn.Sequential or any(True for _ in model.buffers()):
+        return None
+    children = list(model._modules.items())
+    if len({id(layer) for _, layer in children}) != len(children):
+        return None
+    for module in (model, *(layer for _, layer in children)):
+        if module is None or any(
+            getattr(module, hooks)
+            for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+        ):
+            return None
+    if any(getattr(layer, "inplace", False) and not in_place(layer) for _, layer in children):
+        return None
+    return children
 
 
 def in_place(layer: nn.Module) -> bool:

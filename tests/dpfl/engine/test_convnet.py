@@ -39,6 +39,30 @@ MODELS = {
     # odd sides: the pools leave out a last row and column
     "cnn_odd": ("cnn", (2, 27, 25), {}),
 }
+# Other layer orders: activations that need their input (ELU, GELU), Tanh and a negative leaky
+# slope, convolutions in a row with padding, layers without bias.
+STACKS = {
+    "elu_gelu": lambda: nn.Sequential(
+        nn.Conv2d(1, 3, 3, padding=1),
+        nn.ELU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(3, 4, 3),
+        nn.GELU(),
+        nn.Flatten(),
+        nn.Linear(4 * 4 * 4, 6),
+        nn.Tanh(),
+        nn.Linear(6, 10),
+    ),
+    "chained_no_bias": lambda: nn.Sequential(
+        nn.Conv2d(1, 3, 3, bias=False),
+        nn.Conv2d(3, 2, (3, 1), padding=(0, 1), bias=False),
+        nn.LeakyReLU(-0.3),
+        nn.MaxPool2d(2),
+        nn.Sigmoid(),
+        nn.Flatten(),
+        nn.Linear(2 * 4 * 6, 10, bias=False),
+    ),
+}
 
 
 @pytest.mark.parametrize("key", MODELS)
@@ -66,6 +90,23 @@ def test_loss_grads_equal_autograd(key, shared):
     assert torch.equal(batch.x, x)  # the caller's records are never overwritten
 
 
+@pytest.mark.parametrize("key", STACKS)
+def test_other_stacks_equal_autograd(key):
+    torch.manual_seed(0)
+    model = STACKS[key]()
+    layout = ParamLayout.of(model)
+    stack = conv_stack(model)
+    assert stack is not None
+    flat = layout.flatten_module(model) + 0.1 * torch.randn(2, layout.size)
+    batch = SiloBatch.full(sparse_images(2, 5, (1, 12, 12)), torch.randint(0, 10, (2, 5)))
+    weights = torch.rand(2, 5)
+    expected = autograd_grads(model, layout, flat, batch, weights)
+    assert float(expected.abs().max()) > 1e-2
+    torch.testing.assert_close(
+        loss_grads(stack, layout, flat, batch, weights), expected, rtol=1e-4, atol=1e-6
+    )
+
+
 def test_pool_passes_each_window_gradient_to_its_first_maximum():
     """Windows with every pattern of ties among their four entries, and an odd last row and
     column: the pool and its gradient are max_pool2d's and its autograd's, exactly."""
@@ -91,22 +132,20 @@ def test_mean_grad_takes_the_written_out_passes_for_the_cnn():
     torch.testing.assert_close(mean_grad(model, layout, flat, batch), expected, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize(
-    "model",
-    [
-        nn.Sequential(nn.Conv2d(1, 2, 3, stride=2), nn.Flatten(), nn.Linear(2 * 3 * 3, 2)),
-        nn.Sequential(nn.Conv2d(2, 2, 3, groups=2), nn.Flatten(), nn.Linear(2 * 5 * 5, 2)),
-        nn.Sequential(nn.Conv2d(1, 2, 3, padding="same"), nn.Flatten(), nn.Linear(2 * 7 * 7, 2)),
-        nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(3), nn.Flatten(), nn.Linear(2 * 1 * 1, 2)),
-        nn.Sequential(nn.Conv2d(1, 2, 3), nn.AvgPool2d(2), nn.Flatten(), nn.Linear(2 * 2 * 2, 2)),
-        nn.Sequential(nn.Conv2d(1, 2, 3), nn.Dropout(0.5), nn.Flatten(), nn.Linear(2 * 5 * 5, 2)),
-        nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(2 * 5 * 5, 2)),
-        nn.Sequential(nn.Flatten(), nn.Linear(49, 2)),  # no convolution: ghost clipping's
-    ],
-    ids=["strided", "grouped", "same-padding", "pool-3", "avg-pool", "dropout", "batchnorm", "linear"],
-)
-def test_other_models_are_left_to_vmap(model):
-    assert conv_stack(model) is None
+_RELU = nn.ReLU()
+
+
+class _Standardised(nn.Conv2d):
+    """A convolution with a forward of its own."""
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight - self.weight.mean(), self.bias)
+
+
+def _hooked() -> nn.Module:
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 5 * 5, 2))
+    model[1].register_forward_hook(lambda module, inputs, output: 3 * output)
+    return model
 
 
 @pytest.mark.parametrize("key", MODELS)
@@ -121,3 +160,55 @@ def test_logits_equal_the_modules_forward(key):
     actual = convnet.logits(stack, layout.unflatten(layout.flatten_module(model)), x)
     torch.testing.assert_close(actual, expected, rtol=1e-6, atol=1e-6)
     assert torch.equal(actual.argmax(1), expected.argmax(1))
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        nn.Sequential(nn.Conv2d(1, 2, 3, stride=2), nn.Flatten(), nn.Linear(2 * 3 * 3, 2)),
+        nn.Sequential(nn.Conv2d(2, 2, 3, groups=2), nn.Flatten(), nn.Linear(2 * 5 * 5, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3, padding="same"), nn.Flatten(), nn.Linear(2 * 7 * 7, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(3), nn.Flatten(), nn.Linear(2 * 1 * 1, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3), nn.AvgPool2d(2), nn.Flatten(), nn.Linear(2 * 2 * 2, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3), nn.Dropout(0.5), nn.Flatten(), nn.Linear(2 * 5 * 5, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(2 * 5 * 5, 2)),
+        nn.Sequential(nn.Flatten(), nn.Linear(49, 2)),  # no convolution: ghost clipping's
+        nn.Sequential(
+            nn.Conv2d(1, 2, 3),
+            _RELU,
+            nn.MaxPool2d(2),
+            nn.Conv2d(2, 2, 1),
+            _RELU,
+            nn.Flatten(),
+            nn.Linear(8, 2),
+        ),
+        nn.Sequential(_Standardised(1, 2, 3), nn.Flatten(), nn.Linear(2 * 5 * 5, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3), nn.ELU(inplace=True), nn.Flatten(), nn.Linear(2 * 5 * 5, 2)),
+        nn.Sequential(nn.Conv2d(1, 2, 3), nn.Linear(5, 3), nn.Flatten(), nn.Linear(2 * 5 * 3, 2)),
+        nn.Sequential(
+            nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(50, 8), nn.Unflatten(1, (2, 2, 2)), nn.Conv2d(2, 2, 1)
+        ),
+        _hooked(),
+    ],
+    ids=[
+        "strided",
+        "grouped",
+        "same-padding",
+        "pool-3",
+        "avg-pool",
+        "dropout",
+        "batchnorm",
+        "linear",
+        "shared-activation",
+        "conv-subclass",
+        "elu-inplace",
+        "linear-before-flatten",
+        "conv-after-flatten",
+        "hook",
+    ],
+)
+def test_other_models_are_left_to_vmap(model):
+    """Layers these passes would get wrong: each model falls back to vmap (a shared module is
+    listed once by named_children, a subclass's or a hook's forward would be skipped, ELU in
+    place would overwrite the input its backward needs)."""
+    assert conv_stack(model) is None

@@ -185,6 +185,12 @@ def test_ghost_clipping_does_not_apply_to_dropout_or_batchnorm():
     assert not ghost_clipping_applies(nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5), nn.Linear(3, 2)))
     assert not ghost_clipping_applies(nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3), nn.Linear(3, 2)))
     assert not ghost_clipping_applies(nn.Sequential(nn.Flatten(start_dim=2), nn.Linear(3, 2)))
+    # a module used twice is listed once by named_children; a subclass may have its own forward
+    relu = nn.ReLU()
+    shared = nn.Sequential(nn.Linear(3, 3), relu, nn.Linear(3, 3), relu, nn.Linear(3, 2))
+    assert not ghost_clipping_applies(shared)
+    assert not ghost_clipping_applies(nn.Sequential(type("Scaled", (nn.Linear,), {})(3, 2)))
+    assert not ghost_clipping_applies(nn.Sequential(nn.Linear(3, 3), nn.ELU(inplace=True), nn.Linear(3, 2)))
 
 
 def test_ghost_clipping_applies_to_linear_models_only():
