@@ -11,7 +11,7 @@ import torch
 from torch.func import functional_call, grad
 
 import dpfl.engine.blocks as engine_blocks
-from dpfl.algorithms.uldp.groups import RecordGroups, epoch_order, local_sgd
+from dpfl.algorithms.uldp.groups import RecordGroups, _gather, _steps, epoch_order, local_sgd
 from dpfl.engine import ParamLayout
 from dpfl.engine.noise import SAMPLING_STREAM, silo_generator
 from dpfl.errors import SpecError
@@ -425,12 +425,37 @@ def test_records_gathered_into_scratch_are_the_records_with_padding_zeroed():
     width = int(groups.count.max())
     real = torch.arange(width)[None, :] < groups.count[:, None]
     assert not bool(real.all())  # some groups are padded
-    fresh = groups.batch(alg.data, groups.index, real)
-    scratch = groups.batch(alg.data, groups.index, real, scratch=True)
-    for got in (fresh, scratch):
-        assert torch.equal(got.x[real], alg.data.x_train[groups.index[real]])
-        assert torch.equal(got.y[real], alg.data.y_train[groups.index[real]])
-        assert not got.x[~real].any() and not got.y[~real].any()
+    rows, mask = groups.index.reshape(-1), real.reshape(-1)
+    fresh = _gather(alg.data, rows, mask)
+    scratch = _gather(alg.data, rows, mask, scratch=True)
+    for x, y in (fresh, scratch):
+        assert torch.equal(x[mask], alg.data.x_train[rows[mask]])
+        assert torch.equal(y[mask], alg.data.y_train[rows[mask]])
+        assert not x[~mask].any() and not y[~mask].any()
     # the scratch is this thread's buffer, reused by the next such call (fresh tensors are not)
-    again = groups.batch(alg.data, groups.index[:3], real[:3], scratch=True)
-    assert again.x.data_ptr() == scratch.x.data_ptr() != fresh.x.data_ptr()
+    again = _gather(alg.data, rows[:30], mask[:30], scratch=True)
+    assert again[0].data_ptr() == scratch[0].data_ptr() != fresh[0].data_ptr()
+
+
+def test_local_steps_take_each_groups_records_in_its_epoch_order_minibatch_by_minibatch():
+    """Each step's minibatch is the next B of every still-training group's records in the
+    epoch's order; groups that have run out take no part (they are not gathered)."""
+    alg = prepared(heart_spec("uldp_avg"))
+    groups = alg.groups(np.arange(4), None)
+    block, batch_size = slice(0, len(groups)), 4
+    count = groups.count
+    per_epoch = -(-int(count.max()) // batch_size)
+    # a step is a view of the thread's scratch, valid until the next epoch's gather: check as they come
+    steps = _steps(alg.data, groups, block, 2, batch_size, 7, 3)
+    for epoch in range(2):
+        order = groups.index.gather(1, epoch_order(groups, block, seed=7, round=3, epoch=epoch))
+        for t in range(per_epoch):
+            active, batch = next(steps)
+            cols = slice(t * batch_size, (t + 1) * batch_size)
+            assert active == int((count > t * batch_size).sum()) and batch.mask.shape[0] == active
+            real = torch.arange(order.shape[1])[None, cols] < count[:active, None]
+            assert torch.equal(batch.mask, real)
+            assert torch.equal(batch.x[real], alg.data.x_train[order[:active, cols][real]])
+            assert torch.equal(batch.y[real], alg.data.y_train[order[:active, cols][real]])
+            assert not batch.x[~real].any()
+    assert next(steps, None) is None
