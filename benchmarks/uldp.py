@@ -229,7 +229,7 @@ def render(results: dict[str, dict], repeats: dict[str, int], peak: float) -> tu
     lines = [
         "One full ULDP-AVG round (local training of every (silo, user) pair, clip, weight 1/|S|, "
         "per-silo noise, server step), σ = 5, C = 0.1. (a) the algorithm's round, the pairs in "
-        "blocks whose working set fits in 8 MiB of cache (`RecordGroups.blocks`); (b) the authors' "
+        "blocks whose working set fits in 16 MiB of cache (`RecordGroups.blocks`); (b) the authors' "
         "per-user loop: a deep copy of the `nn.Module` and a fresh "
         "`torch.optim.SGD` per pair. Both use the same epoch orders and noise; their silo sums are "
         "checked equal (max difference ≤ 1e-4 × largest entry) before timing. Median of the "

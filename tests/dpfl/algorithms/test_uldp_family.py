@@ -375,7 +375,7 @@ def test_blocks_cover_every_group_once_and_fit_the_cache():
         per_group = 4 * (3 * 50_890 + min(64, int(groups.count[b.start])) * features)
         size = b.stop - b.start
         assert size * per_group <= engine_blocks.CACHE_BYTES < (size + 1) * per_group
-    assert [b.stop - b.start for b in blocks[:2]] == [13, 13]
+    assert [b.stop - b.start for b in blocks[:2]] == [27, 27]
 
 
 @pytest.mark.parametrize("algorithm", ["uldp_avg", "uldp_sgd"])
