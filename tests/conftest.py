@@ -1,8 +1,10 @@
 """Test-wide set-up: absl (inside dp_accounting) logs a warning per excluded RDP order; silence it.
 Under pytest-xdist (`make test` runs three processes) the browser tests stay in one process, so
-they share one `dpfl up` and one Chromium instead of starting one per process."""
+they share one `dpfl up` and one Chromium instead of starting one per process, and each process
+takes its share of the cores for torch's intra-op threads."""
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,17 @@ import pytest
 logging.getLogger("absl").setLevel(logging.ERROR)
 
 BROWSER = Path(__file__).parent / "browser"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Three processes with two intra-op threads each on two cores: OpenMP threads spin-wait for
+    # peers that are descheduled, and a ULDP-AVG batching test took 27 s in `make test` against
+    # 2.9 s alone.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
