@@ -235,11 +235,10 @@ def _threads(count: int) -> str:
     return f"{count} thread{'s' if count > 1 else ''}"
 
 
-def _time(res: dict, variant: str) -> str:
-    """Returns a variant's seconds per round, in bold where it is the variant's fastest."""
-    kind, threads = variant.split("@")
-    seconds = f"{res['times'][variant]:.2f}"
-    return f"**{seconds}**" if res[f"{kind}_threads"] == int(threads) else seconds
+def _time(res: dict, variant: str, threads: int) -> str:
+    """Returns a variant's seconds per round on `threads`, in bold at its fastest thread count."""
+    seconds = f"{res['times'][f'{variant}@{threads}']:.2f}"
+    return f"**{seconds}**" if res[f"{variant}_threads"] == threads else seconds
 
 
 def _span(low_high: tuple[int, int]) -> str:
@@ -295,9 +294,7 @@ def render(
         ok &= met
         gflop = res["flops"] / 1e9
         needed = f"{gflop * target / res['loop']:.1f}" if target else "—"
-        times = " | ".join(
-            _time(res, f"{variant}@{t}") for variant in ("vectorised", "loop") for t in threads
-        )
+        times = " | ".join(_time(res, variant, t) for variant in ("vectorised", "loop") for t in threads)
         lines.append(
             f"| {description} | {res['pairs']:,} | {res['records'] / res['pairs']:.1f} | {res['params']:,} | "
             f"{_span(res['blocks'])} | {times} | {speedup:.1f}× | "
