@@ -108,11 +108,64 @@ class Ledger:
         rounds a party skips; 0 before a party's first release.
 
         A run's records need ε after a few rounds (its evaluations) of a long history: asking for
-        those alone searches the RDP orders that hold their minima, not every round's.
+        those alone searches the RDP orders that hold their minima, not every round's. Where this
+        process has already accounted every round of each party's history (a run's projection
+        accounts its plan, which is what a simulation run releases), those curves are read instead.
         """
         rounds = self.rounds
+        histories, of_party = self._histories(rounds)
         if after is not None and (after := list(after)) != rounds:
-            return self._curves_after(after, delta=delta, accountant=accountant, **options)
+            remembered = self._remembered(histories, rounds, delta=delta, accountant=accountant, **options)
+            if remembered is None:
+                return self._curves_after(after, delta=delta, accountant=accountant, **options)
+            # each asked round reads the last round at or before it (none yet: ε = 0)
+            last = np.searchsorted(rounds, after, side="right") - 1
+            return {
+                party: np.concatenate([[0.0], remembered[key]])[last + 1] for party, key in of_party.items()
+            }
+        curves: dict[bytes, np.ndarray] = {}
+        for key, (history_events, counts) in histories.items():
+            # the same ε from few RDP orders; past some 400 rounds the search over every round
+            # costs more than whole curves (docs/benchmarks.md, ledger)
+            if len(rounds) <= _PRUNED_ROUNDS and rdp_pruned.applies(accountant, history_events):
+                curves[key] = rdp_pruned.pruned_epsilon_curve(
+                    history_events, counts, delta=delta, **rdp_pruned.pruned_options(options)
+                )
+            else:
+                acc = make_accountant(accountant, **options)
+                curves[key] = acc.epsilon_curve(history_events, counts, delta=delta)
+        return {party: curves[key] for party, key in of_party.items()}
+
+    @staticmethod
+    def _remembered(
+        histories: Mapping[bytes, tuple[list[Event], np.ndarray]],
+        rounds: list[int],
+        *,
+        delta: float,
+        accountant: str,
+        **options,
+    ) -> dict[bytes, np.ndarray] | None:
+        """Returns every history's curve over all its rounds if this process has accounted each
+        one already (`rdp_pruned.remembered_epsilon_curve`), else None."""
+        if len(rounds) > _PRUNED_ROUNDS:
+            return None
+        out = {}
+        for key, (events, counts) in histories.items():
+            if not rdp_pruned.applies(accountant, events):
+                return None
+            curve = rdp_pruned.remembered_epsilon_curve(
+                events, counts, delta=delta, **rdp_pruned.pruned_options(options)
+            )
+            if curve is None:
+                return None
+            out[key] = curve
+        return out
+
+    def _histories(
+        self, rounds: list[int]
+    ) -> tuple[dict[bytes, tuple[list[Event], np.ndarray]], dict[str, bytes]]:
+        """Returns each distinct party history as (its distinct events, [rounds, events] release
+        counts) by a key, and each party's key: identical histories are accounted once."""
         round_index = {r: i for i, r in enumerate(rounds)}
         event_ids: dict[Event, int] = {}  # each distinct event hashed once per entry, then integers
         party_ids: dict[str, int] = {}
@@ -130,27 +183,18 @@ class Ledger:
         events = list(event_ids)
         triples = triples[np.lexsort((triples[:, 2], triples[:, 1], triples[:, 0]))]
         starts = np.searchsorted(triples[:, 0], np.arange(len(party_ids) + 1))
-        curves: dict[bytes, np.ndarray] = {}
-        out = {}
+        histories: dict[bytes, tuple[list[Event], np.ndarray]] = {}
+        of_party: dict[str, bytes] = {}
         for party, pid in party_ids.items():
             history = triples[starts[pid] : starts[pid + 1], 1:]
-            key = history.tobytes()  # identical histories are accounted once
-            if key not in curves:
+            key = history.tobytes()
+            of_party[party] = key
+            if key not in histories:
                 used, local = np.unique(history[:, 1], return_inverse=True)
                 counts = np.zeros((len(rounds), len(used)))
                 np.add.at(counts, (history[:, 0], local), 1.0)
-                history_events = [events[i] for i in used]
-                # the same ε from few RDP orders; past some 400 rounds the search over every
-                # round costs more than whole curves (docs/benchmarks.md, ledger)
-                if len(rounds) <= _PRUNED_ROUNDS and rdp_pruned.applies(accountant, history_events):
-                    curves[key] = rdp_pruned.pruned_epsilon_curve(
-                        history_events, counts, delta=delta, **rdp_pruned.pruned_options(options)
-                    )
-                else:
-                    acc = make_accountant(accountant, **options)
-                    curves[key] = acc.epsilon_curve(history_events, counts, delta=delta)
-            out[party] = curves[key]
-        return out
+                histories[key] = ([events[i] for i in used], counts)
+        return histories, of_party
 
     def _curves_after(
         self, after: list[int], *, delta: float, accountant: str, **options

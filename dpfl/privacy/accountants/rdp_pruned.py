@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -64,6 +66,7 @@ __all__ = [
     "pruned_epsilon",
     "pruned_epsilon_curve",
     "pruned_options",
+    "remembered_epsilon_curve",
     "walked_epsilon",
 ]
 
@@ -195,6 +198,8 @@ def pruned_epsilon_curve(
 
     The same numbers as `RDPAccountant().epsilon_curve(events, counts, delta=delta)`: round r's
     curve is Σ_e (releases of e up to r)·rdp_e, a sum of divergence curves, so the bounds hold.
+    Remembered by history: a run's projection and its final ledger, and the dashboard's every
+    view of it, ask for the same history again.
 
     Args:
         events: the distinct events of the history.
@@ -203,12 +208,49 @@ def pruned_epsilon_curve(
     Raises:
         AccountingError: no order gives a finite ε at some round.
     """
-    counts = np.ascontiguousarray(counts, dtype=float)
-    curve = _curve(tuple(events), counts.shape, counts.tobytes(), delta, tuple(orders), conversion)
+    key = _history_key(events, counts, delta, orders, conversion)
+    with _LOCK:
+        curve = _CURVES.get(key)
+    if curve is None:
+        curve = _curve(*key)
+        with _LOCK:
+            _CURVES[key] = curve
+            while len(_CURVES) > _KEPT:
+                _CURVES.popitem(last=False)
     return curve.copy()
 
 
-@functools.lru_cache(maxsize=4096)
+def remembered_epsilon_curve(
+    events: Sequence[Event],
+    counts: np.ndarray,
+    *,
+    delta: float,
+    orders: tuple[float, ...],
+    conversion: str = "tight",
+) -> np.ndarray | None:
+    """Returns `pruned_epsilon_curve` of the history if this process has computed it, else None
+    (computing nothing)."""
+    key = _history_key(events, counts, delta, orders, conversion)
+    with _LOCK:
+        curve = _CURVES.get(key)
+        if curve is not None:
+            _CURVES.move_to_end(key)
+    return None if curve is None else curve.copy()
+
+
+# Curves by history, least recently used first; the API's threads share them.
+_CURVES: OrderedDict[tuple, np.ndarray] = OrderedDict()
+_KEPT = 4096
+_LOCK = threading.Lock()
+
+
+def _history_key(
+    events: Sequence[Event], counts: np.ndarray, delta: float, orders: tuple[float, ...], conversion: str
+) -> tuple:
+    counts = np.ascontiguousarray(counts, dtype=float)
+    return (tuple(events), counts.shape, counts.tobytes(), delta, tuple(orders), conversion)
+
+
 def _curve(
     events: tuple[Event, ...],
     shape: tuple[int, ...],
@@ -217,8 +259,6 @@ def _curve(
     orders: tuple,
     conversion: str,
 ) -> np.ndarray:
-    """`pruned_epsilon_curve`, remembered: a run's projection and its final ledger, and the
-    dashboard's every view of it, ask for the same history again."""
     grid = _grid(orders)
     totals = np.cumsum(np.frombuffer(counts).reshape(shape), axis=0)  # [rounds, events]
 
@@ -239,7 +279,8 @@ def _curve(
 
 def cache_clear() -> None:
     """Forgets every remembered curve and RDP value (benchmarks time the cold path with it)."""
-    _curve.cache_clear()
+    with _LOCK:
+        _CURVES.clear()
     rdp.cache_clear()
 
 

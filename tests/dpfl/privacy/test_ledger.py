@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dpfl.errors import UnsupportedEventError
-from dpfl.privacy.accountants import make_accountant
+from dpfl.privacy.accountants import make_accountant, rdp, rdp_pruned
 from dpfl.privacy.events import (
     ComposedEvent,
     GaussianEvent,
@@ -135,3 +135,27 @@ def test_epsilon_after_takes_any_iterable_and_keeps_every_party():
     assert set(some) == {"a", "late"} and some["late"].tolist() == [0.0, 0.0]
     assert some["a"][0] == some["a"][1] > 0
     assert ledger.epsilon_by_round(delta=1e-5, after=iter([1, 2])).tolist() == some["a"].tolist()
+
+
+def test_epsilon_after_some_rounds_reads_a_remembered_full_history_without_accounting_again():
+    # A run's projection accounts every round of its plan; its final ledger, the same history,
+    # then asks for ε after its records' rounds and after its last.
+    ledger = _isrl_like_ledger(30)
+    ledger.record(32, "late", GaussianEvent(3.0))
+    after = [3, 10, 31, 32]
+    rdp_pruned.cache_clear()
+    full = ledger.epsilon_curves(delta=1e-5)
+    computed = rdp.event_rdp.cache_info().misses
+    read = ledger.epsilon_curves(delta=1e-5, after=after)
+    assert rdp.event_rdp.cache_info().misses == computed  # no RDP value computed for it
+    rdp_pruned.cache_clear()
+    fresh = ledger.epsilon_curves(delta=1e-5, after=after)  # nothing remembered: the asked rounds alone
+    rounds = ledger.rounds
+    for party, curve in full.items():
+        expected = [curve[rounds.index(max(x for x in rounds if x <= r))] for r in after]
+        assert read[party].tolist() == expected, party
+        assert read[party] == pytest.approx(fresh[party], rel=1e-9), party
+    assert read["late"].tolist()[:3] == [0.0, 0.0, 0.0]
+    assert ledger.epsilon(delta=1e-5) == full["silo-1"][-1]
+    # another δ is another question: accounted afresh
+    assert ledger.epsilon_curves(delta=1e-6, after=after)["silo-1"][-1] > read["silo-1"][-1]
