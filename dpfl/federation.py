@@ -3,7 +3,11 @@ the silos' record indices and the model's input shape (`FederatedData`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,7 +66,7 @@ class FederatedData:
             y_train=torch.as_tensor(dataset.y_train, dtype=torch.long),
             x_test=torch.as_tensor(dataset.x_test, dtype=torch.float32).reshape(-1, *shape),
             y_test=torch.as_tensor(dataset.y_test, dtype=torch.long),
-            silos=tuple(torch.as_tensor(np.asarray(i), dtype=torch.long) for i in partition.silo_indices),
+            silos=tuple(torch.tensor(i, dtype=torch.long) for i in partition.silo_indices),
             input_shape=shape,
             num_classes=dataset.num_classes,
             label_histogram=partition.label_histogram(),
@@ -78,6 +82,15 @@ class FederatedData:
         return sizes
 
 
+# Silos and users drawn, by the prepared dataset they were drawn from (remembered by identity while
+# `dpfl.data.prepared` keeps it) and by the spec's data fields and seed: a sweep's runs of one seed
+# draw the same silos, and sorting MNIST's 60,000 records by class took 9 of a run's 12 ms of
+# preparation. The arrays are read-only, and each caller gets lists of its own.
+_DRAWN: weakref.WeakKeyDictionary[Dataset, OrderedDict[tuple[str, int], tuple]] = weakref.WeakKeyDictionary()
+_DRAWN_KEPT = 32  # per dataset: a worker's runs of many seeds keep the latest
+_DRAWN_LOCK = threading.Lock()
+
+
 def federate(
     dataset: Dataset, ds: DatasetSpec, *, seed: int
 ) -> tuple[Dataset, Partition, UserAllocation | None]:
@@ -87,6 +100,31 @@ def federate(
     The one way a spec's silos are drawn: the run (`prepare`) and the ε preview's partition
     chart both call it, so they show the same silos.
     """
+    key = (ds.model_dump_json(), seed)
+    with _DRAWN_LOCK:  # the API's threads preview partitions
+        drawn = _DRAWN.setdefault(dataset, OrderedDict())
+        if key not in drawn:
+            drawn[key] = _read_only(*_federate(dataset, ds, seed=seed))
+            while len(drawn) > _DRAWN_KEPT:
+                drawn.popitem(last=False)
+        drawn.move_to_end(key)
+        out, split, owners = drawn[key]
+    split = dataclasses.replace(split, silo_indices=list(split.silo_indices))
+    owners = None if owners is None else dataclasses.replace(owners, user_ids=list(owners.user_ids))
+    return out, split, owners
+
+
+def _read_only(
+    dataset: Dataset, split: Partition, owners: UserAllocation | None
+) -> tuple[Dataset, Partition, UserAllocation | None]:
+    for array in [*split.silo_indices, *([] if owners is None else owners.user_ids)]:
+        array.setflags(write=False)
+    return dataset, split, owners
+
+
+def _federate(
+    dataset: Dataset, ds: DatasetSpec, *, seed: int
+) -> tuple[Dataset, Partition, UserAllocation | None]:
     u = ds.users
     if u is not None and u.silo_alpha is not None:
         split, owners = users_first(

@@ -10,7 +10,8 @@ prepared dataset (loaded, its feature transforms applied) is remembered:
 
 The key is everything the result depends on: the dataset's name and options, the transforms,
 the format of the cache (`FORMAT`), and the size and modification time of any file an option names (a
-user's CSV). Partitions and user allocations are not cached: they take milliseconds.
+user's CSV). Silos and users drawn from a remembered dataset are remembered beside it
+(`dpfl.federation.federate`).
 """
 
 from __future__ import annotations

@@ -65,3 +65,32 @@ def test_the_papers_task_trains_to_its_floor():
     result = runner.run(spec, data_dirs=[data_dir()])
     assert result.final.accuracy >= 0.85  # even vs odd, ε = 3 (50 rounds: 0.907)
     assert result.epsilon == pytest.approx(3.0, rel=1e-3)
+
+
+def test_federate_draws_a_specs_silos_and_users_once_and_hands_out_read_only_copies():
+    spec = parse_spec(
+        {
+            "algorithm": "uldp_avg",
+            "dataset": {"name": "digits", "silos": 3, "users": {"count": 20}},
+            "privacy": {"epsilon": 2.0},
+        }
+    )
+    digits = load_dataset("digits")
+    _, split, owners = runner.federate(digits, spec.dataset, seed=3)
+    _, again, owners_again = runner.federate(digits, spec.dataset, seed=3)
+    assert split is not again and split.silo_indices is not again.silo_indices  # lists of their own
+    assert all(a is b for a, b in zip(split.silo_indices, again.silo_indices, strict=True))  # drawn once
+    assert all(a is b for a, b in zip(owners.user_ids, owners_again.user_ids, strict=True))
+    with pytest.raises(ValueError, match="read-only"):
+        split.silo_indices[0][0] = 1
+    with pytest.raises(ValueError, match="read-only"):
+        owners.user_ids[0][0] = 1
+    # another seed, another option, or a dataset loaded afresh draws again, as the first time did
+    _, other_seed, _ = runner.federate(digits, spec.dataset, seed=4)
+    fewer = spec.dataset.model_copy(update={"silos": 2})
+    _, other_spec, _ = runner.federate(digits, fewer, seed=3)
+    _, reloaded, _ = runner.federate(load_dataset("digits"), spec.dataset, seed=3)
+    assert [s.tolist() for s in other_seed.silo_indices] != [s.tolist() for s in split.silo_indices]
+    assert len(other_spec.silo_indices) == 2
+    assert [s.tolist() for s in reloaded.silo_indices] == [s.tolist() for s in split.silo_indices]
+    assert reloaded.silo_indices[0] is not split.silo_indices[0]
