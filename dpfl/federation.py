@@ -104,22 +104,25 @@ def federate(
     with _DRAWN_LOCK:  # the API's threads preview partitions
         drawn = _DRAWN.setdefault(dataset, OrderedDict())
         if key not in drawn:
-            drawn[key] = _read_only(*_federate(dataset, ds, seed=seed))
+            drawn[key] = _kept(dataset, *_federate(dataset, ds, seed=seed))
             while len(drawn) > _DRAWN_KEPT:
                 drawn.popitem(last=False)
         drawn.move_to_end(key)
         out, split, owners = drawn[key]
+    out = dataset if out is None else out
     split = dataclasses.replace(split, silo_indices=list(split.silo_indices))
     owners = None if owners is None else dataclasses.replace(owners, user_ids=list(owners.user_ids))
     return out, split, owners
 
 
-def _read_only(
-    dataset: Dataset, split: Partition, owners: UserAllocation | None
-) -> tuple[Dataset, Partition, UserAllocation | None]:
+def _kept(
+    dataset: Dataset, out: Dataset, split: Partition, owners: UserAllocation | None
+) -> tuple[Dataset | None, Partition, UserAllocation | None]:
+    """Returns what `federate` keeps of a draw: its arrays read-only, and the dataset drawn from
+    left out (a value holding its key would keep the entry alive for good)."""
     for array in [*split.silo_indices, *([] if owners is None else owners.user_ids)]:
         array.setflags(write=False)
-    return dataset, split, owners
+    return (None if out is dataset else out), split, owners
 
 
 def _federate(

@@ -1,6 +1,8 @@
 """The ISRL-DP paper's MNIST task: even vs odd digits (`labels: parity`), 1,238 records per silo
 (`records_per_silo`), drawn the same way for the run and for the ε preview's partition chart."""
 
+import gc
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -94,3 +96,15 @@ def test_federate_draws_a_specs_silos_and_users_once_and_hands_out_read_only_cop
     assert len(other_spec.silo_indices) == 2
     assert [s.tolist() for s in reloaded.silo_indices] == [s.tolist() for s in split.silo_indices]
     assert reloaded.silo_indices[0] is not split.silo_indices[0]
+
+
+def test_federate_forgets_a_dataset_nothing_else_holds():
+    spec = parse_spec(
+        {"algorithm": "isrl_mbsgd", "dataset": {"name": "digits", "silos": 3}, "privacy": {"epsilon": 2.0}}
+    )
+    digits = load_dataset("digits")
+    runner.federate(digits, spec.dataset, seed=0)
+    gone = weakref.ref(digits)
+    del digits
+    gc.collect()
+    assert gone() is None
