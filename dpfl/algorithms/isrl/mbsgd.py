@@ -25,7 +25,7 @@ from dpfl.engine import SiloBatch, clipped_grad_sum, release_noise
 from dpfl.engine.sampling import PoissonSampler, float32_rate
 from dpfl.errors import SpecError
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
-from dpfl.privacy.ledger import Ledger
+from dpfl.privacy.ledger import Ledger, LedgerEntry
 
 __all__ = ["ISRLMinibatchSGD", "MBSGDParams"]
 
@@ -68,12 +68,13 @@ class ISRLMinibatchSGD(Algorithm):
         # a silo releases the same events every round it takes part in: made once per plan, as
         # calibration asks for hundreds of plans
         releases = [self.releases_per_round(s, float(sigma)) for s, sigma in enumerate(sigmas)]
-        ledger = Ledger()
-        for r in range(1, self.spec.rounds + 1):
-            for s in participants(self.spec, r):
-                for event in releases[s]:
-                    ledger.record(r, silo_party(s), event)
-        return ledger
+        parties = [silo_party(s) for s in range(len(sigmas))]
+        return Ledger(
+            LedgerEntry(r, parties[s], event)
+            for r in range(1, self.spec.rounds + 1)
+            for s in participants(self.spec, r).tolist()
+            for event in releases[s]
+        )
 
     def paper_noise_multiplier(self, *, epsilon: float, delta: float) -> np.ndarray:
         """The authors' closed form (reference §4.2): noise variance on silo i's mean gradient

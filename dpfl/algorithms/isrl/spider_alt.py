@@ -28,7 +28,7 @@ import numpy as np
 from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants, silo_party
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, clipped_by_run
 from dpfl.privacy.events import Event
-from dpfl.privacy.ledger import Ledger
+from dpfl.privacy.ledger import Ledger, LedgerEntry
 
 __all__ = ["ISRLSpiderAlt"]
 
@@ -49,12 +49,13 @@ class ISRLSpiderAlt(ISRLMinibatchSGD):
         sigmas = np.broadcast_to(np.asarray(noise_multiplier, dtype=float), (self.spec.dataset.silos,))
         # both kinds of message are the same event: a Poisson sample at q_i, multiplier σ_i
         event = [self.releases_per_round(s, float(sigma))[0] for s, sigma in enumerate(sigmas)]
-        ledger = Ledger()
-        for r in range(1, self.spec.rounds + 1):
-            for s in participants(self.spec, r):
-                for _ in messages(r):
-                    ledger.record(r, silo_party(s), event[s])
-        return ledger
+        parties = [silo_party(s) for s in range(len(sigmas))]
+        return Ledger(
+            LedgerEntry(r, parties[s], event[s])
+            for r in range(1, self.spec.rounds + 1)
+            for s in participants(self.spec, r).tolist()
+            for _ in messages(r)
+        )
 
     def setup(self, noise_multiplier) -> None:
         super().setup(noise_multiplier)
