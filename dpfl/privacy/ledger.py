@@ -115,6 +115,7 @@ class Ledger:
         rounds = self.rounds
         histories, of_party = self._histories(rounds)
         if after is not None and (after := list(after)) != rounds:
+            _check_increasing(after)
             remembered = self._remembered(histories, rounds, delta=delta, accountant=accountant, **options)
             if remembered is None:
                 return self._curves_after(after, delta=delta, accountant=accountant, **options)
@@ -201,8 +202,7 @@ class Ledger:
     ) -> dict[str, np.ndarray]:
         """`epsilon_curves` after arbitrary rounds: the ledger with each asked round's releases
         merged into it (those since the round asked before), accounted as a history of its own."""
-        if any(b <= a for a, b in itertools.pairwise(after)):
-            raise ValueError(f"`after` must be increasing; got {after}")
+        _check_increasing(after)
         slot = np.searchsorted(after, [e.round for e in self.entries])  # the first asked round ≥ it
         merged = Ledger(
             LedgerEntry(after[i], e.party, e.event)
@@ -244,3 +244,8 @@ class Ledger:
     def headline_epsilon(self, *, accountant: str | None, delta: float) -> float:
         """Returns the ε the run has spent, by its headline accountant: what settles its budget."""
         return self.epsilon(delta=delta, accountant=self.headline_accountant(accountant))
+
+
+def _check_increasing(after: list[int]) -> None:
+    if any(b <= a for a, b in itertools.pairwise(after)):
+        raise ValueError(f"`after` must be increasing; got {after}")

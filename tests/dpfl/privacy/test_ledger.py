@@ -148,6 +148,8 @@ def test_epsilon_after_some_rounds_reads_a_remembered_full_history_without_accou
     computed = rdp.event_rdp.cache_info().misses
     read = ledger.epsilon_curves(delta=1e-5, after=after)
     assert rdp.event_rdp.cache_info().misses == computed  # no RDP value computed for it
+    with pytest.raises(ValueError, match="`after` must be increasing"):  # remembered or not
+        ledger.epsilon_curves(delta=1e-5, after=[10, 3])
     rdp_pruned.cache_clear()
     fresh = ledger.epsilon_curves(delta=1e-5, after=after)  # nothing remembered: the asked rounds alone
     rounds = ledger.rounds
