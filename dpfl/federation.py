@@ -100,7 +100,7 @@ def federate(
     The one way a spec's silos are drawn: the run (`prepare`) and the ε preview's partition
     chart both call it, so they show the same silos.
     """
-    key = (ds.model_dump_json(), seed)
+    key = (repr(ds.model_dump()), seed)  # repr keeps every float (JSON would write inf as null)
     with _DRAWN_LOCK:  # the API's threads preview partitions
         drawn = _DRAWN.setdefault(dataset, OrderedDict())
         if key not in drawn:

@@ -122,7 +122,8 @@ class Ledger:
             # each asked round reads the last round at or before it (none yet: ε = 0)
             last = np.searchsorted(rounds, after, side="right") - 1
             return {
-                party: np.concatenate([[0.0], remembered[key]])[last + 1] for party, key in of_party.items()
+                party: np.where(last >= 0, _released(remembered[key], histories[key][1])[last], 0.0)
+                for party, key in of_party.items()
             }
         curves: dict[bytes, np.ndarray] = {}
         for key, (history_events, counts) in histories.items():
@@ -135,6 +136,7 @@ class Ledger:
             else:
                 acc = make_accountant(accountant, **options)
                 curves[key] = acc.epsilon_curve(history_events, counts, delta=delta)
+            curves[key] = _released(curves[key], counts)
         return {party: curves[key] for party, key in of_party.items()}
 
     @staticmethod
@@ -249,3 +251,11 @@ class Ledger:
 def _check_increasing(after: list[int]) -> None:
     if any(b <= a for a, b in itertools.pairwise(after)):
         raise ValueError(f"`after` must be increasing; got {after}")
+
+
+def _released(curve: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Returns a party's ε per round with 0 before its first release: there a conversion of zero
+    RDP (rdp's "classic") gives log(1/δ)/(α − 1) > 0, not the ε of nothing released."""
+    out = curve.copy()
+    out[: int(np.argmax(counts.any(axis=1)))] = 0.0
+    return out

@@ -2,6 +2,7 @@
 (`records_per_silo`), drawn the same way for the run and for the ε preview's partition chart."""
 
 import gc
+import math
 import weakref
 from pathlib import Path
 
@@ -108,3 +109,22 @@ def test_federate_forgets_a_dataset_nothing_else_holds():
     del digits
     gc.collect()
     assert gone() is None
+
+
+def test_federate_keeps_specs_apart_that_json_would_merge():
+    # JSON writes an infinite α as null, the same as leaving it out (the default, 0.5); the one
+    # spec is refused, the other drawn, in either order.
+    default = parse_spec(
+        {
+            "algorithm": "isrl_mbsgd",
+            "dataset": {"name": "digits", "silos": 4, "partition": {"kind": "dirichlet"}},
+            "privacy": {"epsilon": 2.0},
+        }
+    )
+    infinite = default.dataset.model_copy(
+        update={"partition": default.dataset.partition.model_copy(update={"alpha": math.inf})}
+    )
+    digits = load_dataset("digits")
+    runner.federate(digits, default.dataset, seed=0)
+    with pytest.raises(SpecError, match="alpha"):
+        runner.federate(digits, infinite, seed=0)

@@ -209,8 +209,7 @@ def pruned_epsilon_curve(
         AccountingError: no order gives a finite ε at some round.
     """
     key = _history_key(events, counts, delta, orders, conversion)
-    with _LOCK:
-        curve = _CURVES.get(key)
+    curve = _remembered(key)
     if curve is None:
         curve = _curve(*key)
         with _LOCK:
@@ -230,11 +229,7 @@ def remembered_epsilon_curve(
 ) -> np.ndarray | None:
     """Returns `pruned_epsilon_curve` of the history if this process has computed it, else None
     (computing nothing)."""
-    key = _history_key(events, counts, delta, orders, conversion)
-    with _LOCK:
-        curve = _CURVES.get(key)
-        if curve is not None:
-            _CURVES.move_to_end(key)
+    curve = _remembered(_history_key(events, counts, delta, orders, conversion))
     return None if curve is None else curve.copy()
 
 
@@ -242,6 +237,14 @@ def remembered_epsilon_curve(
 _CURVES: OrderedDict[tuple, np.ndarray] = OrderedDict()
 _KEPT = 4096
 _LOCK = threading.Lock()
+
+
+def _remembered(key: tuple) -> np.ndarray | None:
+    with _LOCK:
+        curve = _CURVES.get(key)
+        if curve is not None:
+            _CURVES.move_to_end(key)
+    return curve
 
 
 def _history_key(

@@ -161,3 +161,21 @@ def test_epsilon_after_some_rounds_reads_a_remembered_full_history_without_accou
     assert ledger.epsilon(delta=1e-5) == full["silo-1"][-1]
     # another δ is another question: accounted afresh
     assert ledger.epsilon_curves(delta=1e-6, after=after)["silo-1"][-1] > read["silo-1"][-1]
+
+
+def test_a_party_yet_to_release_has_zero_epsilon_after_a_round_whether_or_not_its_curve_is_remembered():
+    # Under the classic conversion a full curve's rows before a party's first release hold the
+    # conversion's ε of nothing, log(1/δ)/(α − 1) > 0; ε after a round the party had not yet
+    # released in is 0, read from remembered curves as when accounted afresh.
+    ledger = Ledger()
+    for r in range(1, 11):
+        ledger.record(r, "a", GaussianEvent(2.0))
+    ledger.record(8, "late", GaussianEvent(2.0))
+    asked = {"delta": 1e-5, "conversion": "classic", "after": [3, 5, 9]}
+    rdp_pruned.cache_clear()
+    fresh = ledger.epsilon_curves(**asked)
+    ledger.epsilon_curves(delta=1e-5, conversion="classic")
+    read = ledger.epsilon_curves(**asked)
+    assert fresh["late"].tolist()[:2] == read["late"].tolist()[:2] == [0.0, 0.0]
+    assert read["late"][2] == pytest.approx(fresh["late"][2], rel=1e-9) and read["late"][2] > 0
+    assert read["a"] == pytest.approx(fresh["a"], rel=1e-9)
