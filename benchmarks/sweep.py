@@ -9,7 +9,8 @@ timed twice, each in a fresh process so that neither inherits the other's caches
   (`dpfl.batching`: runs of one algorithm and params that differ in ε and seed; every ISRL-DP
   method batches) start one by one and train together.
 
-Targets: under 60 s, and at most 1.5× the floor, for the 63 runs the target was set on (every
+Targets: under 60 s, and at most 1.5× the floor (the median over three pairs of fresh processes, one by
+one then batched: the machine's speed drifts), for the 63 runs the target was set on (every
 method at its configured parameters). The sweep has since grown to 126 runs (SPIDER tuned over
 four candidates per ε, as the paper picks it); that workload is measured beside it, for reference.
 
@@ -23,6 +24,7 @@ import dataclasses
 import json
 import logging
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -39,6 +41,7 @@ from dpfl.reproduce.local import run_sweeps  # noqa: E402
 from dpfl.spec import parse_spec  # noqa: E402
 
 TARGET_S, TARGET_RATIO = 60.0, 1.5
+PAIRS = 3
 TITLE = "Sweep: a reproduction's runs against their own training"
 
 
@@ -101,15 +104,27 @@ def main() -> int:
         numbers = _one_by_one(specs, data_dirs) if args.mode == "one-by-one" else _batched(sweeps, data_dirs)
         print(json.dumps(numbers | {"runs": len(specs), "batches": len(batches(specs))}))
         return 0
-    rows, measured = [], {}
+    rows, measured, ratios = [], {}, {}
     for workload in ("configured", "tuned"):
-        for mode in ("one-by-one", "batched"):
-            cmd = [sys.executable, "-m", "benchmarks.sweep", "--paper", args.paper, "--setting", args.setting]
-            cmd += ["--mode", mode, *(["--configured"] if workload == "configured" else [])]
-            out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
-            measured[workload, mode] = json.loads(out.strip().splitlines()[-1])
-        alone, together = measured[workload, "one-by-one"], measured[workload, "batched"]
-        ratio = together["wall"] / alone["floor"]
+        # The floor and the batched wall time come from different processes, minutes apart, on a
+        # machine whose speed drifts by a fifth within minutes: the target's workload is measured
+        # in PAIRS adjacent (one by one, batched) pairs and judged by the pairs' median ratio.
+        pairs = []
+        for _ in range(PAIRS if workload == "configured" else 1):
+            pair = {}
+            for mode in ("one-by-one", "batched"):
+                cmd = [sys.executable, "-m", "benchmarks.sweep", "--paper", args.paper]
+                cmd += ["--setting", args.setting, "--mode", mode]
+                cmd += ["--configured"] if workload == "configured" else []
+                out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+                pair[mode] = json.loads(out.strip().splitlines()[-1])
+            pairs.append(pair)
+        ratios[workload] = sorted(p["batched"]["wall"] / p["one-by-one"]["floor"] for p in pairs)
+        ratio = statistics.median(ratios[workload])
+        # the pair whose ratio is the median fills the row
+        chosen = min(pairs, key=lambda p: abs(p["batched"]["wall"] / p["one-by-one"]["floor"] - ratio))
+        alone, together = chosen["one-by-one"], chosen["batched"]
+        measured[workload, "one-by-one"], measured[workload, "batched"] = alone, together
         judged = workload == "configured"
         met = together["wall"] < TARGET_S and ratio <= TARGET_RATIO
         what = "each method as configured (the target's)" if judged else "SPIDER tuned (for reference)"
@@ -127,6 +142,11 @@ def main() -> int:
             "parameters; since then the paper's tuning protocol runs SPIDER as four candidates per ε "
             "(Alg. 3 with q ∈ {1, 2, 4} and Alg. 11), 126 runs in all, measured beside it.",
             "",
+            f"The target's workload ran as {PAIRS} pairs of fresh processes, one by one then batched, "
+            "and is judged by the median of the pairs' ratios (the row shows the pair nearest it): the "
+            "machine's speed drifts between the processes of one pair, let alone between pairs. Ratios "
+            "of the pairs: " + ", ".join(f"{r:.2f}×" for r in ratios["configured"]) + ".",
+            "",
             "| runs | batches | one by one | batched | training + evaluation (floor) "
             "| set-up, summed (one by one) | batched / floor | targets | met |",
             "|---|---:|---:|---:|---:|---:|---:|---|---|",
@@ -136,7 +156,7 @@ def main() -> int:
     publish(TITLE, body, write=not args.no_write)
     configured, tuned = measured["configured", "batched"], measured["tuned", "batched"]
     floor = measured["configured", "one-by-one"]["floor"]
-    ratio = configured["wall"] / floor
+    ratio = statistics.median(ratios["configured"])
     met = configured["wall"] < TARGET_S and ratio <= TARGET_RATIO
     print_headline(
         "sweep",
