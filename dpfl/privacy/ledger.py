@@ -121,10 +121,7 @@ class Ledger:
                 return self._curves_after(after, delta=delta, accountant=accountant, **options)
             # each asked round reads the last round at or before it (none yet: ε = 0)
             last = np.searchsorted(rounds, after, side="right") - 1
-            return {
-                party: np.where(last >= 0, _released(remembered[key], histories[key][1])[last], 0.0)
-                for party, key in of_party.items()
-            }
+            return {party: np.where(last >= 0, remembered[key][last], 0.0) for party, key in of_party.items()}
         curves: dict[bytes, np.ndarray] = {}
         for key, (history_events, counts) in histories.items():
             # the same ε from few RDP orders; past some 400 rounds the search over every round
@@ -148,8 +145,8 @@ class Ledger:
         accountant: str,
         **options,
     ) -> dict[bytes, np.ndarray] | None:
-        """Returns every history's curve over all its rounds if this process has accounted each
-        one already (`rdp_pruned.remembered_epsilon_curve`), else None."""
+        """Returns every history's curve over all its rounds (0 before its first release) if this
+        process has accounted each one already (`rdp_pruned.remembered_epsilon_curve`), else None."""
         if len(rounds) > _PRUNED_ROUNDS:
             return None
         out = {}
@@ -161,7 +158,7 @@ class Ledger:
             )
             if curve is None:
                 return None
-            out[key] = curve
+            out[key] = _released(curve, counts)
         return out
 
     def _histories(
