@@ -108,12 +108,13 @@ def up(
     ] = False,
 ) -> None:
     """Start DP-FL Explorer: upgrade the database, start a worker and serve the API."""
+    # Settings first: a refused bind is one line before the web stack is imported (2–3 s).
+    settings = _settings(host=host, port=port)
     import uvicorn
 
     from backend import migrate
     from backend.main import create_app
 
-    settings = _settings(host=host, port=port)
     migrate.upgrade(settings.database_url)
     if demo:
         from backend.demo import seed_demo

@@ -152,8 +152,10 @@ def test_killed_worker_leaves_the_run_requeued_and_finished_by_another(settings,
     fast = settings.model_copy(update={"heartbeat_timeout_s": 10.0})
     first = WorkerProcess(fast, tmp_path / "w1.log", name="w1")
     with TestClient(create_app(fast)) as client:
-        # long enough that it cannot finish between the poll that sees round 2 and the kill
-        run_id = client.post("/api/runs", json=SPEC | {"rounds": 300, "eval_every": 1}).json()["id"]
+        # long enough that it cannot finish between the poll that sees round 2 and the kill (a
+        # round writes its metrics: tens of ms), short enough that the second worker's re-run
+        # does not weigh on the suite (300 rounds: 14–17 s of CPU for the second worker in `make test`)
+        run_id = client.post("/api/runs", json=SPEC | {"rounds": 100, "eval_every": 1}).json()["id"]
         deadline = time.time() + 60
         while client.get(f"/api/runs/{run_id}").json()["current_round"] < 2 and time.time() < deadline:
             time.sleep(0.1)
@@ -173,5 +175,5 @@ def test_killed_worker_leaves_the_run_requeued_and_finished_by_another(settings,
         ledger = client.get(f"/api/runs/{run_id}/ledger").json()
     assert body["status"] == "succeeded", body["error"]
     assert body["attempts"] == 2 and body["worker"].startswith("w2@")
-    assert [m["round"] for m in metrics] == list(range(1, 301))  # the re-run wrote nothing twice
-    assert len(ledger["events"]) == 300 * 4
+    assert [m["round"] for m in metrics] == list(range(1, 101))  # the re-run wrote nothing twice
+    assert len(ledger["events"]) == 100 * 4

@@ -52,6 +52,15 @@ def browser() -> Iterator[Browser]:
         b.close()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[pytest.TestReport]:
+    """Keeps the test's own report on its item, so that `page` knows whether it failed."""
+    report = yield
+    if report.when == "call":
+        item.report_call = report
+    return report
+
+
 def _expected_http(text: str) -> bool:
     return text.startswith("Failed to load resource: the server responded with a status of 4")
 
@@ -70,8 +79,10 @@ def page(browser, server, request) -> Iterator[Page]:
     )
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
     yield pg
-    ARTIFACTS.mkdir(exist_ok=True)
-    pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+    call = getattr(request.node, "report_call", None)
+    if call is not None and call.failed:  # what the page showed when the test failed
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
     context.close()
     assert errors == [], f"console errors: {errors}"
 
