@@ -13,9 +13,9 @@ logging.getLogger("absl").setLevel(logging.ERROR)
 
 # The suite's processes (pytest-xdist's three, and the servers, workers and projection processes
 # its tests start, which inherit this) outnumber the cores. OpenMP threads that spin while they
-# wait at a barrier then burn the cores the other processes need: with passive waiting, `make
-# test` used 844 s of CPU against 1,181 s and took 455 s against 578–638 s. It must be set
-# before torch is first imported in a process, so here, not in a fixture.
+# wait at a barrier then burn the cores the other processes need (`make test` used 844 s of CPU
+# with passive waiting against 885 s without). It must be set before torch is first imported
+# in a process, so here, not in a fixture.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 BROWSER = Path(__file__).parent / "browser"
