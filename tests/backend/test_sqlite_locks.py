@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from backend import migrate
 from backend.main import create_app
+from backend.settings import Settings
 from tests.backend.conftest import WorkerProcess, make_settings, wait_for
 from tests.factories import service_spec
 
@@ -32,8 +33,13 @@ def sqlite_settings(tmp_path, monkeypatch):
 def test_a_running_run_survives_a_long_write_transaction(sqlite_settings, tmp_path):
     spec = service_spec(rounds=150, eval_every=1, privacy={"noise_multiplier": 1.5, "delta": 1e-5})
     worker = WorkerProcess(sqlite_settings, tmp_path / "worker.log")
+    # Only the worker waits a short second for the lock: the API keeps its default wait. With
+    # both at 1 s, a `make test` run once saw the API's first connection refused while the new
+    # worker's first writes held the lock ("database is locked" in `create_app`).
+    default = Settings.model_fields["sqlite_busy_timeout_s"].default  # not the patched environment's
+    api = sqlite_settings.model_copy(update={"sqlite_busy_timeout_s": default})
     try:
-        with TestClient(create_app(sqlite_settings)) as client:
+        with TestClient(create_app(api)) as client:
             run_id = client.post("/api/runs", json=spec).json()["id"]
             deadline = time.time() + 60
             while client.get(f"/api/runs/{run_id}").json()["current_round"] < 3 and time.time() < deadline:
