@@ -119,9 +119,8 @@ class Ledger:
             remembered = self._remembered(histories, rounds, delta=delta, accountant=accountant, **options)
             if remembered is None:
                 return self._curves_after(after, delta=delta, accountant=accountant, **options)
-            # each asked round reads the last round at or before it (none yet: ε = 0)
             last = np.searchsorted(rounds, after, side="right") - 1
-            return {party: np.where(last >= 0, remembered[key][last], 0.0) for party, key in of_party.items()}
+            return {party: _read(remembered[key], last) for party, key in of_party.items()}
         curves: dict[bytes, np.ndarray] = {}
         for key, (history_events, counts) in histories.items():
             # the same ε from few RDP orders; past some 400 rounds the search over every round
@@ -200,8 +199,8 @@ class Ledger:
         self, after: list[int], *, delta: float, accountant: str, **options
     ) -> dict[str, np.ndarray]:
         """`epsilon_curves` after arbitrary rounds: the ledger with each asked round's releases
-        merged into it (those since the round asked before), accounted as a history of its own."""
-        _check_increasing(after)
+        merged into it (those since the round asked before), accounted as a history of its own.
+        `after` is increasing (`epsilon_curves` checks it)."""
         slot = np.searchsorted(after, [e.round for e in self.entries])  # the first asked round ≥ it
         merged = Ledger(
             LedgerEntry(after[i], e.party, e.event)
@@ -209,11 +208,10 @@ class Ledger:
             if i < len(after)
         )
         curves = merged.epsilon_curves(delta=delta, accountant=accountant, **options)
-        # each asked round reads the last merged round at or before it (none yet: ε = 0); a party
-        # that releases only after the last asked round is 0 throughout, as in the full curves
+        # a party that releases only after the last asked round is 0 throughout, as in full curves
         last = np.searchsorted(merged.rounds, after, side="right") - 1
         zeros = np.zeros(len(merged.rounds))
-        return {party: np.concatenate([[0.0], curves.get(party, zeros)])[last + 1] for party in self.parties}
+        return {party: _read(curves.get(party, zeros), last) for party in self.parties}
 
     def epsilon_by_round(
         self, *, delta: float, accountant: str = "rdp", after: Sequence[int] | None = None, **options
@@ -248,6 +246,13 @@ class Ledger:
 def _check_increasing(after: list[int]) -> None:
     if any(b <= a for a, b in itertools.pairwise(after)):
         raise ValueError(f"`after` must be increasing; got {after}")
+
+
+def _read(curve: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Returns ε after each asked round: the curve at the last round at or before it (`last`,
+    an index into the curve's rounds), 0 where there is none yet (`last` = −1, the curve may be
+    empty)."""
+    return np.concatenate([[0.0], curve])[last + 1]
 
 
 def _released(curve: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -135,6 +135,11 @@ def test_epsilon_after_takes_any_iterable_and_keeps_every_party():
     assert set(some) == {"a", "late"} and some["late"].tolist() == [0.0, 0.0]
     assert some["a"][0] == some["a"][1] > 0
     assert ledger.epsilon_by_round(delta=1e-5, after=iter([1, 2])).tolist() == some["a"].tolist()
+    # asked only before any release: nothing merged, 0 for every party
+    assert {p: c.tolist() for p, c in ledger.epsilon_curves(delta=1e-5, after=[0]).items()} == {
+        "a": [0.0],
+        "late": [0.0],
+    }
 
 
 def test_epsilon_after_some_rounds_reads_a_remembered_full_history_without_accounting_again():
