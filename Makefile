@@ -36,6 +36,7 @@ test-fast: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # Every benchmark, each in its own process, then the summary at the top of docs/benchmarks.md.
 # BENCH_ARGS passes options on, e.g. BENCH_ARGS="--only engine,ledger" or "--skip api".

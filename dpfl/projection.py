@@ -136,40 +136,52 @@ def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None 
 
 def _noise_multiplier(algorithm: Algorithm) -> float | np.ndarray:
     """Returns the run's σ: given, from μ, the paper's closed form, or calibrated to its ε target."""
-    spec, privacy = algorithm.spec, algorithm.spec.privacy
+    privacy = algorithm.spec.privacy
     if privacy.noise_multiplier is not None:
         if privacy.calibration == "paper":
             raise SpecError(
                 "privacy.calibration", "`paper` calibrates from `epsilon`; remove `noise_multiplier`."
             )
-        sigma = privacy.noise_multiplier
-    elif privacy.mu is not None:  # the paper's closed form and the accountant agree for GDP releases
-        sigma = _gdp_noise_multiplier(algorithm, mu=privacy.mu)
-    elif privacy.calibration == "paper":
+        return privacy.noise_multiplier
+    if privacy.mu is not None:  # the paper's closed form and the accountant agree for GDP releases
+        return _gdp_noise_multiplier(algorithm, mu=privacy.mu)
+    try:
+        return _calibrated(algorithm)
+    except SpecError as exc:
+        if exc.field.startswith(("params.", "model.", "dataset.", "privacy.calibration")):
+            raise
+        # The calibration names its own arguments (`target_epsilon`, a σ it tried); the user
+        # gave the target, so the refusal names the target's field, for the form to place.
+        raise SpecError(privacy.target.field, exc.reason) from None
+
+
+def _calibrated(algorithm: Algorithm) -> float | np.ndarray:
+    """Returns the σ that meets the spec's ε target: the paper's closed form where asked, else the
+    smallest σ the accountant finds (one per silo where each silo is accounted on its own)."""
+    spec, privacy = algorithm.spec, algorithm.spec.privacy
+    if privacy.calibration == "paper":
         paper = algorithm.paper_noise_multiplier(epsilon=privacy.epsilon, delta=privacy.delta)
         if paper is None:
             raise SpecError(
                 "privacy.calibration", f"`paper` is not offered by {spec.algorithm}; use `accountant`."
             )
-        sigma = paper
-    elif algorithm.notion == "gdp" and privacy.accountant == "gdp":  # (ε, δ) → μ exactly, then closed form
-        sigma = _gdp_noise_multiplier(algorithm, mu=gdp_mu(epsilon=privacy.epsilon, delta=privacy.delta))
-    elif algorithm.party_of_silo is not None:  # each silo accounted on its own: its own smallest σ
-        sigma = calibrate_party_noise_multipliers(
+        return paper
+    if algorithm.notion == "gdp" and privacy.accountant == "gdp":  # (ε, δ) → μ exactly, then closed form
+        return _gdp_noise_multiplier(algorithm, mu=gdp_mu(epsilon=privacy.epsilon, delta=privacy.delta))
+    if algorithm.party_of_silo is not None:  # each silo accounted on its own: its own smallest σ
+        return calibrate_party_noise_multipliers(
             lambda s: algorithm.plan(s).party_events(),
             parties=[algorithm.party_of_silo(i) for i in range(spec.dataset.silos)],
             target_epsilon=privacy.epsilon,
             target_delta=privacy.delta,
             accountant=privacy.accountant,
         )
-    else:
-        sigma = calibrate_noise_multiplier(
-            lambda s: list(algorithm.plan(s).party_events().values()),
-            target_epsilon=privacy.epsilon,
-            target_delta=privacy.delta,
-            accountant=privacy.accountant,
-        )
-    return sigma
+    return calibrate_noise_multiplier(
+        lambda s: list(algorithm.plan(s).party_events().values()),
+        target_epsilon=privacy.epsilon,
+        target_delta=privacy.delta,
+        accountant=privacy.accountant,
+    )
 
 
 def _check_noise_floor(plan: Ledger, privacy) -> None:
@@ -180,15 +192,8 @@ def _check_noise_floor(plan: Ledger, privacy) -> None:
     smallest = min(sigmas, default=math.inf)
     if floor is None or smallest >= floor:
         return
-    field = (
-        "privacy.noise_multiplier"
-        if privacy.noise_multiplier is not None
-        else "privacy.mu"
-        if privacy.mu is not None
-        else "privacy.epsilon"
-    )
     raise SpecError(
-        field,
+        privacy.target.field,
         f"gives a noise multiplier of {smallest:g}; the {privacy.accountant} accountant evaluates "
         f"σ ≥ {floor:g} in bounded time and memory (its grid grows as 1/σ²); use σ ≥ {floor:g} "
         "or the rdp accountant.",

@@ -61,6 +61,7 @@ __all__ = [
     "noise_source",
     "prepare",
     "project",
+    "projected",
     "run",
     "run_batch",
     "start",
@@ -169,6 +170,21 @@ def prepare(
         **spec.model.options(),
     )
     return cls(spec, data, model)
+
+
+def projected(
+    spec: RunSpec, *, data_dirs: Sequence[Path] = (), cache_dir: Path | None = None, protected: bool = False
+) -> Privacy:
+    """Returns the spec's projection as its run computes it (`start`): every check its setup makes
+    on the data, σ, each algorithm's noise checks, the σ floor and the planned ε per round.
+
+    The one projection: the preview, admission (single runs and every sweep point) and the
+    worker's `start` all come through `project` on the prepared algorithm, so what one accepts
+    the others accept. A simulation run's σ and plan are stored under `cache_dir` for its worker.
+    """
+    source = noise_source(spec, protected=protected)
+    algorithm = prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir)
+    return project(algorithm, source=source, store=None if cache_dir is None else store_of(cache_dir))
 
 
 @dataclass

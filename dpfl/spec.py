@@ -25,6 +25,7 @@ __all__ = [
     "ModelSpec",
     "PartitionSpec",
     "PrivacySpec",
+    "PrivacyTarget",
     "RunSpec",
     "UsersSpec",
     "apply_overrides",
@@ -136,6 +137,24 @@ class ModelSpec(BaseModel):
         return dict(self.model_extra or {})
 
 
+TARGETS = ("epsilon", "mu", "noise_multiplier")
+
+
+class PrivacyTarget(BaseModel):
+    """What a privacy block asks for: its kind (one of `TARGETS`), its value, and the spec field
+    that holds it, which every refusal about the target names."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["epsilon", "mu", "noise_multiplier"]
+    value: float
+
+    @property
+    def field(self) -> str:
+        """Returns the dotted spec field of the target, e.g. `privacy.epsilon`."""
+        return f"privacy.{self.kind}"
+
+
 class PrivacySpec(_Strict):
     """The privacy target: ε (σ is calibrated), μ (a μ-GDP target) or a noise multiplier (ε is projected).
 
@@ -166,12 +185,18 @@ class PrivacySpec(_Strict):
 
     @model_validator(mode="after")
     def _one_target(self) -> PrivacySpec:
-        if sum(v is not None for v in (self.epsilon, self.mu, self.noise_multiplier)) != 1:
+        if sum(getattr(self, kind) is not None for kind in TARGETS) != 1:
             raise ValueError(
                 "must have exactly one of `epsilon` (σ is calibrated), `mu` (μ-GDP target) and "
                 "`noise_multiplier` (ε is projected)"
             )
         return self
+
+    @property
+    def target(self) -> PrivacyTarget:
+        """Returns the one target this block gives (its validator guarantees exactly one)."""
+        kind = next(k for k in TARGETS if getattr(self, k) is not None)
+        return PrivacyTarget(kind=kind, value=getattr(self, kind))
 
 
 class RunSpec(_Strict):

@@ -42,6 +42,8 @@ class Run(Base):
     algorithm: Mapped[str] = mapped_column(String(64), index=True)
     dataset: Mapped[str] = mapped_column(String(64), index=True)
     sweep_id: Mapped[str | None] = mapped_column(ForeignKey("sweeps.id", ondelete="SET NULL"), index=True)
+    # The client's `Idempotency-Key` header: a retried POST with the same key finds this run.
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True, index=True)
     # The runs of a sweep that train together in one worker task (`dpfl.batching`); None: alone.
     batch_id: Mapped[str | None] = mapped_column(String(36), index=True)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -1,9 +1,7 @@
 """Projecting a spec's privacy without running it: σ, ε per round, and the budget left.
 
-`backend.runs.service.project` validates the spec and projects it the way admission does
-(the same checks, so what the preview refuses a submission refuses, and the reverse); here
-σ is calibrated for an ε target too, which needs the algorithm's plan and so the partition:
-the dataset is loaded, once per spec.
+`backend.runs.service.project` is the one projection admission and the worker compute too
+(`dpfl.runner.projected`), so what the preview refuses a submission refuses, and the reverse.
 """
 
 from __future__ import annotations
@@ -34,9 +32,9 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> Projectio
         DatasetUnavailable: the dataset's files are missing (σ needs the partition).
     """
     runs.check_limits(spec, settings)
-    projection = runs.project(spec, settings, calibrate=True)
-    target_epsilon = None if spec.privacy is None else spec.privacy.epsilon
     budget = _remaining(session, budget_name(spec, settings))
+    projection = runs.project(spec, settings, protected=budget is not None)
+    target_epsilon = None if spec.privacy is None else spec.privacy.epsilon
     if budget is not None:  # protected: the partition's label counts are a diagnostic, withheld
         histogram, figure = None, None
     else:

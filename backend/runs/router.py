@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
+from sqlalchemy.exc import IntegrityError
 
 from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
 from backend.dispatch import send
@@ -56,16 +57,43 @@ CSV_COLUMNS = (
 @router.post("", status_code=201, response_model=RunRead, responses=ERRORS, dependencies=[WriteGuard])
 def create_run(
     request: Request,
+    response: Response,
     session: SessionDep,
     settings: SettingsDep,
     spec: Annotated[dict[str, Any], Body(description="a RunSpec")],
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=200,
+            description="any unique string: a retried POST with the same key and spec answers with "
+            "the run the first created (header `Idempotent-Replayed: true`) and creates no other",
+        ),
+    ] = None,
 ) -> Any:
     """Validate a run spec, reserve its projected ε against the dataset budget, and queue it.
 
     201 means the run is admitted and will run: if the broker cannot be reached now, the run
     stays queued and its message is sent when the broker is back (`dispatch_timeout_s`)."""
-    run = service.create_run(session, spec=parse_spec(spec), settings=settings)
-    session.commit()  # the worker must find the row before the message
+    parsed = parse_spec(spec)
+
+    def replayed() -> Run | None:
+        run = None if idempotency_key is None else service.keyed_run(session, idempotency_key, parsed)
+        if run is not None:
+            response.headers["Idempotent-Replayed"] = "true"
+        return run
+
+    if (earlier := replayed()) is not None:
+        return earlier
+    try:
+        run = service.create_run(session, spec=parsed, settings=settings, idempotency_key=idempotency_key)
+        session.commit()  # the worker must find the row before the message
+    except IntegrityError:  # a concurrent POST with the key committed first: answer with its run
+        session.rollback()
+        if (earlier := replayed()) is None:
+            raise
+        return earlier
     send(request.app.state.database, request.app.state.celery, [run.id])
     return run
 

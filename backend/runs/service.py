@@ -23,7 +23,7 @@ from backend.settings import Settings
 from dpfl import runner
 from dpfl.errors import DpflError, SpecError, UnknownNameError
 from dpfl.privacy.accountants import accountant_class, make_accountant
-from dpfl.spec import RunSpec
+from dpfl.spec import PrivacySpec, RunSpec
 
 __all__ = [
     "ATTEMPT_RESET",
@@ -32,10 +32,10 @@ __all__ = [
     "admit",
     "cancel_run",
     "check_limits",
-    "check_setup",
     "create_run",
     "delete_run",
     "get_run",
+    "keyed_run",
     "ledger",
     "metrics",
     "patch_run",
@@ -73,18 +73,20 @@ def check_limits(spec: RunSpec, settings: Settings) -> None:
         )
 
 
-def planned_privacy(spec: RunSpec, settings: Settings) -> runner.Privacy:
-    """Returns σ and the planned ε per round of `spec`, calibrating σ for an ε target (loads the data).
+def planned_privacy(spec: RunSpec, settings: Settings, *, protected: bool = False) -> runner.Privacy:
+    """Returns the spec's projection (`dpfl.runner.projected`): σ and the planned ε per round, every
+    check the run's setup makes on its data, calibrating σ for an ε target (loads the data).
 
     Raises:
-        SpecError: among others when the accountant's arithmetic fails on the spec's numbers
-            (σ = 1e-300 divides by zero; 422 naming the privacy field they came from).
+        SpecError: what the worker would refuse, naming the field (422); among others when the
+            accountant's arithmetic fails on the spec's numbers (σ = 1e-300 divides by zero).
 
     Runs in the API's projection process, bounded in time and memory (backend/privacy/bounded.py).
     """
     try:
         return _planned(
             spec,
+            protected,
             tuple(settings.data_dirs),
             settings.cache_dir,
             settings.projection_timeout_s,
@@ -98,119 +100,51 @@ def planned_privacy(spec: RunSpec, settings: Settings) -> runner.Privacy:
 
 def _unaccountable(spec: RunSpec, exc: Exception) -> SpecError:
     privacy = spec.privacy
-    field, value = "privacy", None
-    for name in ("noise_multiplier", "mu", "epsilon"):
-        if privacy is not None and getattr(privacy, name, None) is not None:
-            field, value = f"privacy.{name}", getattr(privacy, name)
-            break
-    accountant = privacy.accountant if privacy is not None else "rdp"
+    if privacy is None:
+        return SpecError("privacy", f"cannot be projected ({type(exc).__name__}: {exc}).")
+    target = privacy.target
     return SpecError(
-        field,
-        f"is outside what the {accountant!r} accountant can compute; got {value!r} "
+        target.field,
+        f"is outside what the {privacy.accountant!r} accountant can compute; got {target.value!r} "
         f"({type(exc).__name__}: {exc})"
-        + ("; give a larger σ." if field == "privacy.noise_multiplier" else "."),
+        + ("; give a larger σ." if target.kind == "noise_multiplier" else "."),
     )
 
 
 @functools.lru_cache(maxsize=32)
 def _planned(
-    spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path, timeout_s: float, memory_bytes: int
+    spec: RunSpec,
+    protected: bool,
+    data_dirs: tuple[Path, ...],
+    cache_dir: Path,
+    timeout_s: float,
+    memory_bytes: int,
 ) -> runner.Privacy:
     # Cached: a sweep submits many specs over the same data, and the new-run form asks again
     # for the same spec as the user edits other fields; a spec is hashable. Errors are not cached.
-    return bounded.call(_project, spec, data_dirs, cache_dir, timeout_s=timeout_s, memory_bytes=memory_bytes)
-
-
-def _project(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> runner.Privacy:
-    return runner.project(runner.prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir))
-
-
-def check_setup(spec: RunSpec, settings: Settings) -> None:
-    """Refuses what the run's setup would refuse on its data (`runner.prepare`: the algorithm's
-    checks against the loaded dataset, its partition and its model), naming the field (422).
-
-    Runs in the API's projection process, bounded in time and memory, cached per spec.
-    """
-    _prepared(
-        _without_target(spec),
-        tuple(settings.data_dirs),
-        settings.cache_dir,
-        settings.projection_timeout_s,
-        settings.projection_memory_mb * 2**20,
+    return bounded.call(
+        _project, spec, protected, data_dirs, cache_dir, timeout_s=timeout_s, memory_bytes=memory_bytes
     )
 
 
-@functools.lru_cache(maxsize=32)
-def _prepared(
-    spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path, timeout_s: float, memory_bytes: int
-) -> None:
-    # Cached like `_planned`: the form previews a spec before it submits it. Errors are not cached.
-    bounded.call(_prepare, spec, data_dirs, cache_dir, timeout_s=timeout_s, memory_bytes=memory_bytes)
+def _project(spec: RunSpec, protected: bool, data_dirs: tuple[Path, ...], cache_dir: Path) -> runner.Privacy:
+    return runner.projected(spec, data_dirs=data_dirs, cache_dir=cache_dir, protected=protected)
 
 
-def _prepare(spec: RunSpec, data_dirs: tuple[Path, ...], cache_dir: Path) -> None:
-    runner.prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir)  # an Algorithm does not pickle
-
-
-def _without_target(spec: RunSpec) -> RunSpec:
-    # What setup refuses does not depend on the privacy target's numbers (the algorithms read at
-    # most `privacy.accountant` when they are built, and `runner.check` has seen the spec as
-    # given), so the points of an ε or σ grid share one preparation: with PCA on MNIST each
-    # takes seconds.
+def project(spec: RunSpec, settings: Settings, *, protected: bool = False) -> Projection:
+    """Returns the run's noise multiplier and projected ε, without running it: the one projection
+    (`dpfl.runner.projected`) that its worker computes too, so what the worker would refuse is
+    refused here, naming the field."""
+    plan = planned_privacy(spec, settings, protected=protected)
     privacy = spec.privacy
-    if privacy is None:
-        return spec
-    target = {"epsilon": 1.0, "mu": None, "noise_multiplier": None, "delta": 1e-5}
-    return spec.model_copy(update={"privacy": privacy.model_copy(update=target)})
-
-
-def project(spec: RunSpec, settings: Settings, *, calibrate: bool = False) -> Projection:
-    """Returns the run's noise multiplier and projected ε, without running it.
-
-    The spec is checked the way its run's setup checks it, so a spec the worker would refuse is
-    refused here: `runner.check` (what the algorithm declares, no data), then the algorithm is
-    prepared on its data. A target ε is its own projection (calibration meets it) unless
-    `calibrate` asks for σ; otherwise the algorithm's plan is accounted on that data (cached per
-    spec).
-    """
-    cls = runner.check(spec)
-    notion = cls.notion_of(cls.parse_params(spec.params))
-    privacy = spec.privacy
-    needs_plan = privacy is not None and (  # a μ target's ε comes from its plan too
-        calibrate
-        or privacy.noise_multiplier is not None
-        or privacy.mu is not None
-        or privacy.calibration == "paper"
-        # runner.project refuses an accountant that cannot give the headline ε of the plan;
-        # admission must reach that check, even for an ε target that needs no plan otherwise
-        or _may_refuse(privacy.accountant)
-    )
-    delta = None if privacy is None else privacy.delta
-    accountant = None if privacy is None else privacy.accountant
-    if not needs_plan:
-        check_setup(spec, settings)
-        return Projection(
-            notion=notion,
-            epsilon=None if privacy is None else privacy.epsilon,
-            noise_multiplier=None,
-            delta=delta,
-            accountant=accountant,
-            planned_epsilon=[],
-        )
-    plan = planned_privacy(spec, settings)  # prepares the algorithm on its data too
     return Projection(
-        notion=notion,
-        epsilon=plan.planned_epsilon[-1] if plan.planned_epsilon else 0.0,
+        notion=plan.notion,
+        epsilon=None if privacy is None else plan.planned_epsilon[-1] if plan.planned_epsilon else 0.0,
         noise_multiplier=plan.noise_multiplier,
-        delta=delta,
-        accountant=accountant,
+        delta=None if privacy is None else privacy.delta,
+        accountant=None if privacy is None else privacy.accountant,
         planned_epsilon=plan.planned_epsilon,
     )
-
-
-def _may_refuse(accountant: str) -> bool:
-    cls = accountant_class(accountant)  # an unknown name is a 422 naming `privacy.accountant`
-    return cls.data_dependent or cls.approximates
 
 
 @dataclass(frozen=True)
@@ -231,13 +165,21 @@ def admit(session: Session, *, spec: RunSpec, settings: Settings) -> Admission:
     protected = budgets.exists(session, dataset)
     if protected:
         _check_protected(spec, dataset)
-    return Admission(spec=spec, dataset=dataset, protected=protected, projection=project(spec, settings))
+    projection = project(spec, settings, protected=protected)
+    return Admission(spec=spec, dataset=dataset, protected=protected, projection=projection)
 
 
 def add_run(
-    session: Session, admission: Admission, *, sweep_id: str | None = None, batch_id: str | None = None
+    session: Session,
+    admission: Admission,
+    *,
+    sweep_id: str | None = None,
+    batch_id: str | None = None,
+    idempotency_key: str | None = None,
 ) -> Run:
-    """Adds the admitted run, queued, and reserves its projected ε against its dataset's budget."""
+    """Adds the admitted run, queued, and reserves its projected ε against its dataset's budget.
+
+    Raises IntegrityError when another run holds `idempotency_key` (a concurrent retry)."""
     spec, projection, privacy = admission.spec, admission.projection, admission.spec.privacy
     dataset = admission.dataset
     run = Run(
@@ -255,17 +197,49 @@ def add_run(
         accountant=None if privacy is None else privacy.accountant,
         noise_multiplier=projection.noise_multiplier,
         protected=admission.protected,
+        idempotency_key=idempotency_key,
     )
     session.add(run)
     session.flush()
-    if projection.epsilon is not None:
-        budgets.reserve(session, run=run, epsilon=projection.epsilon)
+    if (reserved := _reservation(privacy, projection)) is not None:
+        budgets.reserve(session, run=run, epsilon=reserved)
     return run
 
 
-def create_run(session: Session, *, spec: RunSpec, settings: Settings, sweep_id: str | None = None) -> Run:
+def _reservation(privacy: PrivacySpec | None, projection: Projection) -> float | None:
+    """Returns the ε a run reserves of its budget: an ε target its σ is calibrated to (the worker
+    calibrates a protected run on its own secret draws, and meets the target whatever they are),
+    else the plan's ε."""
+    if privacy is None:
+        return None
+    if privacy.target.kind == "epsilon" and privacy.calibration == "accountant":
+        return privacy.epsilon
+    return projection.epsilon
+
+
+def create_run(
+    session: Session, *, spec: RunSpec, settings: Settings, idempotency_key: str | None = None
+) -> Run:
     """Validates, projects and admits a run against its dataset's budget; returns the queued row."""
-    return add_run(session, admit(session, spec=spec, settings=settings), sweep_id=sweep_id)
+    admission = admit(session, spec=spec, settings=settings)
+    return add_run(session, admission, idempotency_key=idempotency_key)
+
+
+def keyed_run(session: Session, key: str, spec: RunSpec) -> Run | None:
+    """Returns the run an earlier POST created under `key`, or None.
+
+    Raises:
+        ParameterError: the key was used for another spec (422 naming the header).
+    """
+    run = session.scalar(select(Run).where(Run.idempotency_key == key))
+    if run is not None and run.spec != spec.to_json():
+        raise ParameterError(
+            "header",
+            "Idempotency-Key",
+            f"was used for run {run.id!r} with another spec; a retry must send the same spec, "
+            "a new run a new key.",
+        )
+    return run
 
 
 def _check_protected(spec: RunSpec, name: str) -> None:

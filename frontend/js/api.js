@@ -58,7 +58,7 @@ export const api = {
   listRuns: (params = {}) => request(`/runs${runQuery(params)}`),
   runsCsvUrl: (params = {}) => `/api/runs.csv${runQuery(params)}`,
   getRun: (id) => request(`/runs/${encodeURIComponent(id)}`),
-  createRun: (spec) => post("/runs", spec),
+  createRun: (spec, idempotencyKey) => request("/runs", { method: "POST", body: JSON.stringify(spec), headers: idempotencyKey ? { "idempotency-key": idempotencyKey } : {} }),
   cancelRun: (id) => post(`/runs/${encodeURIComponent(id)}/cancel`),
   metrics: (id) => request(`/runs/${encodeURIComponent(id)}/metrics`),
   ledger: (id, accountant) => request(`/runs/${encodeURIComponent(id)}/ledger${query({ accountant })}`),

@@ -341,3 +341,20 @@ def test_the_form_with_its_kind_options_shown_fits_a_phone_and_passes_axe(browse
         assert serious_violations(page) == []
     finally:
         context.close()
+
+
+def test_a_double_click_on_start_run_creates_one_run(page: Page, server):
+    before = httpx.get(f"{server}/api/runs", params={"limit": 1}).json()["total"]
+    posts: list[dict] = []
+    page.on(
+        "request",
+        lambda r: posts.append(r.headers) if r.method == "POST" and r.url.endswith("/api/runs") else None,
+    )
+    page.goto("/#/new")
+    expect(page.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
+    page.fill("[name=rounds]", "1")
+    page.dblclick("button[type=submit]")
+    page.wait_for_url(re.compile(r"#/runs/[0-9a-f]+$"))
+    assert len(posts) == 1 and len(posts[0]["idempotency-key"]) == 32
+    assert httpx.get(f"{server}/api/runs", params={"limit": 1}).json()["total"] == before + 1
+    httpx.post(f"{server}/api/runs/{page.url.rsplit('/', 1)[1]}/cancel")

@@ -258,16 +258,26 @@ function sweepRequest(form, spec) {
 const formFieldNames = (fields) => Object.fromEntries(Object.entries(fields).map(([k, m]) =>
   [k.replace(/^base\./, "").replace(/^params_by_algorithm\.[^.]+\./, "params."), m]));
 
+/** A random idempotency key (crypto.randomUUID needs a secure context; a server on a LAN address is not one). */
+const newKey = () => Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+
 /** Returns the submit handler: it starts the run (or the sweep) and shows a refusal beside the fields and the button. */
 function submitHandler(form, submitError, sweepMode, specOrErrors) {
   const refused = (message) => refuse(form, submitError, sweepMode ? "sweep" : "run", message);
+  const button = form.querySelector('button[type="submit"]');
+  let inFlight = false;
   return async () => {
+    // Admission can take seconds (σ is calibrated): one POST at a time, and the run's key makes a
+    // retried POST (a double click that got through, a resent request) find the same run.
+    if (inFlight) return;
     submitError.textContent = "";
     const spec = specOrErrors();
     if (!spec) { refused("see the fields marked in red"); return; }
+    inFlight = true;
+    button.disabled = true;
     try {
       if (!sweepMode) {
-        const run = await api.createRun(spec);
+        const run = await api.createRun(spec, newKey());
         go(`runs/${run.id}`);
         return;
       }
@@ -283,6 +293,9 @@ function submitHandler(form, submitError, sweepMode, specOrErrors) {
       } else {
         refused(err.message);
       }
+    } finally {
+      inFlight = false;
+      button.disabled = false;
     }
   };
 }

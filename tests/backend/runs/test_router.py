@@ -24,7 +24,9 @@ def test_submit_returns_201_with_the_queued_run(client):
     body = res.json()
     assert body["status"] == "queued"
     assert (body["algorithm"], body["dataset"], body["notion"]) == ("isrl_mbsgd", "digits", "record")
-    assert (body["target_epsilon"], body["projected_epsilon"], body["delta"]) == (2.0, 2.0, 1e-5)
+    assert (body["target_epsilon"], body["delta"]) == (2.0, 1e-5)
+    # the σ calibrated at admission, as its worker calibrates it, meets the target from below
+    assert 2.0 * 0.99 < body["projected_epsilon"] <= 2.0
     assert client.get(f"/api/runs/{body['id']}").json()["id"] == body["id"]
     assert client.get(f"/api/runs/{body['id']}/spec").json()["rounds"] == 3
 

@@ -113,7 +113,32 @@ REFUSED = [
         "must take the dataset's inputs: 'cnn' needs images (H, W) or (C, H, W); got (64,).",
         id="cnn-on-flat-digits",
     ),
-    # Checks that need the calibrated σ: `runner.project` makes them once σ is known.
+    # Checks that need the calibrated σ: `runner.project` makes them once σ is known, for every
+    # target (an ε target too: admission calibrates it as the worker does).
+    pytest.param(
+        form_spec(
+            "isrl_mbsgd",
+            dataset={"name": "digits", "silos": 4},
+            rounds=20,
+            privacy={"epsilon": 1e-5, "delta": 1e-5, "accountant": "rdp"},
+        ),
+        ["privacy", "epsilon"],
+        "1e-05 cannot be met at δ=1e-05 with a noise multiplier ≤ 100000; raise ε or δ.",
+        id="isrl_mbsgd-unreachable-epsilon",
+    ),
+    pytest.param(
+        form_spec("dp_fedavg", params={"adaptive_clip": True}),
+        ["params", "count_noise"],
+        "must be > σ/2 = 0.4484 so that the update noise stays finite "
+        "(σ_Δ = (σ⁻² − (2σ_b)⁻²)^(−½)); got 0.05.",
+        id="dp_fedavg-adaptive-default-count_noise",
+    ),
+    pytest.param(
+        form_spec("isrl_mbsgd", privacy={"epsilon": 1000.0, "delta": 1e-5, "accountant": "pld"}),
+        ["privacy", "epsilon"],
+        None,  # the pld σ floor: its message gives the σ it found
+        id="isrl_mbsgd-pld-floor",
+    ),
     pytest.param(
         form_spec(
             "dp_fedavg",
@@ -151,9 +176,21 @@ REFUSED = [
 
 @pytest.mark.parametrize(("spec", "loc", "msg"), REFUSED)
 def test_what_the_worker_would_refuse_is_422_at_submission_and_in_the_preview(client, spec, loc, msg):
+    answers = []
     for path in ("/api/runs", "/api/privacy/project"):
         res = client.post(path, json=spec)
-        assert (res.status_code, res.json()) == (422, field_error(loc, msg)), path
+        answers.append(res.json())
+        if msg is None:
+            assert res.status_code == 422 and res.json()["detail"][0]["loc"] == ["body", *loc], path
+        else:
+            assert (res.status_code, res.json()) == (422, field_error(loc, msg)), path
+    assert answers[0] == answers[1]
+    # every point of a sweep is admitted by the same projection, and blamed on the base's field
+    res = client.post("/api/sweeps", json={"base": spec, "grid": {"seed": [0, 1]}})
+    assert res.status_code == 422, res.json()
+    (error,) = res.json()["detail"]
+    assert error["loc"] == ["body", "base", *loc]
+    assert error["msg"] == f"{answers[0]['detail'][0]['msg']} (point 1 of 2: seed=0)"
     assert client.get("/api/runs").json()["total"] == 0
 
 
@@ -189,9 +226,12 @@ def test_every_algorithm_with_the_form_defaults_it_advertises_is_accepted_and_su
     for entry in catalogue:
         spec = adjusted(entry)
         preview = sqlite_client.post("/api/privacy/project", json=spec)
+        sweep = sqlite_client.post("/api/sweeps", json={"base": spec, "grid": {"seed": [1]}})
         res = sqlite_client.post("/api/runs", json=spec)
-        answers = (entry["name"], preview.json(), res.json())
-        assert (preview.status_code, res.status_code) == (200, 201), answers
+        answers = (entry["name"], preview.json(), sweep.json(), res.json())
+        assert (preview.status_code, sweep.status_code, res.status_code) == (200, 201, 201), answers
+        # what admission reserved is what the preview showed and the worker planned
+        assert res.json()["projected_epsilon"] == preview.json()["epsilon"], answers
         run_here(sqlite_client.settings, res.json()["id"])
         run = sqlite_client.get(f"/api/runs/{res.json()['id']}").json()
         outcomes[entry["name"]] = (run["status"], run["error"], run["current_round"])

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from backend.runs import service as runs_service
+from dpfl.data import prepared
+from dpfl.data.prepared import clear_prepared
 
 pytestmark = pytest.mark.service
 
@@ -63,12 +65,18 @@ def test_a_point_the_worker_would_refuse_is_422_and_creates_nothing(client, base
     assert client.get("/api/runs").json()["total"] == 0
 
 
-def test_the_points_of_an_epsilon_grid_share_one_preparation(client):
-    # each point is checked on its data, but what setup refuses does not depend on the ε target,
-    # so a grid of targets loads and partitions the data once (with PCA on MNIST: seconds each)
-    runs_service._prepared.cache_clear()
+def test_each_point_of_an_epsilon_grid_is_calibrated_on_data_loaded_once(client):
+    # every point is projected as its worker will project it (its own σ), but the data they
+    # share is loaded and partitioned once (with PCA on MNIST: seconds each)
+    runs_service._planned.cache_clear()
+    clear_prepared()
     base = BASE | {"algorithm": "isrl_mbsgd"}
     res = client.post("/api/sweeps", json={"base": base, "grid": {"privacy.epsilon": [1, 2, 3, 4]}})
     assert (res.status_code, res.json()["num_runs"]) == (201, 4)
-    info = runs_service._prepared.cache_info()
-    assert (info.misses, info.hits) == (1, 3)
+    assert runs_service._planned.cache_info().misses == 4
+    assert len(prepared._MEMORY) == 1
+    runs = [client.get(f"/api/runs/{i}").json() for i in res.json()["run_ids"]]
+    sigmas = [min(r["noise_multiplier"]) for r in runs]  # one σ per silo, each calibrated
+    assert sigmas == sorted(sigmas, reverse=True) and len(set(sigmas)) == 4
+    for run, target in zip(runs, [1, 2, 3, 4], strict=True):
+        assert target * 0.99 < run["projected_epsilon"] <= target
