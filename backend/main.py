@@ -90,6 +90,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(_dispatcher(app, max(settings.dispatch_timeout_s / 4, 0.5))),
         ]
         bounded.install_stop_on_sigterm()  # after uvicorn's handlers, so it runs before them
+        if settings.projection_timeout_s > 0:  # warm before the first request, not during it
+            await asyncio.to_thread(
+                bounded.start,
+                processes=settings.projection_processes,
+                memory_bytes=settings.projection_memory_mb * 2**20,
+            )
         yield
         for task in tasks:
             task.cancel()

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     projection_timeout_s: float = Field(
         30.0, ge=0, description="longest a privacy projection may take in the API; 0: unbounded, in-process"
     )
+    projection_processes: int = Field(
+        2, ge=1, le=64, description="projection processes the API keeps warm; a slow projection holds one"
+    )
     projection_memory_mb: int = Field(
         2048, ge=0, description="address space of the projection process; 0: unlimited"
     )

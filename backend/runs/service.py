@@ -135,6 +135,7 @@ def project(spec: RunSpec, settings: Settings, *, protected: bool = False) -> Pr
     """Returns the run's noise multiplier and projected ε, without running it: the one projection
     (`dpfl.runner.projected`) that its worker computes too, so what the worker would refuse is
     refused here, naming the field."""
+    runner.check(spec)  # its first step, needing no data: refused here without a projection process
     plan = planned_privacy(spec, settings, protected=protected)
     privacy = spec.privacy
     return Projection(

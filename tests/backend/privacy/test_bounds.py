@@ -61,6 +61,56 @@ def test_projection_beyond_the_time_limit_is_refused_naming_privacy(settings):
         assert error["loc"][-1] == "privacy" and "longer than 0.5 s" in error["msg"]
 
 
+def test_a_slow_projection_neither_blocks_nor_kills_another(settings):
+    # two warm processes: a projection past the limit kills its own process only, and its
+    # queue-mates are answered by the other process meanwhile (the limit counts computing)
+    hurried = settings.model_copy(update={"projection_timeout_s": 4.0, "projection_processes": 2})
+    slow = service_spec(rounds=20, privacy={"noise_multiplier": 0.3, **PLD})  # ~40 s of PLD
+    with TestClient(create_app(hurried)) as c:
+        answers: dict[str, httpx.Response] = {}
+        request = threading.Thread(
+            target=lambda: answers.update(slow=c.post("/api/privacy/project", json=slow))
+        )
+        request.start()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        fast = [c.post("/api/privacy/project", json=service_spec(privacy={"epsilon": e})) for e in (1.0, 2.0)]
+        fast_s = time.monotonic() - t0
+        request.join(timeout=60)
+        after = c.post("/api/privacy/project", json=service_spec(privacy={"epsilon": 3.0}))
+    assert [r.status_code for r in fast] == [200, 200] and fast_s < 4.0, [r.text for r in fast]
+    assert answers["slow"].status_code == 422
+    assert "longer than 4 s" in answers["slow"].json()["detail"][0]["msg"]
+    assert after.status_code == 200, after.text  # not 503: the kill took no one else's answer
+
+
+def stamp(seconds: float) -> tuple[int, int]:
+    """Returns the projection process's pid and the time it finished sleeping (in that process)."""
+    time.sleep(seconds)
+    return os.getpid(), time.time_ns()
+
+
+def test_identical_projections_in_flight_share_one_answer():
+    from backend.privacy import bounded
+
+    answers = []
+
+    def ask(seconds: float) -> None:
+        answers.append(bounded.call(stamp, seconds, timeout_s=30, memory_bytes=0))
+
+    try:
+        threads = [threading.Thread(target=ask, args=(s,)) for s in (1.0, 1.0, 1.5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    finally:
+        bounded.shutdown()
+    assert len(answers) == 3
+    assert len(set(answers)) == 2  # the two identical calls got one computation's answer
+    assert os.getpid() not in {pid for pid, _ in answers}
+
+
 @pytest.mark.slow
 def test_sigterm_stops_the_server_during_a_slow_projection(tmp_path):
     url = f"sqlite:///{tmp_path / 'dpfl.db'}"
