@@ -19,10 +19,12 @@ The silos are drawn in `dpfl.federation.federate`, the noise and planned ε in
 
 from __future__ import annotations
 
+import contextlib
 import math
 import secrets
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -210,6 +212,7 @@ def start(
     cache_dir: Path | None = None,
     download: bool = False,
     protected: bool = False,
+    on_phase: Callable[[str], None] | None = None,
 ) -> Started:
     """Returns the run of `spec` ready to train: its data prepared, its σ projected, its algorithm
     set up. Raises what `prepare` and `project` raise (a SpecError names the field).
@@ -221,9 +224,14 @@ def start(
         download: allow fetching a missing dataset (checksummed).
         protected: the dataset has a privacy budget: randomness from OS entropy, diagnostics
             withheld (a spec asking for seeded noise raises SpecError).
+        on_phase: hears what the start is doing as it begins each part ("loading data",
+            "calibrating σ" or "planning ε", "setting up <algorithm>"), each of which can take
+            minutes on large settings.
     """
     began = time.perf_counter()
+    phase = on_phase or (lambda _: None)
     source = noise_source(spec, protected=protected)
+    phase("loading data")
     algorithm = prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download)
     if source == "entropy":
         # The data and the model's initialisation stay those of the spec (public choices); every
@@ -232,8 +240,11 @@ def start(
         # bound on it: the engine hashes the key into each generator's seed.
         algorithm.spec = spec.model_copy(update={"seed": secrets.randbits(128)})
     store = None if cache_dir is None else store_of(cache_dir)
+    if spec.privacy is not None:
+        phase("calibrating σ" if spec.privacy.target.kind == "epsilon" else "planning ε")
     privacy = project(algorithm, source=source, store=store)
     noise = privacy.noise_multiplier
+    phase(f"setting up {spec.algorithm}")
     algorithm.setup(
         None if noise is None else np.asarray(noise, dtype=float) if isinstance(noise, list) else noise
     )
@@ -265,6 +276,7 @@ def train(
     on_round: Sequence[Callable[[Progress], None] | None] | None = None,
     should_stop: Sequence[Callable[[], bool] | None] | None = None,
     on_end: Callable[[int, RunResult], None] | None = None,
+    section: Callable[[list[int]], AbstractContextManager] | None = None,
 ) -> list[RunResult]:
     """Returns the result of each started run, trained together round by round (a *batch*).
 
@@ -274,7 +286,8 @@ def train(
     run keeps its own σ, generators, ledger and records, so its numbers are those it gets alone.
     `on_round[i]` hears run i's every round; `should_stop[i]()` ends run i alone, between rounds;
     `on_end(i, result)` hears each run's result as soon as it ends, a stopped one while the others
-    go on.
+    go on. `section(active)` wraps each round's computation for the runs of those indices (the
+    worker interrupts it when all of them are cancelled: `worker.interrupt`).
 
     A run's `train_s` is its share of the batch's rounds (their time over the runs in them).
     """
@@ -305,7 +318,8 @@ def train(
         if not active:
             break
         t0 = time.perf_counter()
-        outputs = cls.round_many([runs[i].algorithm for i in active], r)
+        with section(active) if section is not None else contextlib.nullcontext():
+            outputs = cls.round_many([runs[i].algorithm for i in active], r)
         share = (time.perf_counter() - t0) / len(active)
         for i, out in zip(active, outputs, strict=True):
             run = runs[i]

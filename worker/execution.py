@@ -6,6 +6,10 @@ fails to start fails alone. Metrics and ledger rows are upserted on (run, round[
 run that is re-queued after its worker died and runs again writes nothing twice. A heartbeat
 thread keeps the rows' `heartbeat_at` fresh; the API re-queues runs whose heartbeat stops.
 
+A claimed run is `preparing` (its phase says what it does) until its start is done, then
+`running`. Cancel reaches it within about a second in either (`worker.interrupt`): the heartbeat
+thread reads the cancel flags and interrupts a start or a round whose runs are all cancelled.
+
 Every write is fenced by the attempt this worker claimed: a worker that was only slow, whose run
 was re-queued (and perhaps claimed by another) meanwhile, writes nothing more to it and stops
 training it, so a re-queued run never shows a lost attempt's rounds or outcome.
@@ -28,7 +32,7 @@ from sqlalchemy.orm import Session
 from backend import budgets
 from backend.datasets.service import check_dataset_files
 from backend.db import Database, is_locked, utcnow
-from backend.models import LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.models import CLAIMED, LedgerEventRow, RoundMetric, Run, RunStatus
 from backend.runs.service import ATTEMPT_RESET
 from backend.settings import Settings
 from dpfl import runner
@@ -36,11 +40,13 @@ from dpfl.errors import DpflError
 from dpfl.privacy.events import public_event, to_json, withheld_fields
 from dpfl.spec import parse_spec
 from worker import logs
+from worker.interrupt import Interrupter, RunCancelled
 
 __all__ = ["claim", "claim_batch", "execute", "execute_many"]
 
 log = logging.getLogger(__name__)
 HEARTBEAT_S = 5.0
+CANCEL_POLL_S = 1.0  # how often the heartbeat thread reads its runs' cancel flags
 LOCKED_RETRY_MAX_S = 2.0
 T = TypeVar("T")
 
@@ -89,7 +95,8 @@ def _claim(session: Session, run_id: str, *, worker: str) -> bool:
         update(Run)
         .where(Run.id == run_id, Run.status == RunStatus.queued)
         .values(
-            status=RunStatus.running,
+            status=RunStatus.preparing,
+            phase=None,
             worker=worker,
             started_at=now,
             heartbeat_at=now,
@@ -126,8 +133,9 @@ def _metric_rows(run_id: str, records: list[runner.RoundRecord]) -> list[dict[st
 
 
 def _held(run_id: str, attempt: int):
-    """Returns the condition that this attempt still holds the run: running, and not re-claimed."""
-    return and_(Run.id == run_id, Run.status == RunStatus.running, Run.attempts == attempt)
+    """Returns the condition that this attempt still holds the run: preparing or running, and not
+    re-claimed."""
+    return and_(Run.id == run_id, Run.status.in_(CLAIMED), Run.attempts == attempt)
 
 
 def _hold(session: Session, run_id: str, attempt: int) -> bool:
@@ -146,17 +154,39 @@ def _attempts(database: Database, run_ids: list[str]) -> dict[str, int]:
 
 
 class _Heartbeat(threading.Thread):
+    """Beats for the task's runs every `every_s`, and reads their cancel flags every second,
+    interrupting the task's section when all of its runs are cancelled."""
+
     def __init__(self, database: Database, attempts: dict[str, int], every_s: float):
         super().__init__(daemon=True, name=f"heartbeat-{next(iter(attempts))}")
         self.database, self.attempts, self.every_s = database, attempts, every_s
+        self.interrupter = Interrupter()
+        self.phases: dict[str, str] = {}  # what each starting run does, set by the task's thread
         self.done = threading.Event()
 
     def run(self) -> None:
         held = or_(*(_held(i, a) for i, a in self.attempts.items()))
-        while not self.done.wait(self.every_s):
+        beat_at = time.monotonic() + self.every_s
+        shown: dict[str, str] = {}
+        while not self.done.wait(min(CANCEL_POLL_S, self.every_s)):
             try:
                 with self.database.session() as session:
-                    session.execute(update(Run).where(held).values(heartbeat_at=utcnow()))
+                    for run_id, text in list(self.phases.items()):
+                        if shown.get(run_id) != text:
+                            session.execute(
+                                update(Run)
+                                .where(
+                                    _held(run_id, self.attempts[run_id]), Run.status == RunStatus.preparing
+                                )
+                                .values(phase=text)
+                            )
+                            shown[run_id] = text
+                    cancelled = set(session.scalars(select(Run.id).where(held, Run.cancel_requested)))
+                    if time.monotonic() >= beat_at:
+                        session.execute(update(Run).where(held).values(heartbeat_at=utcnow()))
+                        beat_at = time.monotonic() + self.every_s
+                if cancelled:
+                    self.interrupter.interrupt(cancelled)
             except Exception:  # a missed beat is harmless; the next one retries
                 log.warning("%s: heartbeat failed", next(iter(self.attempts)), exc_info=True)
 
@@ -178,7 +208,11 @@ def execute_many(database: Database, settings: Settings, run_ids: list[str]) -> 
         for run_id in run_ids:
             with logs.running(run_id):
                 only = {run_id: attempts[run_id]}
-                outcome = _guarded(database, only, lambda i=run_id: _start(database, settings, i))
+                outcome = _guarded(
+                    database,
+                    only,
+                    lambda i=run_id, a=attempts[run_id]: _start(database, settings, i, a, heartbeat),
+                )
             if outcome is not None:
                 started[run_id] = outcome
         if not started:
@@ -195,20 +229,43 @@ def execute_many(database: Database, settings: Settings, run_ids: list[str]) -> 
                     should_stop=[_stop_asked(database, i, held[i]) for i in ids],
                     # a cancelled run is recorded at once, while the rest of its batch goes on
                     on_end=lambda i, result: _record_result(database, ids[i], held[ids[i]], result),
+                    section=lambda active: heartbeat.interrupter.section([ids[i] for i in active]),
                 ),
             )
     finally:
         heartbeat.done.set()
 
 
-def _start(database: Database, settings: Settings, run_id: str) -> runner.Started:
+def _start(
+    database: Database, settings: Settings, run_id: str, attempt: int, heartbeat: _Heartbeat
+) -> runner.Started:
     with database.session() as session:
         row = session.get(Run, run_id)
         spec = parse_spec(row.spec)
         # A budget added after admission protects the run too: its noise must be independent.
         protected = row.protected or budgets.exists(session, row.dataset)
     check_dataset_files(spec, settings)  # admission checked it; a row may predate that check
-    return runner.start(spec, data_dirs=settings.data_dirs, cache_dir=settings.cache_dir, protected=protected)
+
+    def phase(text: str) -> None:  # written by the heartbeat thread: no database work in a section
+        heartbeat.phases[run_id] = text
+
+    with heartbeat.interrupter.section([run_id]):
+        started = runner.start(
+            spec,
+            data_dirs=settings.data_dirs,
+            cache_dir=settings.cache_dir,
+            protected=protected,
+            on_phase=phase,
+        )
+    heartbeat.phases.pop(run_id, None)
+    _written(
+        database,
+        run_id,
+        lambda s: s.execute(
+            update(Run).where(_held(run_id, attempt)).values(status=RunStatus.running, phase=None)
+        ),
+    )
+    return started
 
 
 def _guarded(database: Database, attempts: dict[str, int], body: Callable[[], T]) -> T | None:
@@ -216,6 +273,9 @@ def _guarded(database: Database, attempts: dict[str, int], body: Callable[[], T]
     user's, a pointer to the log if it is ours) and returns None."""
     try:
         return body()
+    except RunCancelled:  # in the middle of a start or a round: charged what its ledger holds
+        for run_id, attempt in attempts.items():
+            _finish(database, run_id, attempt, status=RunStatus.cancelled)
     except DpflError as exc:
         for run_id, attempt in attempts.items():
             _finish(database, run_id, attempt, status=RunStatus.failed, error=str(exc))
@@ -322,10 +382,16 @@ def _record_finish(session: Session, run_id: str, attempt: int, *, status: RunSt
         # it ended earlier in its batch (cancelled) before the batch failed, or it was re-queued
         return
     run = session.get(Run, run_id)
-    spent = values.get("epsilon", run.epsilon) if status != RunStatus.failed else _spent_so_far(session, run)
+    if "epsilon" in values:
+        spent = values["epsilon"]
+    else:  # failed, or interrupted: what its ledger holds (a re-queued attempt's releases included)
+        spent = _spent_so_far(session, run)
+        if status == RunStatus.cancelled:
+            values["epsilon"] = spent
     for key, value in values.items():
         setattr(run, key, value)
     run.status = status
+    run.phase = None
     run.finished_at = utcnow()
     run.progress = 1.0 if status == RunStatus.succeeded else run.progress
     budgets.settle(session, run_id=run_id, spent=spent or 0.0)

@@ -24,7 +24,7 @@ from backend.budgets.schemas import BudgetRead, ChargeRead, SiloUsage
 from backend.datasets.service import uploads_dir
 from backend.db import utcnow
 from backend.errors import BudgetExceeded, Conflict, NotFound
-from backend.models import Budget, BudgetCharge, LedgerEventRow, Run, RunStatus
+from backend.models import LIVE, Budget, BudgetCharge, LedgerEventRow, Run
 from backend.settings import Settings
 from dpfl.data import dataset_info, registered_datasets
 from dpfl.privacy.ledger import Ledger
@@ -216,10 +216,7 @@ def delete_budget(session: Session, dataset: str) -> None:
             f"dataset {dataset!r} has no privacy budget; datasets with one: {', '.join(budgeted) or 'none'}"
         )
     active = session.scalars(
-        select(Run.id)
-        .where(Run.dataset == dataset, Run.status.in_([RunStatus.queued, RunStatus.running]))
-        .order_by(Run.id)
-        .limit(5)
+        select(Run.id).where(Run.dataset == dataset, Run.status.in_(LIVE)).order_by(Run.id).limit(5)
     ).all()
     if active:
         raise Conflict(

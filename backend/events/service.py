@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, load_only
 
 from backend.db import utcnow
 from backend.errors import NotFound, ParameterError
-from backend.models import Run, RunStatus, Sweep
+from backend.models import LIVE, Run, RunStatus, Sweep
 
 __all__ = [
     "LOOKBACK_S",
@@ -36,7 +36,7 @@ __all__ = [
 
 LOOKBACK_S = 5.0
 PAGE = 500
-_ACTIVE = (RunStatus.queued, RunStatus.running)
+_ACTIVE = LIVE
 _EVENT_COLUMNS = (
     Run.updated_at,
     Run.status,

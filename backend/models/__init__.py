@@ -4,11 +4,13 @@ from backend.models.audit import Audit, AuditStatus
 from backend.models.budget import Budget, BudgetCharge
 from backend.models.ledger_event import LedgerEventRow
 from backend.models.round_metric import RoundMetric
-from backend.models.run import Run, RunStatus
+from backend.models.run import CLAIMED, LIVE, Run, RunStatus
 from backend.models.sweep import Sweep
 from backend.models.worker import WorkerBeat
 
 __all__ = [
+    "CLAIMED",
+    "LIVE",
     "Audit",
     "AuditStatus",
     "Budget",

@@ -13,11 +13,12 @@ from sqlalchemy.orm import Mapped, column_property, mapped_column
 from backend.db import Base, UtcDateTime, utcnow
 from backend.models.sweep import Sweep
 
-__all__ = ["Run", "RunStatus"]
+__all__ = ["CLAIMED", "LIVE", "Run", "RunStatus"]
 
 
 class RunStatus(enum.StrEnum):
     queued = "queued"
+    preparing = "preparing"  # claimed by a worker: loading data, calibrating σ, setting up
     running = "running"
     succeeded = "succeeded"
     failed = "failed"
@@ -26,6 +27,11 @@ class RunStatus(enum.StrEnum):
     @property
     def finished(self) -> bool:
         return self in (RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled)
+
+
+# A worker holds the run (its heartbeat keeps it); the statuses before it ends.
+CLAIMED = (RunStatus.preparing, RunStatus.running)
+LIVE = (RunStatus.queued, *CLAIMED)
 
 
 def new_id() -> str:
@@ -58,6 +64,8 @@ class Run(Base):
     )
     rounds: Mapped[int] = mapped_column(Integer)
     current_round: Mapped[int] = mapped_column(Integer, default=0)
+    # What a preparing run is doing ("calibrating σ"); None once it trains.
+    phase: Mapped[str | None] = mapped_column(String(64))
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     notion: Mapped[str] = mapped_column(String(16), default="none")
     target_epsilon: Mapped[float | None] = mapped_column(Float)

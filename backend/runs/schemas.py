@@ -102,6 +102,7 @@ class RunRead(BaseModel):
     duration_s: float | None
     rounds: int
     current_round: int
+    phase: str | None = Field(None, description="what a preparing run is doing, e.g. `calibrating σ`")
     progress: float
     notion: str
     target_epsilon: float | None

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from backend import budgets
 from backend.datasets.service import check_dataset_files
 from backend.errors import Conflict, NotFound, ParameterError
-from backend.models import BudgetCharge, LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.models import CLAIMED, BudgetCharge, LedgerEventRow, RoundMetric, Run, RunStatus
 from backend.privacy import bounded
 from backend.runs.schemas import LedgerRead, Projection
 from backend.settings import Settings
@@ -378,7 +378,7 @@ def requeue_stale(session: Session, *, settings: Settings) -> list[str]:
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=settings.heartbeat_timeout_s)
     stale = session.scalars(
         select(Run)
-        .where(Run.status == RunStatus.running, Run.heartbeat_at < cutoff)
+        .where(Run.status.in_(CLAIMED), Run.heartbeat_at < cutoff)
         .with_for_update(skip_locked=True)
     ).all()
     again = []

@@ -11,7 +11,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from backend.errors import Conflict
-from backend.models import BudgetCharge, Run, RunStatus, Sweep
+from backend.models import LIVE, BudgetCharge, Run, Sweep
 from backend.sweeps.service import get_sweep
 
 __all__ = ["delete_sweep", "patch_sweep"]
@@ -36,9 +36,7 @@ def delete_sweep(session: Session, sweep_id: str) -> int:
     """
     get_sweep(session, sweep_id)
     live = session.scalars(
-        select(Run.id)
-        .where(Run.sweep_id == sweep_id, Run.status.in_([RunStatus.queued, RunStatus.running]))
-        .order_by(Run.id)
+        select(Run.id).where(Run.sweep_id == sweep_id, Run.status.in_(LIVE)).order_by(Run.id)
     ).all()
     if live:
         shown = ", ".join(live[:5]) + (f" and {len(live) - 5} more" if len(live) > 5 else "")

@@ -95,7 +95,8 @@ export function runHeader(id, onChanged) {
     if (run.sweep_id !== sweepShown) { sweepShown = run.sweep_id; showSweep(run.sweep_id); }
     setChip(status, run.status);
     setProgress(bar, run.progress);
-    round.textContent = `round ${run.current_round} of ${run.rounds}`;
+    // a start can take minutes (loading data, calibrating σ, a key set-up): say which part it is in
+    round.textContent = run.status === "preparing" ? `preparing: ${run.phase ?? "starting"}…` : `round ${run.current_round} of ${run.rounds}`;
     cancel.disabled = finished || run.cancel_requested;
     cancel.textContent = run.cancel_requested && !finished ? "cancelling…" : "Cancel";
     error.textContent = run.error ?? "";

@@ -222,7 +222,7 @@ export async function render(root) {
     h("h1", {}, "Runs"),
     h("div", { class: "toolbar" },
       h("label", {}, "search", search),
-      filter("status", ["queued", "running", "succeeded", "failed", "cancelled"]),
+      filter("status", ["queued", "preparing", "running", "succeeded", "failed", "cancelled"]),
       filter("algorithm", algorithms.map((a) => a.name)),
       filter("dataset", datasets.map((d) => d.name)),
       h("label", { class: "check" }, h("input", { type: "checkbox", name: "archived", checked: state.archived === "all",

@@ -7,7 +7,7 @@ import { drawWhenVisible } from "../../charts.js";
 import { annotationEditor } from "../../annotations.js";
 import { h, replace } from "../../dom.js";
 
-const STATUSES = ["succeeded", "running", "queued", "failed", "cancelled"];
+const STATUSES = ["succeeded", "running", "preparing", "queued", "failed", "cancelled"];
 
 /** "6 runs: 5 succeeded, 1 failed" */
 function countsText(sweep) {

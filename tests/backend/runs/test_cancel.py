@@ -1,0 +1,77 @@
+"""Runs you can see and stop (issue 38): a claimed run is `preparing` with what it does, and Cancel
+takes effect within seconds in every phase, not only between rounds."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.backend.conftest import wait_for
+
+pytestmark = pytest.mark.service
+
+
+def wait_until(client, run_id: str, done, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(f"/api/runs/{run_id}").json()
+        if done(body):
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} never got there: {body}")
+
+
+def cancelled_within(client, run_id: str) -> tuple[dict, float]:
+    t0 = time.monotonic()
+    assert client.post(f"/api/runs/{run_id}/cancel").json()["cancel_requested"] is True
+    body = wait_for(client, run_id, {"cancelled", "succeeded", "failed"}, timeout=60)
+    return body, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("settings", ["postgres"], indirect=True)
+def test_cancel_stops_a_run_calibrating_its_noise_within_seconds(client, worker):
+    # a protected run calibrates σ on its own secret draws: ULDP-GROUP-32's group-privacy
+    # curves take about 10 s (group_size 500 took minutes, and Cancel waited for all of it)
+    client.put("/api/budgets/digits", json={"total_epsilon": 100.0})
+    spec = {
+        "algorithm": "uldp_group",
+        "params": {"group_size": 32},
+        "dataset": {"name": "digits", "silos": 4, "users": {"kind": "uniform", "count": 100}},
+        "model": {"name": "logreg"},
+        "rounds": 2,
+        "privacy": {"epsilon": 3.0},
+    }
+    res = client.post("/api/runs", json=spec)
+    assert res.status_code == 201, res.text
+    run_id = res.json()["id"]
+    seen = wait_until(client, run_id, lambda b: b["phase"] == "calibrating σ" or b["status"] == "running")
+    assert (seen["status"], seen["phase"]) == ("preparing", "calibrating σ")
+    body, took = cancelled_within(client, run_id)
+    assert body["status"] == "cancelled" and took < 5.0, (body, took)
+    assert (body["current_round"], body["phase"], body["epsilon"]) == (0, None, 0.0)
+    (charge,) = client.get("/api/budgets/digits").json()["charges"]
+    assert charge == {"run_id": run_id, "reserved": 3.0, "spent": 0.0, "settled": True}
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_cancel_stops_a_round_of_the_weighting_protocol_within_seconds(client, worker):
+    # ULDP-AVG-w's Paillier protocol: one round of 30 users on 4 silos takes about 45 s
+    client.put("/api/budgets/digits", json={"total_epsilon": 100.0})
+    spec = {
+        "algorithm": "uldp_avg_w",
+        "params": {"secure_weighting": True},
+        "dataset": {"name": "digits", "silos": 4, "users": {"kind": "uniform", "count": 30}},
+        "model": {"name": "logreg"},
+        "rounds": 2,
+        "privacy": {"epsilon": 3.0},
+    }
+    run_id = client.post("/api/runs", json=spec).json()["id"]
+    wait_until(client, run_id, lambda b: b["status"] not in ("queued", "preparing"))
+    time.sleep(1.0)  # inside round 1
+    body, took = cancelled_within(client, run_id)
+    assert body["status"] == "cancelled" and took < 5.0, (body, took)
+    assert (body["current_round"], body["epsilon"]) == (0, 0.0)  # round 1 released nothing
+    assert client.get(f"/api/runs/{run_id}/ledger").json()["events"] == []
+    (charge,) = client.get("/api/budgets/digits").json()["charges"]
+    assert (charge["spent"], charge["settled"]) == (0.0, True)
