@@ -102,7 +102,12 @@ def worker(concurrency: Annotated[int, typer.Option(help="runs at once in this w
 def up(
     host: Annotated[str | None, typer.Option(help="bind address (default DPFL_HOST, 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="port (default DPFL_PORT, 8000)")] = None,
-    workers: Annotated[int, typer.Option(help="worker processes to start beside the API")] = 1,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="worker processes to start beside the API (default: one per two cores, at least one)"
+        ),
+    ] = None,
     demo: Annotated[
         bool, typer.Option(help="queue a small demo sweep on first start (no sweep yet)")
     ] = False,
@@ -124,7 +129,9 @@ def up(
     # uvicorn re-raises the SIGTERM it caught after shutting down; make that an exception, not
     # an abrupt exit, so the workers below are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    # The workers share this machine's cores, unless DPFL_TORCH_THREADS says otherwise.
+    # One slow run (a calibration, a Paillier round) must not hold the whole queue where there are
+    # cores to spare; the workers share the cores, unless DPFL_TORCH_THREADS says otherwise.
+    workers = max(1, len(os.sched_getaffinity(0)) // 2) if workers is None else workers
     env = os.environ | {"DPFL_TORCH_THREADS": str(settings.threads_per_run(workers))}
     # Each worker in its own process group, so that stopping it also stops its pool children.
     procs = [subprocess.Popen(worker_command(1), env=env, start_new_session=True) for _ in range(workers)]

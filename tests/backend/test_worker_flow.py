@@ -139,7 +139,7 @@ def test_a_slow_worker_whose_run_was_requeued_and_reclaimed_writes_nothing_more_
     finally:
         database.engine.dispose()
     body = client.get(f"/api/runs/{run_id}").json()
-    assert (body["status"], body["worker"], body["attempts"]) == ("running", "second", 2)
+    assert (body["status"], body["worker"], body["attempts"]) == ("preparing", "second", 2)
     assert (body["current_round"], body["progress"], body["finished_at"]) == (0, 0.0, None)
     assert len(client.get(f"/api/runs/{run_id}/metrics").json()) < 300  # it stopped, not trained to its end
 

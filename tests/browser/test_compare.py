@@ -58,7 +58,7 @@ def sweeps(server) -> dict[str, str]:
     for sweep_id in ids.values():
         while True:
             counts = httpx.get(f"{server}/api/sweeps/{sweep_id}").json()["counts"]
-            if counts.get("queued", 0) == counts.get("running", 0) == 0:
+            if all(counts.get(s, 0) == 0 for s in ("queued", "preparing", "running")):
                 break
             assert time.time() < deadline, f"sweep {sweep_id} did not finish: {counts}"
             time.sleep(0.5)

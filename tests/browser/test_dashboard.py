@@ -114,7 +114,7 @@ def test_sweep_draws_one_trace_per_algorithm_with_bands_and_the_url_reproduces_i
     deadline = time.time() + 180
     while time.time() < deadline:
         counts = httpx.get(f"{server}/api/sweeps/{sweep}/summary").json()["counts"]
-        if counts["queued"] == counts["running"] == 0:
+        if counts["queued"] == counts["preparing"] == counts["running"] == 0:
             break
         time.sleep(1)
     assert counts["succeeded"] == 6, counts  # isrl_mbsgd at 2 ε × 2 seeds, fedavg once per seed

@@ -51,7 +51,7 @@ def test_stream_follows_a_run_to_success(client, worker):
     assert (last["current_round"], last["rounds"], last["sweep_id"], last["error"]) == (5, 5, None, None)
     assert last["epsilon"] == client.get(f"/api/runs/{run_id}").json()["epsilon"] > 0
     assert 0 <= last["final_accuracy"] <= 1
-    assert seen[0][2]["status"] in {"queued", "running"}  # the snapshot came before the end
+    assert seen[0][2]["status"] in {"queued", "preparing", "running"}  # the snapshot came before the end
     times = [dt.datetime.fromisoformat(event_id) for event_id, _, _ in seen]
     assert times == sorted(times)
     assert wait_for(client, run_id, {"succeeded"})["progress"] == 1.0

@@ -41,7 +41,8 @@ def test_a_requeued_run_shows_no_progress_of_its_lost_attempt(client, settings):
         assert (queued["final_accuracy"], queued["final_loss"], queued["worker"]) == (None, None, None)
         assert execution.claim(database, run_id, worker="w2@next")
         claimed = client.get(f"/api/runs/{run_id}").json()
-        assert (claimed["status"], claimed["attempts"], claimed["worker"]) == ("running", 2, "w2@next")
+        # claimed, not yet started: preparing (its start loads the data and calibrates σ)
+        assert (claimed["status"], claimed["attempts"], claimed["worker"]) == ("preparing", 2, "w2@next")
         assert (claimed["current_round"], claimed["progress"], claimed["final_accuracy"]) == (0, 0.0, None)
         with database.session() as session:  # a run left over from before (no reset at requeue)
             session.execute(

@@ -25,7 +25,7 @@ BASE = {
     "privacy": {"delta": 1e-5},
 }
 GRID = {"algorithm": ["isrl_mbsgd", "fedavg"], "privacy.epsilon": [0.5, 1, 2], "seed": [0, 1]}
-NO_RUNS = {"queued": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
+NO_RUNS = {"queued": 0, "preparing": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
 
 
 def submit(client, base=BASE, grid=GRID, headers=None, **extra):
