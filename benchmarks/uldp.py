@@ -130,7 +130,7 @@ def make_rounds(alg: ULDPAvg) -> tuple[Round, Round, Round, Round]:
 
     def vectorised_sums(r: int) -> torch.Tensor:
         alg.w = w0
-        silos = participants(spec, r)
+        silos = participants(spec, r, spec.seed)
         return type(alg).silo_sums([alg], r, [silos], alg.groups(silos, None), keep=False)[0][0]
 
     def user_delta(records: torch.Tensor, silo: int, user: int, r: int) -> torch.Tensor:
@@ -151,7 +151,7 @@ def make_rounds(alg: ULDPAvg) -> tuple[Round, Round, Round, Round]:
         return delta * (p.clip / max(float(delta.norm()), p.clip))
 
     def loop_sums(r: int) -> torch.Tensor:
-        silos = participants(spec, r)
+        silos = participants(spec, r, spec.seed)
         sums = torch.zeros(len(silos), alg.layout.size)
         for i, s in enumerate(silos):
             ids = alg.users.user_ids[int(s)]
@@ -161,7 +161,7 @@ def make_rounds(alg: ULDPAvg) -> tuple[Round, Round, Round, Round]:
         return sums
 
     def loop(r: int) -> torch.Tensor:
-        silos = participants(spec, r)
+        silos = participants(spec, r, spec.seed)
         sums = loop_sums(r)
         std = alg.sigma * p.clip / math.sqrt(len(silos))  # per silo: σC/√|S|
         noise = gaussian_noise((alg.layout.size,), std, seed=spec.seed, silos=silos, round=r)
@@ -185,7 +185,7 @@ def measure(name: str, repeats: int, data_dirs: list[Path], threads: list[int]) 
     with FlopCounterMode(display=False) as counter:  # the arithmetic both must do
         loop_sums(1)
     ok = _close(fast, slow) and _close(vectorised(1), loop(1))
-    groups = alg.groups(participants(spec, 1), None)
+    groups = alg.groups(participants(spec, 1, spec.seed), None)
     blocks = list(groups.blocks(alg.data, params=alg.layout.size, batch_size=alg.records_per_step))
     out = {
         "pairs": len(groups),

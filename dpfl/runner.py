@@ -193,7 +193,7 @@ def projected(
 class Started:
     """A run ready to train (`start`): data prepared, σ projected, the algorithm set up."""
 
-    spec: RunSpec  # as given (a protected run's algorithm holds a secret seed instead)
+    spec: RunSpec  # as given (a protected run's algorithm draws from a secret `noise_key`)
     algorithm: Algorithm
     privacy: Privacy
     withhold: bool  # diagnostics withheld (protected, or noise from OS entropy)
@@ -235,10 +235,9 @@ def start(
     algorithm = prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download)
     if source == "entropy":
         # The data and the model's initialisation stay those of the spec (public choices); every
-        # draw the algorithm makes from here on (participation, sampling, noise) is keyed by a
-        # 128-bit secret that lives only in this process. The spec's own range (< 2³¹) is no
-        # bound on it: the engine hashes the key into each generator's seed.
-        algorithm.spec = spec.model_copy(update={"seed": secrets.randbits(128)})
+        # draw of its mechanisms (participation, sampling, noise) is keyed by a 128-bit secret
+        # that lives only in this process. The engine hashes the key into each generator's seed.
+        algorithm.noise_key = secrets.randbits(128)
     store = None if cache_dir is None else store_of(cache_dir)
     if spec.privacy is not None:
         phase("calibrating σ" if spec.privacy.target.kind == "epsilon" else "planning ε")

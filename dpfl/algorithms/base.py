@@ -118,6 +118,11 @@ class Algorithm(abc.ABC):
 
     def __init__(self, spec: RunSpec, data: FederatedData, model: nn.Module):
         self.spec = spec
+        # Two kinds of randomness, kept apart: public choices (the partition, the model's
+        # initialisation, a voting pool) come from `spec.seed`, which is published with the run;
+        # every draw of a mechanism (participation, sampling, noise) from `noise_key`, which is
+        # the spec's seed in simulation and a 128-bit secret in a protected run (`runner.start`).
+        self.noise_key: int = spec.seed
         self.params = self.parse_params(spec.params)
         self.data = data
         self.model = model
@@ -206,15 +211,16 @@ def silo_party(silo: int) -> str:
     return f"silo-{silo}"
 
 
-def participants(spec: RunSpec, r: int) -> np.ndarray:
-    """Returns the silos (sorted ids) taking part in round r: all, or M of N drawn from the seed.
+def participants(spec: RunSpec, r: int, key: int) -> np.ndarray:
+    """Returns the silos (sorted ids) taking part in round r: all, or M of N drawn from the
+    algorithm's noise key (`Algorithm.noise_key`).
 
-    The draw depends only on (seed, round), never on data, so it is part of the plan.
+    The draw depends only on (key, round), never on data, so it is part of the plan.
     """
     n, m = spec.dataset.silos, spec.silos_per_round
     if m >= n:
         return np.arange(n)
-    rng = np.random.default_rng([spec.seed, r, 0x5E1EC7])
+    rng = np.random.default_rng([key, r, 0x5E1EC7])
     return np.sort(rng.choice(n, size=m, replace=False))
 
 

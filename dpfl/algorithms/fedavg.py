@@ -36,7 +36,7 @@ class FedAvg(Algorithm):
 
     def round(self, r: int) -> RoundOutput:
         p = self.params
-        silos = participants(self.spec, r)
+        silos = participants(self.spec, r, self.noise_key)
         local = local_sgd(self, silos, r, lr=p.lr, batch_size=p.batch_size, steps=p.local_steps)
         sizes = torch.as_tensor(self.data.silo_sizes[silos], dtype=local.dtype)
         self.w = (sizes[:, None] * local).sum(0) / sizes.sum()
@@ -74,7 +74,7 @@ def local_sgd_many(
     # each run's silos' minibatches as indices into its own records, read block by block below
     drawn = [
         minibatch_rows(
-            a.data.silos, silos=chosen, batch_size=batch_size, steps=steps, seed=a.spec.seed, round=r
+            a.data.silos, silos=chosen, batch_size=batch_size, steps=steps, seed=a.noise_key, round=r
         )
         for a, chosen in zip(algorithms, silos, strict=True)
     ]

@@ -60,7 +60,7 @@ class ISRLLocalSGD(ISRLMinibatchSGD):
         """Returns the K Poisson minibatches of each listed silo in round r, one SiloBatch per step."""
         masks = []
         for s in silos:  # one generator per silo: a silo's draws do not depend on the others
-            gen = silo_generator(self.spec.seed, int(s), r, SAMPLING_STREAM)
+            gen = silo_generator(self.noise_key, int(s), r, SAMPLING_STREAM)
             masks.append(torch.rand(self.params.local_steps, len(self.data.silos[s]), generator=gen))
         rates = self.rates
         return [
@@ -115,10 +115,10 @@ class _LocalRound:
 
     @classmethod
     def start(cls, run: ISRLLocalSGD, r: int) -> _LocalRound:
-        p, silos = run.params, participants(run.spec, r)
+        p, silos = run.params, participants(run.spec, r, run.noise_key)
         stds = run.sigmas[silos] * p.clip
         shape = (p.local_steps, run.layout.size)
-        noise = gaussian_noise(shape, stds, seed=run.spec.seed, silos=silos, round=r)
+        noise = gaussian_noise(shape, stds, seed=run.noise_key, silos=silos, round=r)
         expected = torch.as_tensor(run.rates[silos] * run.data.silo_sizes[silos], dtype=run.w.dtype)
         local = stack_copies(run.w, len(silos))
         return cls(run, r, silos, expected, stds, noise, local, run.local_batches(silos, r))
@@ -127,7 +127,7 @@ class _LocalRound:
         """Takes local step k: each silo releases its noisy clipped sum and steps its model."""
         run = self.run
         step_noise = release_noise(
-            clipped_sum, self.stds, seed=run.spec.seed, silos=self.silos, round=self.r, drawn=self.noise[:, k]
+            clipped_sum, self.stds, seed=run.noise_key, silos=self.silos, round=self.r, drawn=self.noise[:, k]
         )
         self.local = self.local - run.params.lr * (clipped_sum + step_noise) / self.expected[:, None]
         metrics = run.batch_metrics(batch, norms)

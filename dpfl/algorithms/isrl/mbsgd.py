@@ -72,7 +72,7 @@ class ISRLMinibatchSGD(Algorithm):
         return Ledger(
             LedgerEntry(r, parties[s], event)
             for r in range(1, self.spec.rounds + 1)
-            for s in participants(self.spec, r).tolist()
+            for s in participants(self.spec, r, self.noise_key).tolist()
             for event in releases[s]
         )
 
@@ -94,7 +94,7 @@ class ISRLMinibatchSGD(Algorithm):
 
     def batch(self, silos: np.ndarray, r: int) -> SiloBatch:
         """Returns round r's Poisson minibatch of each listed silo."""
-        return self.sampler.batch(silos, seed=self.spec.seed, round=r)
+        return self.sampler.batch(silos, seed=self.noise_key, round=r)
 
     def release(
         self, clipped_sum: torch.Tensor, silos: np.ndarray, r: int, *, sensitivity: float
@@ -106,7 +106,7 @@ class ISRLMinibatchSGD(Algorithm):
         Dividing by the expected batch size q_i n_i gives an unbiased mean (post-processing).
         """
         noise = release_noise(
-            clipped_sum, self.sigmas[silos] * sensitivity, seed=self.spec.seed, silos=silos, round=r
+            clipped_sum, self.sigmas[silos] * sensitivity, seed=self.noise_key, silos=silos, round=r
         )
         expected = torch.as_tensor(self.rates[silos] * self.data.silo_sizes[silos], dtype=self.w.dtype)
         return (clipped_sum + noise) / expected[:, None]
@@ -116,7 +116,7 @@ class ISRLMinibatchSGD(Algorithm):
         return w - self.params.lr * direction
 
     def round(self, r: int) -> RoundOutput:
-        silos = participants(self.spec, r)
+        silos = participants(self.spec, r, self.noise_key)
         batch = self.batch(silos, r)
         clipped = clipped_grad_sum(self.model, self.layout, self.w, batch, clip=self.params.clip)
         return self.conclude(r, silos, batch, clipped.sum, clipped.norms)
@@ -137,7 +137,7 @@ class ISRLMinibatchSGD(Algorithm):
         A subclass that changes `round` itself is not `batched`, and loops."""
         if not cls.batched or len(runs) == 1:
             return super().round_many(runs, r)
-        chosen = [participants(run.spec, r) for run in runs]
+        chosen = [participants(run.spec, r, run.noise_key) for run in runs]
         batches = [run.batch(silos, r) for run, silos in zip(runs, chosen, strict=True)]
         clipped = clipped_by_run(runs, [run.w for run in runs], batches)
         return [

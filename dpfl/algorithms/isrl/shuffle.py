@@ -141,7 +141,7 @@ class SDPMinibatchSGD(ISRLMinibatchSGD):
         sigmas = np.broadcast_to(np.asarray(noise_multiplier, dtype=float), (self.spec.dataset.silos,))
         ledger = Ledger()
         for r in range(1, self.spec.rounds + 1):
-            for s, event in self.shuffle_events(participants(self.spec, r), sigmas).items():
+            for s, event in self.shuffle_events(participants(self.spec, r, self.noise_key), sigmas).items():
                 ledger.record(r, silo_party(s), event)
         return ledger
 
@@ -174,7 +174,7 @@ class SDPMinibatchSGD(ISRLMinibatchSGD):
             e[zero] = torch.nn.functional.one_hot(torch.tensor(0), d).to(e.dtype)
         coins = torch.stack(
             [
-                torch.rand(b, 2, generator=silo_generator(self.spec.seed, int(k), r, _RANDOMIZER_STREAM))
+                torch.rand(b, 2, generator=silo_generator(self.noise_key, int(k), r, _RANDOMIZER_STREAM))
                 for k in silos
             ]
         ).to(grads.dtype)
@@ -182,7 +182,7 @@ class SDPMinibatchSGD(ISRLMinibatchSGD):
         # x̃'s side is kept with probability e^ε₀/(e^ε₀ + 1) at most, as the ε₀-LDP bound needs
         keep = float32_rate_below(1.0 / (1.0 + np.exp(-1.0 / self.sigmas[silos])))
         keep_side = coins[..., 1:] < torch.as_tensor(keep, dtype=grads.dtype)[:, None, None]
-        z = gaussian_noise((b, d), 1.0, seed=self.spec.seed, silos=silos, round=r, dtype=grads.dtype)
+        z = gaussian_noise((b, d), 1.0, seed=self.noise_key, silos=silos, round=r, dtype=grads.dtype)
         z.div_(torch.linalg.vector_norm(z, dim=-1, keepdim=True))  # uniform on the unit sphere
         dot = torch.einsum("sbp,sbp->sb", z, e).unsqueeze(-1)
         z.addcmul_(e, -2 * dot * ((dot > 0) != keep_side))  # reflect into the chosen half: still uniform
@@ -206,12 +206,12 @@ class SDPMinibatchSGD(ISRLMinibatchSGD):
         params = self.vector_sum_parameters(silos, float(self.sigmas[silos].max()))
         norms = torch.linalg.vector_norm(grads, dim=-1, keepdim=True)
         clipped = grads * (self.params.clip / norms.clamp(min=self.params.clip))
-        generators = [silo_generator(self.spec.seed, int(s), r, _RANDOMIZER_STREAM) for s in silos]
+        generators = [silo_generator(self.noise_key, int(s), r, _RANDOMIZER_STREAM) for s in silos]
         return vector_sum.randomize(clipped, mask, params, generators), params
 
     def round(self, r: int) -> RoundOutput:
-        p, spec = self.params, self.spec
-        silos = participants(spec, r)
+        p = self.params
+        silos = participants(self.spec, r, self.noise_key)
         (batch,) = minibatches(
             self.data.x_train,
             self.data.y_train,
@@ -219,7 +219,7 @@ class SDPMinibatchSGD(ISRLMinibatchSGD):
             silos=silos,
             batch_size=p.batch_size,
             steps=1,
-            seed=spec.seed,
+            seed=self.noise_key,
             round=r,
         )
         grads = per_sample_grads(self.model, self.layout, self.w, batch)

@@ -69,7 +69,7 @@ class ISRLSpider(ISRLMinibatchSGD):
     def round_many(cls, runs: Sequence[ISRLSpider], r: int) -> list[RoundOutput]:
         """Round r of several runs at once: one gradient call with every run's silos at its w
         (and, inside a phase, again at its previous iterate); each run then releases alone."""
-        chosen = [participants(run.spec, r) for run in runs]
+        chosen = [participants(run.spec, r, run.noise_key) for run in runs]
         batches = [run.batch(silos, r) for run, silos in zip(runs, chosen, strict=True)]
         inside = (r - 1) % runs[0].params.phase != 0  # runs of a batch share their phase
         points = [run.w for run in runs] + ([run.w_prev for run in runs] if inside else [])

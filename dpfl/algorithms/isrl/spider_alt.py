@@ -53,7 +53,7 @@ class ISRLSpiderAlt(ISRLMinibatchSGD):
         return Ledger(
             LedgerEntry(r, parties[s], event[s])
             for r in range(1, self.spec.rounds + 1)
-            for s in participants(self.spec, r).tolist()
+            for s in participants(self.spec, r, self.noise_key).tolist()
             for _ in messages(r)
         )
 
@@ -69,7 +69,7 @@ class ISRLSpiderAlt(ISRLMinibatchSGD):
         """Round r of several runs at once: each message's gradients of every run's silos in one
         gradient call (the difference's at w and the previous iterate together); each run
         releases and steps alone between the two messages."""
-        chosen = [participants(run.spec, r) for run in runs]
+        chosen = [participants(run.spec, r, run.noise_key) for run in runs]
         if r > 1:  # the difference at (w, w_prev) on one minibatch, then a step with the updated v
             m = 2 * r - 2
             batches = [run.batch(silos, m) for run, silos in zip(runs, chosen, strict=True)]

@@ -136,7 +136,7 @@ class LocalSolver(Algorithm):
         sigmas = self._sigmas(noise_multiplier)
         ledger = Ledger()
         for r in range(1, self.spec.rounds + 1):
-            for s in participants(self.spec, r):
+            for s in participants(self.spec, r, self.noise_key):
                 for event in self._releases(float(sigmas[s])):
                     ledger.record(r, silo_party(int(s)), event)
         return ledger
@@ -148,7 +148,7 @@ class LocalSolver(Algorithm):
             return None
         taking_part = np.zeros(self.spec.dataset.silos, dtype=int)
         for r in range(1, self.spec.rounds + 1):
-            taking_part[participants(self.spec, r)] += 1
+            taking_part[participants(self.spec, r, self.noise_key)] += 1
         releases = int(taking_part.max()) * self.releases_per_step * self.params.local_steps
         sigma = math.sqrt(releases) / gdp_mu(epsilon=epsilon, delta=delta)
         return np.asarray(sigma)  # one σ for every silo: each silo's μ is then at most the target
@@ -197,7 +197,7 @@ class LocalSolver(Algorithm):
 
     def round(self, r: int) -> RoundOutput:
         p = self.params
-        clients = participants(self.spec, r)
+        clients = participants(self.spec, r, self.noise_key)
         data = self.clients.take(clients)
         w = self.w.expand(len(clients), -1).clone()
         totals: dict[str, float] = {}

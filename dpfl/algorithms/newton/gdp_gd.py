@@ -41,6 +41,6 @@ class GDPGD(LocalSolver):
     def direction(self, data, w, clients, r, step) -> Direction:
         grads, clipped = gradients(data, w, ridge=self.params.ridge, clip=self.params.grad_bound)
         noisy = noisy_gradients(
-            grads, self.grad_std[clients], seed=self.spec.seed, clients=clients, round=r, step=step
+            grads, self.grad_std[clients], seed=self.noise_key, clients=clients, round=r, step=step
         )
         return Direction(noisy, metrics={"clip_fraction": float(clipped.mean())})

@@ -66,7 +66,7 @@ class GDPLocalNewton(LocalSolver):
         self.hessian_std = noise_std(self.sigmas, bound=self.hessian_bound, sizes=sizes)
 
     def direction(self, data, w, clients, r, step) -> Direction:
-        p, seed = self.params, self.spec.seed
+        p, seed = self.params, self.noise_key
         grads, clipped = gradients(data, w, ridge=p.ridge, clip=self.params.grad_bound)
         hess = hessians(data, w, ridge=p.ridge)
         noisy_g = noisy_gradients(

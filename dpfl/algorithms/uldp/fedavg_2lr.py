@@ -50,7 +50,7 @@ class FedAvg2LR(Algorithm):
         return out
 
     def round(self, r: int) -> RoundOutput:
-        deltas = self.silo_deltas(participants(self.spec, r), r)
+        deltas = self.silo_deltas(participants(self.spec, r, self.noise_key), r)
         self.w = self.w + self.params.global_lr * deltas.mean(0)
         return RoundOutput()
 

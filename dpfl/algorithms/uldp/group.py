@@ -120,7 +120,11 @@ class ULDPGroup(UserLevelFedAvg2LR):
     def plan(self, noise_multiplier: float) -> Ledger:
         ledger = Ledger()
         for r in range(1, self.spec.rounds + 1):
-            ledger.record(r, USERS_PARTY, self.release_event(participants(self.spec, r), noise_multiplier))
+            ledger.record(
+                r,
+                USERS_PARTY,
+                self.release_event(participants(self.spec, r, self.noise_key), noise_multiplier),
+            )
         return ledger
 
     def silo_deltas(self, silos: np.ndarray, r: int) -> torch.Tensor:
@@ -129,12 +133,12 @@ class ULDPGroup(UserLevelFedAvg2LR):
         A silo's round draws its samples and its noise from one generator each, keyed by (seed,
         silo, round), in chunks of steps: a generator per step cost more than the step itself.
         """
-        p, spec = self.params, self.spec
+        p = self.params
         local = self.w.unsqueeze(0).repeat(len(silos), 1)
         steps = self.steps[silos]
         expected = torch.as_tensor(self.expected_batch[silos], dtype=local.dtype)[:, None]
-        sampling = [silo_generator(spec.seed, int(s), r, SAMPLING_STREAM) for s in silos]
-        noising = [silo_generator(spec.seed, int(s), r, NOISE_STREAM) for s in silos]
+        sampling = [silo_generator(self.noise_key, int(s), r, SAMPLING_STREAM) for s in silos]
+        noising = [silo_generator(self.noise_key, int(s), r, NOISE_STREAM) for s in silos]
         # of every silo, not only those listed: a silo's draws must not depend on the others
         widest = max(len(rows) for rows in self.kept)
         chunk = max(1, _DRAW_FLOATS // (widest + self.layout.size))
@@ -163,7 +167,7 @@ class ULDPGroup(UserLevelFedAvg2LR):
                 drawn = release_noise(
                     clipped.sum,
                     std,
-                    seed=spec.seed,
+                    seed=self.noise_key,
                     silos=silos,
                     round=r * _STEPS_PER_ROUND + step,
                     drawn=noise[t],
@@ -195,7 +199,7 @@ class ULDPGroup(UserLevelFedAvg2LR):
         return rows, mask
 
     def round(self, r: int) -> RoundOutput:
-        silos = participants(self.spec, r)
+        silos = participants(self.spec, r, self.noise_key)
         out = super().round(r)
         out.releases = {USERS_PARTY: [self.release_event(silos, self.sigma)]}
         out.metrics = {"group_size": float(self.k), "dropped_records": float(self.dropped)}

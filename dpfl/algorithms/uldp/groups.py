@@ -329,7 +329,7 @@ def local_deltas(
         epochs=p.local_epochs,
         batch_size=p.batch_size,
         lr=p.local_lr,
-        seed=algorithm.spec.seed if seeds is None else seeds,
+        seed=algorithm.noise_key if seeds is None else seeds,
         round=round,
     )
     return local.sub_(w)

@@ -72,12 +72,12 @@ class ULDPNaive(UserLevelFedAvg2LR):
 
     def round(self, r: int) -> RoundOutput:
         p = self.params
-        silos = participants(self.spec, r)
+        silos = participants(self.spec, r, self.noise_key)
         clipped, was_clipped = clip_rows(self.silo_deltas(silos, r), p.clip)
         frac = float(was_clipped.float().mean()) if len(clipped) else 0.0
         # per-silo std σ·2C·√|S|: the sum's std is σ·2|S|C, its sensitivity times σ
         std = self.sigma * 2 * p.clip * math.sqrt(len(silos))
-        noisy = release(clipped, std, seed=self.spec.seed, silos=silos, round=r, secure_sum=True)
+        noisy = release(clipped, std, seed=self.noise_key, silos=silos, round=r, secure_sum=True)
         self.w = self.w + p.global_lr * noisy.mean(0)
         return RoundOutput(
             metrics={"clip_fraction": frac, "silo_noise_std": std},

@@ -130,7 +130,7 @@ class ULDPWeighted(Algorithm):
         q = self.params.user_sampling_rate
         if q >= 1:
             return None
-        rng = np.random.default_rng([self.spec.seed, r, 0x05E125])
+        rng = np.random.default_rng([self.noise_key, r, 0x05E125])
         return rng.random(self.users.num_users) < q
 
     def groups(self, silos: np.ndarray, sampled: np.ndarray | None) -> RecordGroups:
@@ -170,7 +170,7 @@ class ULDPWeighted(Algorithm):
         computation whatever runs its groups belong to."""
         first = runs[0]
         models = torch.stack([run.w for run in runs])
-        seeds = [run.spec.seed for run in runs]
+        seeds = [run.noise_key for run in runs]
         offsets = np.cumsum([0, *(len(chosen) for chosen in silos)])
         # row of (run, silo) in the stacked sums, and every run's weights (one shape: one dataset)
         position = np.full((len(runs), first.spec.dataset.silos), -1, dtype=np.int64)
@@ -226,7 +226,7 @@ class ULDPWeighted(Algorithm):
     def rounds_together(cls, runs: Sequence[ULDPWeighted], r: int) -> list[RoundOutput]:
         """Round r of several runs at once: every run's (silo, user) pairs are groups of one set of
         blocks, each from its own run's model and seed; then each run noises and steps alone."""
-        silos = [participants(run.spec, r) for run in runs]
+        silos = [participants(run.spec, r, run.noise_key) for run in runs]
         sampled = [run.sampled_users(r) for run in runs]
         parts = [run.groups(chosen, users) for run, chosen, users in zip(runs, silos, sampled, strict=True)]
         groups = parts[0] if len(parts) == 1 else RecordGroups.concat(parts)
@@ -252,7 +252,7 @@ class ULDPWeighted(Algorithm):
         adds its noise share, and the server steps."""
         p = self.params
         std = self.sigma * p.clip / math.sqrt(len(silos))
-        noise = release_noise(sums, std, seed=self.spec.seed, silos=silos, round=r, secure_sum=True)
+        noise = release_noise(sums, std, seed=self.noise_key, silos=silos, round=r, secure_sum=True)
         total = self.aggregate(r, silos, sums, clipped, groups, noise, sampled)
         scale = p.global_lr / (self.users.num_users * len(silos) * p.user_sampling_rate)
         self.w = self.w + self.direction * scale * total
@@ -338,7 +338,7 @@ class ULDPAvgW(ULDPAvg):
                 self.users.counts(),
                 key_bits=self.params.key_bits,
                 n_max=self.params.n_max,
-                seed=self.spec.seed,
+                seed=self.noise_key,
             )
 
     def aggregate(self, r, silos, sums, clipped, groups, noise, sampled) -> torch.Tensor:

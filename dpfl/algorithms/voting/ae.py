@@ -62,7 +62,7 @@ class AEDPFL(VotingAlgorithm):
             batch_size=p.local_batch_size,
             lr=p.local_lr,
             momentum=p.local_momentum,
-            seed=self.spec.seed,
+            seed=self.noise_key,
             stream=LOCAL_STREAM,
         )
         labels = predicted_labels(self.model, self.layout, local, self.pool_x[:rows])

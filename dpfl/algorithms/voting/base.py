@@ -179,7 +179,7 @@ class VotingAlgorithm(Algorithm):
             {
                 "method": self.method,
                 "dataset": self.spec.dataset.model_dump(mode="json"),
-                "seed": self.spec.seed,
+                "seed": self.noise_key,
                 "public_pool": self.params.public_pool,
                 "pool_pca": self.params.pool_pca,
                 **self.vote_key(),
@@ -198,7 +198,7 @@ class VotingAlgorithm(Algorithm):
         lo, hi = self.queries_of(r)
         counts = self.votes[lo:hi]
         labels, _ = noisy_argmax(
-            counts, sigma=self.sigma, num_agents=self.num_agents, seed=self.spec.seed, round=r
+            counts, sigma=self.sigma, num_agents=self.num_agents, seed=self.noise_key, round=r
         )
         self.released[lo:hi] = labels
         events = [VoteEvent(self.sigma, self.sensitivity, tuple(c.tolist())) for c in counts]
@@ -224,7 +224,7 @@ class VotingAlgorithm(Algorithm):
             batch_size=p.student_batch_size,
             lr=p.student_lr,
             momentum=p.student_momentum,
-            seed=self.spec.seed,
+            seed=self.noise_key,
             stream=STUDENT_STREAM,
         )[0]
 

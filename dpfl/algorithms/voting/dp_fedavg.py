@@ -144,7 +144,7 @@ class DPFedAvg(Algorithm):
 
     def sampled(self, r: int) -> np.ndarray:
         """Returns the agents (sorted ids) sampled in round r: each independently with probability q."""
-        rng = np.random.default_rng([self.spec.seed, r, _SAMPLING, 0xFEDA])
+        rng = np.random.default_rng([self.noise_key, r, _SAMPLING, 0xFEDA])
         return np.flatnonzero(rng.random(self.num_agents) < self.params.sample_rate)
 
     def round(self, r: int) -> RoundOutput:
@@ -164,7 +164,7 @@ class DPFedAvg(Algorithm):
     def conclude(self, r: int, agents: np.ndarray, local: torch.Tensor) -> RoundOutput:
         """Returns round r's output from the sampled agents' local models [len(agents), P]: their
         clipped updates and the noise go into the sum, and the server steps."""
-        p, spec = self.params, self.spec
+        p = self.params
         total = torch.zeros(self.layout.size)
         unclipped, norms = 0.0, torch.zeros(0)
         if len(agents):
@@ -175,7 +175,7 @@ class DPFedAvg(Algorithm):
         noise = release_noise(
             total[None],
             self.update_sigma * self.clip,
-            seed=spec.seed,
+            seed=self.noise_key,
             silos=[_SERVER],
             round=r,
             stream=_UPDATE_NOISE,
@@ -190,7 +190,7 @@ class DPFedAvg(Algorithm):
             count = release_noise(
                 torch.tensor([[unclipped - len(agents) / 2]]),
                 self.count_sigma,
-                seed=spec.seed,
+                seed=self.noise_key,
                 silos=[_SERVER],
                 round=r,
                 stream=_COUNT_NOISE,

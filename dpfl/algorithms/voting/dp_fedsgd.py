@@ -56,7 +56,7 @@ class DPFedSGD(ISRLMinibatchSGD):
         shares = release_noise(
             clipped_sum,
             self.sigmas[silos] * self.params.clip / math.sqrt(len(silos)),
-            seed=self.spec.seed,
+            seed=self.noise_key,
             silos=silos,
             round=r,
             secure_sum=True,

@@ -145,7 +145,7 @@ def test_localsgd_step_noise_has_the_ledgers_noise_multiplier():
     )
     algorithm = prepare(spec)
     algorithm.setup(2.0)
-    silos = participants(spec, 1)
+    silos = participants(spec, 1, spec.seed)
     w0 = algorithm.global_params.clone()
     (batch,) = algorithm.local_batches(silos, 1)
     clipped = clipped_grad_sum(algorithm.model, algorithm.layout, w0, batch, clip=1.0).sum[0]

@@ -130,6 +130,31 @@ def test_one_seed_gives_one_run(name):
     assert torch.equal(first.final_params, second.final_params)
 
 
+def first_round(spec, key: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns the global model before and after round 1 of `spec` with its mechanisms keyed by `key`."""
+    algorithm = runner.prepare(spec, data_dirs=[data_dir()])
+    algorithm.noise_key = key
+    sigma = runner.project(algorithm).noise_multiplier
+    algorithm.setup(np.asarray(sigma, dtype=float) if isinstance(sigma, list) else sigma)
+    before = algorithm.global_params.clone()
+    type(algorithm).round_many([algorithm], 1)
+    return before, algorithm.global_params.clone()
+
+
+@pytest.mark.parametrize("name", PRIVATE)
+def test_public_choices_come_from_the_seed_and_mechanism_draws_from_the_noise_key(name):
+    """A protected run keys its mechanisms by a secret (`Algorithm.noise_key`) and keeps the spec's
+    public choices: a draw of noise from the public seed would make two keys release the same
+    model, and a public choice drawn from the key would start them from different ones."""
+    covered(name)
+    spec = spec_of(name, rounds=1)
+    seeded, simulated = first_round(spec, spec.seed), runner.run(spec, data_dirs=[data_dir()])
+    assert torch.equal(seeded[1], simulated.final_params)  # simulation: the key is the spec's seed
+    secret = first_round(spec, 2**127 + 12345)
+    assert torch.equal(secret[0], seeded[0])  # the same public start
+    assert not torch.equal(secret[1], seeded[1])  # other noise, sampling and participation
+
+
 @pytest.mark.parametrize(
     ("name", "level", "claimed"),
     [("ae_dpfl", "instance", 2**0.5), ("knn_dpfl", "agent", 1.0)],
