@@ -25,7 +25,7 @@ import numpy as np
 from dpfl.privacy.accountants import headline_problem, make_accountant, rdp_pruned
 from dpfl.privacy.events import ComposedEvent, Event, SelfComposedEvent, from_json, public_event, to_json
 
-__all__ = ["Ledger", "LedgerEntry"]
+__all__ = ["Ledger", "LedgerEntry", "history_epsilon"]
 
 _PRUNED_ROUNDS = 300  # histories this long or shorter take rdp_pruned's curve
 
@@ -121,18 +121,10 @@ class Ledger:
                 return self._curves_after(after, delta=delta, accountant=accountant, **options)
             last = np.searchsorted(rounds, after, side="right") - 1
             return {party: _read(remembered[key], last) for party, key in of_party.items()}
-        curves: dict[bytes, np.ndarray] = {}
-        for key, (history_events, counts) in histories.items():
-            # the same ε from few RDP orders; past some 400 rounds the search over every round
-            # costs more than whole curves (docs/benchmarks.md, ledger)
-            if len(rounds) <= _PRUNED_ROUNDS and rdp_pruned.applies(accountant, history_events):
-                curves[key] = rdp_pruned.pruned_epsilon_curve(
-                    history_events, counts, delta=delta, **rdp_pruned.pruned_options(options)
-                )
-            else:
-                acc = make_accountant(accountant, **options)
-                curves[key] = acc.epsilon_curve(history_events, counts, delta=delta)
-            curves[key] = _released(curves[key], counts)
+        curves = {
+            key: history_epsilon(events, counts, delta=delta, accountant=accountant, **options)
+            for key, (events, counts) in histories.items()
+        }
         return {party: curves[key] for party, key in of_party.items()}
 
     @staticmethod
@@ -241,6 +233,23 @@ class Ledger:
     def headline_epsilon(self, *, accountant: str | None, delta: float) -> float:
         """Returns the ε the run has spent, by its headline accountant: what settles its budget."""
         return self.epsilon(delta=delta, accountant=self.headline_accountant(accountant))
+
+
+def history_epsilon(
+    events: Sequence[Event], counts: np.ndarray, *, delta: float, accountant: str = "rdp", **options
+) -> np.ndarray:
+    """Returns a party's cumulative ε after each round of its history (`counts`: [rounds, events]
+    releases of each distinct event), 0 before its first release: the one computation of a
+    history's ε. `rdp_pruned` keeps the curves it computes, which `Ledger._remembered` reads."""
+    # the same ε from few RDP orders; past some 400 rounds the search over every round costs
+    # more than whole curves (docs/benchmarks.md, ledger)
+    if len(counts) <= _PRUNED_ROUNDS and rdp_pruned.applies(accountant, events):
+        curve = rdp_pruned.pruned_epsilon_curve(
+            events, counts, delta=delta, **rdp_pruned.pruned_options(options)
+        )
+    else:
+        curve = make_accountant(accountant, **options).epsilon_curve(events, counts, delta=delta)
+    return _released(curve, counts)
 
 
 def _check_increasing(after: list[int]) -> None:
