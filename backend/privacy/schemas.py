@@ -25,3 +25,8 @@ class ProjectionRead(BaseModel):
         "None for a dataset with a budget"
     )
     partition_figure: dict[str, Any] | None = Field(description="the histogram as Plotly figure JSON")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="why this setting is slow to start or to run (an algorithm's measured costs, a "
+        "projection that took seconds), before it holds a worker",
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from pathlib import Path
 
 from sqlalchemy.orm import Session
@@ -21,7 +22,9 @@ from dpfl import plots, runner
 from dpfl.data import load_dataset
 from dpfl.spec import DatasetSpec, RunSpec
 
-__all__ = ["project"]
+__all__ = ["SLOW_PROJECTION_S", "project"]
+
+SLOW_PROJECTION_S = 5.0  # a projection this slow is worth a word before the run is started
 
 
 def project(session: Session, *, spec: RunSpec, settings: Settings) -> ProjectionRead:
@@ -33,7 +36,16 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> Projectio
     """
     runs.check_limits(spec, settings)
     budget = _remaining(session, budget_name(spec, settings))
+    began = time.monotonic()
     projection = runs.project(spec, settings, protected=budget is not None)
+    took = time.monotonic() - began
+    cls = runner.check(spec)
+    warnings = [w for w in [cls.cost_warning(spec, cls.parse_params(spec.params))] if w is not None]
+    if took > SLOW_PROJECTION_S:
+        warnings.append(
+            f"projecting this spec took {took:.0f} s"
+            + ("; its worker calibrates σ again on the run's secret draws" if budget is not None else "")
+        )
     target_epsilon = None if spec.privacy is None else spec.privacy.epsilon
     if budget is not None:  # protected: the partition's label counts are a diagnostic, withheld
         histogram, figure = None, None
@@ -52,6 +64,7 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> Projectio
         budget=budget,
         label_histogram=histogram,
         partition_figure=figure,
+        warnings=warnings,
     )
 
 

@@ -158,6 +158,12 @@ class Algorithm(abc.ABC):
         return cls.notion
 
     @classmethod
+    def cost_warning(cls, spec: RunSpec, params: Params) -> str | None:
+        """Returns why this setting is known to be slow, with what it cost when measured, or None:
+        the new-run form shows it before submit (a slow start or round holds a worker)."""
+        return None
+
+    @classmethod
     def parse_params(cls, raw: dict) -> Params:
         """Returns the validated params; raises SpecError naming `params.<field>`."""
         try:

@@ -296,6 +296,18 @@ def test_uldp_avg_sets_users(page: Page):
     expect(page.locator(".projection")).to_contain_text("user-level", timeout=30_000)
 
 
+def test_a_known_slow_setting_is_named_before_submit(page: Page):
+    page.goto("/#/new")
+    expect(page.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
+    page.select_option("select[name=algorithm]", "uldp_avg_w")
+    expect(page.locator(".projection")).to_contain_text("user-level", timeout=30_000)
+    expect(page.locator(".projection .slow-warning")).to_have_count(0)
+    page.select_option("select[name='params.secure_weighting']", "true")
+    expect(page.locator(".projection .slow-warning")).to_contain_text(
+        "Slow: the private weighting protocol computes Paillier exponentiations", timeout=30_000
+    )
+
+
 # One algorithm per notion is submitted: each run is a real job for the shared worker.
 SUBMITTED = {"isrl_mbsgd", "uldp_avg", "dp_fedavg", "dp_fedsgd", "gdp_gd", "fedavg"}
 

@@ -324,6 +324,19 @@ class ULDPAvgW(ULDPAvg):
     def needs_contributions(self) -> bool:
         return self.secure is not None
 
+    @classmethod
+    def cost_warning(cls, spec, params) -> str | None:
+        if not params.secure_weighting:
+            return None
+        users = spec.dataset.users.count if spec.dataset.users is not None else None
+        return (
+            "the private weighting protocol computes Paillier exponentiations for every silo, user and "
+            "model coordinate in every round: 30 users on 4 silos with logreg on digits (650 coordinates) "
+            f"took 45 s a round on 2 cores; this run has {spec.dataset.silos} silos"
+            + (f" and {users} users" if users else "")
+            + f" over {spec.rounds} rounds"
+        )
+
     def __init__(self, spec, data, model):
         super().__init__(spec, data, model)
         # A spec-level check, made on construction so that `runner.prepare` (submission) refuses it.

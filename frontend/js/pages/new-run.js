@@ -208,7 +208,8 @@ function projectionUpdater(form, { projection, projectionState, partitionChart }
       try {
         const p = await api.project(spec);
         if (mine !== seq) return;
-        projection.textContent = projectionText(p, spec.dataset.name);
+        replace(projection, projectionText(p, spec.dataset.name),
+          ...(p.warnings ?? []).map((w) => h("p", { class: "warning-text slow-warning", role: "note" }, `Slow: ${w}.`)));
         projection.dataset.noiseMultiplier = JSON.stringify(p.noise_multiplier);
         if (p.partition_figure) await draw(partitionChart, p.partition_figure);
         if (mine !== seq) return;
