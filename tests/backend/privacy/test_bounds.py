@@ -52,8 +52,10 @@ def test_rounds_times_silos_beyond_the_limit_is_refused(settings):
     assert error["loc"][-1] == "rounds" and "3 × 4 = 12" in error["msg"]
 
 
+# The projection pool does not depend on the database: its tests run on the embedded one alone.
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
 def test_projection_beyond_the_time_limit_is_refused_naming_privacy(settings):
-    hurried = settings.model_copy(update={"projection_timeout_s": 0.5})
+    hurried = settings.model_copy(update={"projection_timeout_s": 0.5, "projection_processes": 1})
     with TestClient(create_app(hurried)) as c:
         res = c.post("/api/privacy/project", json=service_spec(privacy={"noise_multiplier": 0.5, **PLD}))
         assert res.status_code == 422, res.text
@@ -61,6 +63,7 @@ def test_projection_beyond_the_time_limit_is_refused_naming_privacy(settings):
         assert error["loc"][-1] == "privacy" and "longer than 0.5 s" in error["msg"]
 
 
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
 def test_a_slow_projection_neither_blocks_nor_kills_another(settings):
     # two warm processes: a projection past the limit kills its own process only, and its
     # queue-mates are answered by the other process meanwhile (the limit counts computing)
@@ -98,6 +101,7 @@ def test_identical_projections_in_flight_share_one_answer():
     def ask(seconds: float) -> None:
         answers.append(bounded.call(stamp, seconds, timeout_s=30, memory_bytes=0))
 
+    bounded.start(processes=1, memory_bytes=0)
     try:
         threads = [threading.Thread(target=ask, args=(s,)) for s in (1.0, 1.0, 1.5)]
         for t in threads:
