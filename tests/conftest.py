@@ -17,6 +17,10 @@ logging.getLogger("absl").setLevel(logging.ERROR)
 # with passive waiting against 885 s without). It must be set before torch is first imported
 # in a process, so here, not in a fixture.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Every app a test starts warms its projection processes (torch and scikit-learn imported, about
+# 6 s of CPU each); one each is enough here, where nothing previews in parallel except the test
+# that sets two. The servers the tests start as a user would get it too (tests/server.py).
+os.environ.setdefault("DPFL_PROJECTION_PROCESSES", "1")
 
 BROWSER = Path(__file__).parent / "browser"
 

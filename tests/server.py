@@ -26,21 +26,27 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def dpfl_up(
-    home: Path, *, timeout_s: float = 90, demo: bool = False, env: dict[str, str] | None = None
+    home: Path,
+    *,
+    timeout_s: float = 90,
+    demo: bool = False,
+    workers: int = 1,
+    env: dict[str, str] | None = None,
 ) -> Iterator[str]:
-    """Runs `dpfl up` (API and one worker, embedded SQLite and broker) in `home`; yields its URL.
-    With `demo`, as `make up` runs it: the demo sweep is queued on start.
+    """Runs `dpfl up` (API and `workers` workers, embedded SQLite and broker) in `home`; yields its
+    URL. With `demo`, as `make up` runs it: the demo sweep is queued on start.
 
-    Only DPFL_DATA_DIR is kept from the environment, so the app runs on its embedded defaults;
-    `env` adds variables (e.g. DPFL_PLUGINS).
+    Only DPFL_DATA_DIR (and the suite's DPFL_PROJECTION_PROCESSES) is kept from the environment,
+    so the app runs on its embedded defaults; `env` adds variables (e.g. DPFL_PLUGINS).
     """
     port = free_port()
     extra = env or {}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DPFL_") or k == "DPFL_DATA_DIR"}
+    kept = ("DPFL_DATA_DIR", "DPFL_PROJECTION_PROCESSES")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DPFL_") or k in kept}
     env |= {"DPFL_HOME": str(home), "DPFL_PORT": str(port), **extra}
     with (home / "up.log").open("w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dpfl", "up", *(["--demo"] if demo else [])],
+            [sys.executable, "-m", "dpfl", "up", "--workers", str(workers), *(["--demo"] if demo else [])],
             cwd=ROOT,
             env=env,
             stdout=log,

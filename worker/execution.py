@@ -32,13 +32,14 @@ from sqlalchemy.orm import Session
 from backend import budgets
 from backend.datasets.service import check_dataset_files
 from backend.db import Database, is_locked, utcnow
-from backend.models import CLAIMED, LedgerEventRow, RoundMetric, Run, RunStatus
-from backend.runs.service import ATTEMPT_RESET
+from backend.errors import BudgetExceeded, Conflict
+from backend.models import CLAIMED, BudgetCharge, LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.runs.service import ATTEMPT_RESET, reservation
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.errors import DpflError
 from dpfl.privacy.events import public_event, to_json, withheld_fields
-from dpfl.spec import parse_spec
+from dpfl.spec import RunSpec, parse_spec
 from worker import logs
 from worker.interrupt import Interrupter, RunCancelled
 
@@ -236,14 +237,30 @@ def execute_many(database: Database, settings: Settings, run_ids: list[str]) -> 
         heartbeat.done.set()
 
 
+def _protection(session: Session, run_id: str) -> tuple[RunSpec, bool]:
+    """Returns the run's spec and whether its dataset has a budget now. A budget set while the run
+    waited in the queue protects it too: its noise must be independent, and its ε is reserved now,
+    before anything is released (or it is refused, as admission would have refused it)."""
+    row = session.get(Run, run_id)
+    spec = parse_spec(row.spec)
+    if not budgets.exists(session, row.dataset):
+        return spec, row.protected
+    if session.get(BudgetCharge, run_id) is None:
+        why = f"dataset {row.dataset!r} gained a privacy budget while this run waited"
+        if spec.privacy is None:
+            raise Conflict(f"{why}; only private runs may use it, and {spec.algorithm} is not private")
+        try:
+            budgets.reserve(session, run=row, epsilon=reservation(spec.privacy, row.projected_epsilon))
+        except BudgetExceeded as exc:
+            raise BudgetExceeded(f"{why}: {exc.message}") from None
+        row.protected = True
+    return spec, True
+
+
 def _start(
     database: Database, settings: Settings, run_id: str, attempt: int, heartbeat: _Heartbeat
 ) -> runner.Started:
-    with database.session() as session:
-        row = session.get(Run, run_id)
-        spec = parse_spec(row.spec)
-        # A budget added after admission protects the run too: its noise must be independent.
-        protected = row.protected or budgets.exists(session, row.dataset)
+    spec, protected = _written(database, run_id, lambda session: _protection(session, run_id))
     check_dataset_files(spec, settings)  # admission checked it; a row may predate that check
 
     def phase(text: str) -> None:  # written by the heartbeat thread: no database work in a section
@@ -276,6 +293,9 @@ def _guarded(database: Database, attempts: dict[str, int], body: Callable[[], T]
     except RunCancelled:  # in the middle of a start or a round: charged what its ledger holds
         for run_id, attempt in attempts.items():
             _finish(database, run_id, attempt, status=RunStatus.cancelled)
+    except Conflict as exc:  # refused at its start by a budget set while it waited
+        for run_id, attempt in attempts.items():
+            _finish(database, run_id, attempt, status=RunStatus.failed, error=exc.message)
     except DpflError as exc:
         for run_id, attempt in attempts.items():
             _finish(database, run_id, attempt, status=RunStatus.failed, error=str(exc))

@@ -88,7 +88,6 @@ class _Pool:
         self.idle: queue.Queue[_Slot] = queue.Queue()
         self.slots: set[_Slot] = set()
         self.lock = threading.Lock()
-        self.inflight: dict[Hashable, cf.Future] = {}
         self.closed = False
         for _ in range(processes):
             self._add()
@@ -123,6 +122,7 @@ class _Pool:
 
 _lock = threading.Lock()
 _pool: _Pool | None = None
+_inflight: dict[Hashable, cf.Future] = {}  # (fn, args) ↦ the answer every identical call waits for
 _config = {"processes": 2, "memory_bytes": 0}
 _stopping = threading.Event()
 
@@ -173,20 +173,17 @@ def call(fn: Callable[..., T], *args: Any, timeout_s: float, memory_bytes: int) 
             and whatever `fn` raised (its DpflErrors pickle whole).
         ProjectionUnavailable: the server is stopping, or the process died (503).
     """
-    if timeout_s <= 0:
-        return fn(*args)
-    if _stopping.is_set():
+    if timeout_s > 0 and _stopping.is_set():
         raise ProjectionUnavailable("the server is shutting down; projections are not taken")
-    pool = _get_pool(memory_bytes)
     key = (fn, args)
-    with pool.lock:
-        shared = pool.inflight.get(key)
+    with _lock:
+        shared = _inflight.get(key)
         if shared is None:
-            pool.inflight[key] = answer = cf.Future()
+            _inflight[key] = answer = cf.Future()
     if shared is not None:
-        return _wait(shared, deadline=None, slot=None, pool=pool)
+        return shared.result() if timeout_s <= 0 else _wait(shared, deadline=None, slot=None, pool=None)
     try:
-        result = _compute(pool, fn, args, timeout_s)
+        result = fn(*args) if timeout_s <= 0 else _compute(_get_pool(memory_bytes), fn, args, timeout_s)
     except BaseException as exc:
         answer.set_exception(exc)
         raise
@@ -194,8 +191,8 @@ def call(fn: Callable[..., T], *args: Any, timeout_s: float, memory_bytes: int) 
         answer.set_result(result)
         return result
     finally:
-        with pool.lock:
-            pool.inflight.pop(key, None)
+        with _lock:
+            _inflight.pop(key, None)
 
 
 def _compute(pool: _Pool, fn: Callable[..., T], args: tuple, timeout_s: float) -> T:
@@ -218,7 +215,7 @@ def _wait(
     *,
     deadline: float | None,
     slot: _Slot | None,
-    pool: _Pool,
+    pool: _Pool | None,
     timeout_s: float = 0.0,
 ) -> Any:
     """Returns the future's result; with a slot, kills it past `deadline` and gives it back after."""
@@ -266,8 +263,8 @@ def _wait(
         return result
 
 
-def _give_back(pool: _Pool, slot: _Slot | None) -> None:
-    if slot is not None and slot in pool.slots:
+def _give_back(pool: _Pool | None, slot: _Slot | None) -> None:
+    if pool is not None and slot is not None and slot in pool.slots:
         pool.idle.put(slot)
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "planned_privacy",
     "project",
     "requeue_stale",
+    "reservation",
 ]
 
 # What one attempt at a run shows of its progress; a new attempt starts it afresh (a re-queued
@@ -202,20 +203,20 @@ def add_run(
     )
     session.add(run)
     session.flush()
-    if (reserved := _reservation(privacy, projection)) is not None:
+    if (reserved := reservation(privacy, projection.epsilon)) is not None:
         budgets.reserve(session, run=run, epsilon=reserved)
     return run
 
 
-def _reservation(privacy: PrivacySpec | None, projection: Projection) -> float | None:
+def reservation(privacy: PrivacySpec | None, projected: float | None) -> float | None:
     """Returns the ε a run reserves of its budget: an ε target its σ is calibrated to (the worker
     calibrates a protected run on its own secret draws, and meets the target whatever they are),
-    else the plan's ε."""
+    else the plan's ε (`projected`)."""
     if privacy is None:
         return None
     if privacy.target.kind == "epsilon" and privacy.calibration == "accountant":
         return privacy.epsilon
-    return projection.epsilon
+    return projected
 
 
 def create_run(

@@ -301,9 +301,9 @@ def test_a_known_slow_setting_is_named_before_submit(page: Page):
     expect(page.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
     page.select_option("select[name=algorithm]", "uldp_avg_w")
     expect(page.locator(".projection")).to_contain_text("user-level", timeout=30_000)
-    expect(page.locator(".projection .slow-warning")).to_have_count(0)
+    expect(page.locator(".slow-warnings .slow-warning")).to_have_count(0)
     page.select_option("select[name='params.secure_weighting']", "true")
-    expect(page.locator(".projection .slow-warning")).to_contain_text(
+    expect(page.locator(".slow-warnings .slow-warning")).to_contain_text(
         "Slow: the private weighting protocol computes Paillier exponentiations", timeout=30_000
     )
 

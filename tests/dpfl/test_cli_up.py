@@ -52,7 +52,17 @@ def test_the_flag_wins_over_the_environment(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
-        done = dpfl_up(tmp_path, "--host", "127.0.0.1", "--port", port, DPFL_HOST="0.0.0.0")
+        # projections in-process: the API's start would otherwise warm its projection processes
+        # (seconds) before uvicorn meets the taken port
+        done = dpfl_up(
+            tmp_path,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            port,
+            DPFL_HOST="0.0.0.0",
+            DPFL_PROJECTION_TIMEOUT_S="0",
+        )
     assert "exposes the API" not in done.stderr
     assert f"DP-FL Explorer on http://127.0.0.1:{port}" in done.stdout
     assert (tmp_path / "dpfl.db").exists()

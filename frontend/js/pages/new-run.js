@@ -128,6 +128,7 @@ const pageParts = () => ({
   paramBox: h("div"),
   projection: h("div", { class: "projection", "aria-live": "polite" }, "…"),
   projectionState: h("p", { class: "muted projection-state" }),
+  slowWarnings: h("div", { class: "slow-warnings", "aria-live": "polite" }),
   partitionChart: h("div", { class: "chart small", id: "chart-partition-preview" }),
   switched: h("p", { class: "muted switched", role: "status" }),
   advanced: h("textarea", { name: "advanced", rows: 4, spellcheck: "false", class: "advanced" }),
@@ -155,7 +156,7 @@ function buildForm({ algorithms, datasets, catalogue, initial, sweepMode }, part
   return h("form", { class: "spec", novalidate: true, onsubmit: (e) => { e.preventDefault(); on.submit(); }, oninput: (e) => { clearError(e.target); on.changed(); }, onchange: () => on.changed() },
     h("div", {}, algorithmFields(algorithms, initial, parts, on.switchAlgorithm), dataFields(initial, datasets, catalogue), advancedFields(parts.advanced)),
     h("div", {}, privacyFields(initial.privacy, catalogue, () => on.changed()), sweepFields(algorithms, initial, !sweepMode),
-      h("h2", {}, "Before it runs"), parts.projectionState, parts.projection, parts.partitionChart, submitLine(sweepMode), parts.submitError));
+      h("h2", {}, "Before it runs"), parts.projectionState, parts.projection, parts.slowWarnings, parts.partitionChart, submitLine(sweepMode), parts.submitError));
 }
 
 /** Returns a reader of the spec the form and the advanced box describe, or `null` with the errors shown beside their fields. */
@@ -187,7 +188,7 @@ function projectionText(p, datasetName) {
  * Returns `changed`: it shows the relevant fields, marks the shown projection stale and, 300 ms
  * after the last change, asks for a new one; an answer to an older form (its `seq` passed) is dropped.
  */
-function projectionUpdater(form, { projection, projectionState, partitionChart }, catalogue, chosen, specOrErrors) {
+function projectionUpdater(form, { projection, projectionState, slowWarnings, partitionChart }, catalogue, chosen, specOrErrors) {
   let timer = null;
   let seq = 0;
   return () => {
@@ -208,8 +209,8 @@ function projectionUpdater(form, { projection, projectionState, partitionChart }
       try {
         const p = await api.project(spec);
         if (mine !== seq) return;
-        replace(projection, projectionText(p, spec.dataset.name),
-          ...(p.warnings ?? []).map((w) => h("p", { class: "warning-text slow-warning", role: "note" }, `Slow: ${w}.`)));
+        projection.textContent = projectionText(p, spec.dataset.name);
+        replace(slowWarnings, ...(p.warnings ?? []).map((w) => h("p", { class: "slow-warning", role: "note" }, `Slow: ${w}.`)));
         projection.dataset.noiseMultiplier = JSON.stringify(p.noise_multiplier);
         if (p.partition_figure) await draw(partitionChart, p.partition_figure);
         if (mine !== seq) return;
@@ -217,6 +218,7 @@ function projectionUpdater(form, { projection, projectionState, partitionChart }
         projectionState.textContent = "";
       } catch (err) {
         if (mine !== seq) return;
+        replace(slowWarnings);
         projection.textContent = `Cannot project: ${err instanceof ApiError && err.status === 422 ? showErrors(form, err.fields) || "see the fields marked" : err.message}`;
         projection.classList.remove("stale");
         projectionState.textContent = "";

@@ -63,6 +63,7 @@ def test_non_private_algorithm_projects_nothing(client):
         "accountant": None,
         "planned_epsilon": [],
         "budget": None,
+        "warnings": [],
     }
 
 
