@@ -70,7 +70,7 @@ def reference(ledger: Ledger, party: str, after: int) -> float:
     return compute_epsilon(list(DEFAULT_ORDERS), rdp, DELTA)[0]
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=20, deadline=None, derandomize=True)
 @given(ledgers(), st.data())
 def test_every_path_to_a_historys_epsilon_equals_dp_accountings_composition(ledger, data):
     rounds = ledger.rounds
