@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -145,16 +145,23 @@ def worker(settings, tmp_path) -> Iterator[WorkerProcess]:
     w.stop()
 
 
-def wait_for(client: TestClient, run_id: str, statuses: set[str], timeout: float = 120) -> dict:
-    """Polls the run until its status is one of `statuses`; fails with the run body otherwise."""
+def wait_until(
+    client: TestClient, run_id: str, done: Callable[[dict], bool], timeout: float = 120, every: float = 0.25
+) -> dict:
+    """Polls the run until `done(body)`; fails with the run body otherwise."""
     deadline = time.time() + timeout
     body = {}
     while time.time() < deadline:
         body = client.get(f"/api/runs/{run_id}").json()
-        if body["status"] in statuses:
+        if done(body):
             return body
-        time.sleep(0.25)
-    raise AssertionError(f"run {run_id} did not reach {statuses} in {timeout} s: {body}")
+        time.sleep(every)
+    raise AssertionError(f"run {run_id} did not get there in {timeout} s: {body}")
+
+
+def wait_for(client: TestClient, run_id: str, statuses: set[str], timeout: float = 120) -> dict:
+    """Polls the run until its status is one of `statuses`; fails with the run body otherwise."""
+    return wait_until(client, run_id, lambda body: body["status"] in statuses, timeout)
 
 
 def run_here(settings: Settings, run_id: str) -> None:

@@ -7,19 +7,9 @@ import time
 
 import pytest
 
-from tests.backend.conftest import wait_for
+from tests.backend.conftest import wait_for, wait_until
 
 pytestmark = pytest.mark.service
-
-
-def wait_until(client, run_id: str, done, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        body = client.get(f"/api/runs/{run_id}").json()
-        if done(body):
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"run {run_id} never got there: {body}")
 
 
 def cancelled_within(client, run_id: str) -> tuple[dict, float]:
@@ -45,7 +35,9 @@ def test_cancel_stops_a_run_calibrating_its_noise_within_seconds(client, worker)
     res = client.post("/api/runs", json=spec)
     assert res.status_code == 201, res.text
     run_id = res.json()["id"]
-    seen = wait_until(client, run_id, lambda b: b["phase"] == "calibrating σ" or b["status"] == "running")
+    seen = wait_until(
+        client, run_id, lambda b: b["phase"] == "calibrating σ" or b["status"] == "running", every=0.1
+    )
     assert (seen["status"], seen["phase"]) == ("preparing", "calibrating σ")
     body, took = cancelled_within(client, run_id)
     assert body["status"] == "cancelled" and took < 5.0, (body, took)
@@ -67,7 +59,7 @@ def test_cancel_stops_a_round_of_the_weighting_protocol_within_seconds(client, w
         "privacy": {"epsilon": 3.0},
     }
     run_id = client.post("/api/runs", json=spec).json()["id"]
-    wait_until(client, run_id, lambda b: b["status"] not in ("queued", "preparing"))
+    wait_until(client, run_id, lambda b: b["status"] not in ("queued", "preparing"), every=0.1)
     time.sleep(1.0)  # inside round 1
     body, took = cancelled_within(client, run_id)
     assert body["status"] == "cancelled" and took < 5.0, (body, took)
