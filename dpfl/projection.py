@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from dpfl.algorithms import Algorithm
+from dpfl.algorithms.base import EVERY_SILO
 from dpfl.errors import AccountingError, SpecError
 from dpfl.privacy.accountants import accountant_class, headline_problem
 from dpfl.privacy.accountants.gdp import gdp_mu
@@ -117,6 +118,9 @@ def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None 
     else:
         planned = stored[1]
     sigma_out = float(sigma) if np.ndim(sigma) == 0 else [float(s) for s in np.asarray(sigma)]
+    bound = planned[-1] if planned else 0.0
+    if source == "entropy" and spec.silos_per_round < spec.dataset.silos:
+        bound = max(bound, _bound_over_draws(algorithm, sigma))
     if key is not None and stored is None:
         write_projection(store, key, sigma_out, planned)
     return Privacy(
@@ -131,7 +135,20 @@ def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None 
         caveats=caveats(algorithm, source=source),
         noise_source=source,
         neighbouring=algorithm.neighbouring,
+        bound_epsilon=bound,
     )
+
+
+def _bound_over_draws(algorithm: Algorithm, sigma: float | np.ndarray) -> float:
+    """Returns the ε of the plan in which every silo takes part in every round: at least the ε of
+    any participation draw, which a protected run makes from its secret key."""
+    privacy, key = algorithm.spec.privacy, algorithm.noise_key
+    algorithm.noise_key = EVERY_SILO
+    try:
+        curve = algorithm.plan(sigma).epsilon_by_round(delta=privacy.delta, accountant=privacy.accountant)
+    finally:
+        algorithm.noise_key = key
+    return float(curve[-1]) if len(curve) else 0.0
 
 
 def _noise_multiplier(algorithm: Algorithm) -> float | np.ndarray:

@@ -72,6 +72,9 @@ class Privacy:
     target_mu: float | None = None  # the μ-GDP target, when the spec gives `mu`
     caveats: list[Caveat] = field(default_factory=list)  # what the ε rests on or does not cover
     noise_source: str | None = None  # "seeded" (simulation) or "entropy" (protected); None if not private
+    # The most ε any of the run's secret draws can plan: above `planned_epsilon[-1]` only for a
+    # protected run of M of N silos per round, whose participation admission cannot know.
+    bound_epsilon: float | None = None
 
     @property
     def guaranteed(self) -> bool | None:

@@ -32,9 +32,9 @@ from sqlalchemy.orm import Session
 from backend import budgets
 from backend.datasets.service import check_dataset_files
 from backend.db import Database, is_locked, utcnow
-from backend.errors import BudgetExceeded, Conflict
+from backend.errors import Conflict
 from backend.models import CLAIMED, BudgetCharge, LedgerEventRow, RoundMetric, Run, RunStatus
-from backend.runs.service import ATTEMPT_RESET, reservation
+from backend.runs.service import ATTEMPT_RESET
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.errors import DpflError
@@ -237,31 +237,42 @@ def execute_many(database: Database, settings: Settings, run_ids: list[str]) -> 
         heartbeat.done.set()
 
 
-def _protection(session: Session, run_id: str) -> tuple[RunSpec, bool]:
-    """Returns the run's spec and whether its dataset has a budget now. A budget set while the run
-    waited in the queue protects it too: its noise must be independent, and its ε is reserved now,
-    before anything is released (or it is refused, as admission would have refused it)."""
+def _protection(session: Session, settings: Settings, run_id: str) -> tuple[RunSpec, str | None, bool]:
+    """Returns the run's spec, the budget on the records it reads now (if any), and whether it is
+    protected. A budget set while the run waited in the queue protects it too: its noise must be
+    independent, and its ε is reserved once its start has planned it, before anything is released."""
     row = session.get(Run, run_id)
     spec = parse_spec(row.spec)
-    if not budgets.exists(session, row.dataset):
-        return spec, row.protected
-    if session.get(BudgetCharge, run_id) is None:
-        why = f"dataset {row.dataset!r} gained a privacy budget while this run waited"
+    check_dataset_files(spec, settings)  # admission checked it; a row may predate that check
+    budget = budgets.covering(session, spec, settings)
+    if budget is not None and session.get(BudgetCharge, run_id) is None:
         if spec.privacy is None:
-            raise Conflict(f"{why}; only private runs may use it, and {spec.algorithm} is not private")
-        try:
-            budgets.reserve(session, run=row, epsilon=reservation(spec.privacy, row.projected_epsilon))
-        except BudgetExceeded as exc:
-            raise BudgetExceeded(f"{why}: {exc.message}") from None
+            raise Conflict(
+                f"{_waited(budget)}; only private runs may use it, and {spec.algorithm} is not private"
+            )
         row.protected = True
-    return spec, True
+    return spec, budget, row.protected
+
+
+def _waited(budget: str) -> str:
+    return f"dataset {budget!r} gained a privacy budget while this run waited"
+
+
+def _secure(session: Session, run_id: str, budget: str, epsilon: float) -> None:
+    """Reserves, or raises, the run's charge to the ε its own draws plan (`budgets.secure`)."""
+    run, queued = session.get(Run, run_id), session.get(BudgetCharge, run_id) is None
+    try:
+        budgets.secure(session, run=run, budget=budget, epsilon=epsilon)
+    except Conflict as exc:
+        raise type(exc)(f"{_waited(budget)}: {exc.message}" if queued else exc.message) from None
 
 
 def _start(
     database: Database, settings: Settings, run_id: str, attempt: int, heartbeat: _Heartbeat
 ) -> runner.Started:
-    spec, protected = _written(database, run_id, lambda session: _protection(session, run_id))
-    check_dataset_files(spec, settings)  # admission checked it; a row may predate that check
+    spec, budget, protected = _written(
+        database, run_id, lambda session: _protection(session, settings, run_id)
+    )
 
     def phase(text: str) -> None:  # written by the heartbeat thread: no database work in a section
         heartbeat.phases[run_id] = text
@@ -275,6 +286,13 @@ def _start(
             on_phase=phase,
         )
     heartbeat.phases.pop(run_id, None)
+    if budget is not None:  # before any release: the charge covers what these draws plan
+        planned = started.privacy.planned_epsilon
+        _written(
+            database,
+            run_id,
+            lambda session: _secure(session, run_id, budget, planned[-1] if planned else 0.0),
+        )
     _written(
         database,
         run_id,

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Request
 
 from backend.audits import service
 from backend.audits.schemas import AuditCreate, AuditRead
-from backend.deps import SessionDep, WriteGuard
+from backend.deps import SessionDep, SettingsDep, WriteGuard
 from backend.queue import enqueue_audit
 
 router = APIRouter(prefix="/runs", tags=["audits"])
@@ -29,10 +29,13 @@ def create_audit(
     run_id: str,
     request: Request,
     session: SessionDep,
+    settings: SettingsDep,
     body: Annotated[AuditCreate | None, Body()] = None,
 ) -> Any:
     """Queue an audit of the run's round-1 releases: sensitivity fuzzing and a 95 % lower bound on ε."""
-    audit = service.create_audit(session, run_id=run_id, trials=(body or AuditCreate()).trials)
+    audit = service.create_audit(
+        session, run_id=run_id, trials=(body or AuditCreate()).trials, settings=settings
+    )
     session.commit()  # the worker must find the row before the message
     enqueue_audit(request.app.state.celery, audit.id)
     return audit

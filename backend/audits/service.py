@@ -9,12 +9,14 @@ from backend import budgets
 from backend.errors import Conflict, NotFound
 from backend.models import Audit, AuditStatus
 from backend.runs.service import get_run
+from backend.settings import Settings
 from dpfl.audit.fuzz import COVERAGE, NOT_COVERED
+from dpfl.spec import parse_spec
 
 __all__ = ["create_audit", "latest_audit"]
 
 
-def create_audit(session: Session, *, run_id: str, trials: int) -> Audit:
+def create_audit(session: Session, *, run_id: str, trials: int, settings: Settings) -> Audit:
     """Returns a queued audit of the run's first round; refuses what cannot or must not be audited (409).
 
     Raises:
@@ -31,7 +33,7 @@ def create_audit(session: Session, *, run_id: str, trials: int) -> Audit:
     if run.algorithm not in COVERAGE:
         why = NOT_COVERED.get(run.algorithm, "it has no audit coverage")
         raise Conflict(f"run {run_id!r} cannot be audited: {run.algorithm}: {why}")
-    if run.protected or budgets.exists(session, run.dataset):
+    if run.protected or budgets.covering(session, parse_spec(run.spec), settings) is not None:
         raise Conflict(
             f"run {run_id!r} is protected: an audit releases round 1 {trials:,} times on the private "
             f"data without accounting, so datasets with a budget ({run.dataset!r}) are not audited; "

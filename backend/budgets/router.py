@@ -37,13 +37,18 @@ def get_budget(dataset: str, session: SessionDep) -> Any:
     dependencies=[WriteGuard],
     responses={
         404: {"description": "no dataset of this name, registered or uploaded; the detail lists them"},
-        422: {"description": "`total_epsilon` is not in (0, 1e6], or no dataset is named"},
+        409: {
+            "description": "the data is under another budget, or a charged budget's δ or unit would change"
+        },
+        422: {
+            "description": "`total_epsilon` is not in (0, 1e6], `delta` not in (0, 1), or no data is named"
+        },
     },
 )
 def put_budget(dataset: str, body: BudgetUpdate, session: SessionDep, settings: SettingsDep) -> Any:
-    """Set a dataset's total ε budget (a registered dataset or an upload)."""
+    """Set a dataset's total ε budget (a registered dataset or an upload), its δ and unit."""
     budget = service.put_budget(
-        session, dataset=dataset, total_epsilon=body.total_epsilon, known=_known(settings)
+        session, dataset=dataset, body=body, known=_known(settings), settings=settings
     )
     session.commit()  # committed before the answer: the next admission sees the budget
     return budget

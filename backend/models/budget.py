@@ -1,10 +1,11 @@
-"""budgets and budget_charges: a dataset's total ε and what each run reserved and spent of it."""
+"""budgets and budget_charges: a dataset's total ε, in one unit, and what each run reserved and spent
+of it."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Float, ForeignKey, String
+from sqlalchemy import JSON, Float, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db import Base, UtcDateTime, utcnow
@@ -13,10 +14,19 @@ __all__ = ["Budget", "BudgetCharge"]
 
 
 class Budget(Base):
+    """A total ε on some records, in one unit: ε at `delta`, per one `notion` unit under the
+    `neighbouring` relation (set by the budget, or by the first run charged to it)."""
+
     __tablename__ = "budgets"
 
     dataset: Mapped[str] = mapped_column(String(64), primary_key=True)
     total_epsilon: Mapped[float] = mapped_column(Float)
+    # the content digests of the records it covers (`dpfl.data.identity`); None on a budget set
+    # before digests were kept, filled in from its name on first use
+    digests: Mapped[list[str] | None] = mapped_column(JSON)
+    delta: Mapped[float] = mapped_column(Float, default=1e-5, server_default="1e-05")
+    notion: Mapped[str | None] = mapped_column(String(16))
+    neighbouring: Mapped[str | None] = mapped_column(String(16))
     updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from backend.budgets.service import budget_name, get_budget
+from backend.budgets.service import covering, get_budget
 from backend.errors import NotFound
 from backend.privacy.schemas import ProjectionRead
 from backend.runs import service as runs
@@ -35,7 +35,7 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> Projectio
         DatasetUnavailable: the dataset's files are missing (σ needs the partition).
     """
     runs.check_limits(spec, settings)
-    budget = _remaining(session, budget_name(spec, settings))
+    budget = _remaining(session, covering(session, spec, settings))
     began = time.monotonic()
     projection = runs.project(spec, settings, protected=budget is not None)
     took = time.monotonic() - began
@@ -77,8 +77,8 @@ def _label_histogram(dataset_json: str, seed: int, data_dirs: tuple[Path, ...], 
     return split.label_histogram().tolist()
 
 
-def _remaining(session: Session, dataset: str) -> float | None:
+def _remaining(session: Session, budget: str | None) -> float | None:
     try:
-        return get_budget(session, dataset).remaining
-    except NotFound:
+        return None if budget is None else get_budget(session, budget).remaining
+    except NotFound:  # deleted meanwhile
         return None

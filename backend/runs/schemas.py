@@ -183,6 +183,10 @@ class Projection(BaseModel):
     delta: float | None
     accountant: str | None
     planned_epsilon: list[float] = Field(description="projected ε after each round, from round 1")
+    bound_epsilon: float | None = Field(
+        None,
+        description="the most ε any secret participation draw of a protected run can plan (it reserves this)",
+    )
 
 
 class LedgerRead(BaseModel):

@@ -146,6 +146,7 @@ def project(spec: RunSpec, settings: Settings, *, protected: bool = False) -> Pr
         delta=None if privacy is None else privacy.delta,
         accountant=None if privacy is None else privacy.accountant,
         planned_epsilon=plan.planned_epsilon,
+        bound_epsilon=plan.bound_epsilon,
     )
 
 
@@ -154,21 +155,26 @@ class Admission:
     """A spec checked and projected (`admit`), ready to be added as a queued run (`add_run`)."""
 
     spec: RunSpec
-    dataset: str  # the name its budget is kept under (`budgets.budget_name`)
-    protected: bool
+    dataset: str  # the name its data is shown under (`budgets.budget_name`)
+    budget: str | None  # the budget on the records it reads (`budgets.covering`), if any
     projection: Projection
+
+    @property
+    def protected(self) -> bool:
+        return self.budget is not None
 
 
 def admit(session: Session, *, spec: RunSpec, settings: Settings) -> Admission:
     """Returns the spec validated and projected; reads only, so the slow part (the projection
     loads the data and runs the accountant) holds no write lock (SQLite has one for all)."""
     check_limits(spec, settings)
-    dataset = budgets.budget_name(spec, settings)
-    protected = budgets.exists(session, dataset)
-    if protected:
-        _check_protected(spec, dataset)
-    projection = project(spec, settings, protected=protected)
-    return Admission(spec=spec, dataset=dataset, protected=protected, projection=projection)
+    budget = budgets.covering(session, spec, settings)
+    if budget is not None:
+        _check_protected(spec, budget)
+    projection = project(spec, settings, protected=budget is not None)
+    return Admission(
+        spec=spec, dataset=budgets.budget_name(spec, settings), budget=budget, projection=projection
+    )
 
 
 def add_run(
@@ -203,20 +209,19 @@ def add_run(
     )
     session.add(run)
     session.flush()
-    if (reserved := reservation(privacy, projection.epsilon)) is not None:
-        budgets.reserve(session, run=run, epsilon=reserved)
+    if admission.budget is not None and privacy is not None:
+        budgets.reserve(session, run=run, budget=admission.budget, epsilon=reservation(privacy, projection))
     return run
 
 
-def reservation(privacy: PrivacySpec | None, projected: float | None) -> float | None:
-    """Returns the ε a run reserves of its budget: an ε target its σ is calibrated to (the worker
-    calibrates a protected run on its own secret draws, and meets the target whatever they are),
-    else the plan's ε (`projected`)."""
-    if privacy is None:
-        return None
+def reservation(privacy: PrivacySpec, projection: Projection) -> float:
+    """Returns the ε a protected run reserves of its budget: an ε target its σ is calibrated to (the
+    worker calibrates on its own secret draws, and meets the target whatever they are), else the
+    most any of its draws can plan (`bound_epsilon`). Its worker re-checks it against the draws
+    it made before releasing anything (`budgets.secure`)."""
     if privacy.target.kind == "epsilon" and privacy.calibration == "accountant":
         return privacy.epsilon
-    return projected
+    return projection.bound_epsilon if projection.bound_epsilon is not None else projection.epsilon
 
 
 def create_run(

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session, undefer
 
-from backend.budgets.service import budget_name, usage
+from backend.budgets.service import covering, usage
 from backend.errors import BudgetExceeded, NotFound
 from backend.models import Budget, Run, RunStatus, Sweep
 from backend.runs import service as runs
@@ -260,8 +260,10 @@ def _check_budgets(session: Session, specs: Iterable[RunSpec], settings: Setting
     needs: dict[str, list[float]] = defaultdict(list)
     for spec in specs:
         privacy = spec.privacy
-        if privacy is not None and privacy.epsilon is not None and privacy.calibration != "paper":
-            needs[budget_name(spec, settings)].append(privacy.epsilon)
+        if privacy is None or privacy.epsilon is None or privacy.calibration == "paper":
+            continue
+        if (budget := covering(session, spec, settings)) is not None:
+            needs[budget].append(privacy.epsilon)
     for dataset, targets in needs.items():
         budget = session.get(Budget, dataset)
         if budget is None:

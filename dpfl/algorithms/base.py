@@ -217,14 +217,19 @@ def silo_party(silo: int) -> str:
     return f"silo-{silo}"
 
 
+EVERY_SILO = -1
+"""A `noise_key` under which every silo takes part in every round: a plan under it bounds the plan of
+every participation draw (`dpfl.projection`), since a silo's releases only add up over its rounds."""
+
+
 def participants(spec: RunSpec, r: int, key: int) -> np.ndarray:
     """Returns the silos (sorted ids) taking part in round r: all, or M of N drawn from the
-    algorithm's noise key (`Algorithm.noise_key`).
+    algorithm's noise key (`Algorithm.noise_key`); all under `EVERY_SILO`.
 
     The draw depends only on (key, round), never on data, so it is part of the plan.
     """
     n, m = spec.dataset.silos, spec.silos_per_round
-    if m >= n:
+    if m >= n or key == EVERY_SILO:
         return np.arange(n)
     rng = np.random.default_rng([key, r, 0x5E1EC7])
     return np.sort(rng.choice(n, size=m, replace=False))

@@ -89,19 +89,24 @@ def test_cancel_is_honoured_between_rounds(client, worker):
 
 
 def test_a_failing_run_records_its_error_and_refunds(client, settings, tmp_path):
-    client.put("/api/budgets/csv", json={"total_epsilon": 5.0})
-    data = tmp_path / "data"  # a data folder of the server's: its CSV files are budgeted as `csv`
+    table = "a,b,y\n" + "".join(f"{i % 7},{i % 3},{i % 2}\n" for i in range(40))
+    upload = client.post(
+        "/api/datasets", files={"file": ("t.csv", table)}, data={"name": "ward", "label": "y"}
+    )
+    assert upload.status_code == 201
+    client.put("/api/budgets/ward", json={"total_epsilon": 5.0})
+    data = tmp_path / "data"  # a data folder of the server's: a file of the same bytes is ward's records
     data.mkdir()
     settings.data_dir = f"{data}{os.pathsep}{settings.data_dir}"  # the client's app holds this object
     path = data / "gone.csv"  # there at submission, removed before the run starts
-    path.write_text("a,b,y\n" + "".join(f"{i % 7},{i % 3},{i % 2}\n" for i in range(40)))
+    path.write_text(table)
     spec = SPEC | {
         "dataset": {"name": "csv", "silos": 2, "options": {"path": str(path), "label": "y"}},
         "privacy": {"epsilon": 1.0, "delta": 1e-5},
     }
     res = client.post("/api/runs", json=spec)
     assert res.status_code == 201, res.text
-    assert client.get("/api/budgets/csv").json()["reserved"] == 1.0  # at admission
+    assert client.get("/api/budgets/ward").json()["reserved"] == 1.0  # at admission
     path.unlink()
     worker = WorkerProcess(settings, tmp_path / "worker.log")
     try:
@@ -112,7 +117,7 @@ def test_a_failing_run_records_its_error_and_refunds(client, settings, tmp_path)
     assert body["error"] == (
         f"`dataset.path` names no file; got {str(path)!r}. Give the path of an existing CSV file."
     )
-    assert client.get("/api/budgets/csv").json()["remaining"] == 5.0  # nothing was released
+    assert client.get("/api/budgets/ward").json()["remaining"] == 5.0  # nothing was released
 
 
 def test_a_slow_worker_whose_run_was_requeued_and_reclaimed_writes_nothing_more_and_stops(client, settings):
