@@ -6,6 +6,7 @@ its ε target) and the planned ε per round. `dpfl.runner` re-exports `noise_sou
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from dpfl.algorithms import Algorithm
 from dpfl.algorithms.base import EVERY_SILO
+from dpfl.data import dataset_info
 from dpfl.errors import AccountingError, SpecError
 from dpfl.privacy.accountants import accountant_class, headline_problem
 from dpfl.privacy.accountants.gdp import gdp_mu
@@ -22,9 +24,9 @@ from dpfl.privacy.disclosure import Caveat
 from dpfl.privacy.events import gaussian_noise_multipliers
 from dpfl.privacy.ledger import Ledger
 from dpfl.results import Privacy, ledger_mu
-from dpfl.spec import RunSpec, check_privacy
+from dpfl.spec import DatasetSpec, RunSpec, check_privacy
 
-__all__ = ["caveats", "noise_source", "project"]
+__all__ = ["caveats", "noise_source", "project", "uncovered"]
 
 
 def noise_source(spec: RunSpec, *, protected: bool) -> str:
@@ -67,6 +69,22 @@ def caveats(algorithm: Algorithm, *, source: str) -> list[Caveat]:
     if (text := algorithm.privacy_caveat()) is not None:
         out.append(Caveat("data_dependent", text, breaks_guarantee=True))
     return out
+
+
+def uncovered(privacy: Privacy, dataset: DatasetSpec) -> str | None:
+    """Returns what the run releases that its ledger does not cover (its caveats that break the
+    guarantee), with the loader options that would fit nothing on the records where they help; None
+    when the ledger covers everything. A dataset with a privacy budget runs only the latter."""
+    breaking = [c for c in privacy.caveats if c.breaks_guarantee]
+    if not breaking:
+        return None
+    why = "; ".join(c.text for c in breaking)
+    unfitted = dict(dataset_info(dataset.name).unfitted)
+    if any(c.kind == "preprocessing" for c in breaking) and any(
+        dataset.options.get(k) != v for k, v in unfitted.items()
+    ):
+        why += f"; give dataset.options {json.dumps(unfitted)} to fit nothing on the records"
+    return why
 
 
 def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None = None) -> Privacy:

@@ -45,7 +45,7 @@ from dpfl.models import MODELS, build_model, registered_models
 from dpfl.privacy.calibration.stored import store_of
 from dpfl.privacy.disclosure import split_metrics
 from dpfl.privacy.ledger import Ledger
-from dpfl.projection import caveats, noise_source, project
+from dpfl.projection import caveats, noise_source, project, uncovered
 from dpfl.results import Privacy, Progress, RoundRecord, RunResult
 from dpfl.spec import RunSpec, check_privacy
 
@@ -68,6 +68,7 @@ __all__ = [
     "run_batch",
     "start",
     "train",
+    "uncovered",
 ]
 
 _TRAIN_EVAL_RECORDS = 5_000  # training loss is measured on a fixed subsample of this size

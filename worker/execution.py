@@ -258,11 +258,14 @@ def _waited(budget: str) -> str:
     return f"dataset {budget!r} gained a privacy budget while this run waited"
 
 
-def _secure(session: Session, run_id: str, budget: str, epsilon: float) -> None:
-    """Reserves, or raises, the run's charge to the ε its own draws plan (`budgets.secure`)."""
+def _secure(session: Session, run_id: str, budget: str, started: runner.Started) -> None:
+    """Refuses a start whose ledger would not cover everything it releases, and reserves, or raises,
+    the run's charge to the ε its own draws plan (`budgets.secure`)."""
     run, queued = session.get(Run, run_id), session.get(BudgetCharge, run_id) is None
+    planned = started.privacy.planned_epsilon
     try:
-        budgets.secure(session, run=run, budget=budget, epsilon=epsilon)
+        budgets.refuse_uncovered(budget, runner.uncovered(started.privacy, started.spec.dataset))
+        budgets.secure(session, run=run, budget=budget, epsilon=planned[-1] if planned else 0.0)
     except Conflict as exc:
         raise type(exc)(f"{_waited(budget)}: {exc.message}" if queued else exc.message) from None
 
@@ -287,12 +290,7 @@ def _start(
         )
     heartbeat.phases.pop(run_id, None)
     if budget is not None:  # before any release: the charge covers what these draws plan
-        planned = started.privacy.planned_epsilon
-        _written(
-            database,
-            run_id,
-            lambda session: _secure(session, run_id, budget, planned[-1] if planned else 0.0),
-        )
+        _written(database, run_id, lambda session: _secure(session, run_id, budget, started))
     _written(
         database,
         run_id,

@@ -49,6 +49,7 @@ __all__ = [
     "get_budget",
     "list_budgets",
     "put_budget",
+    "refuse_uncovered",
     "reserve",
     "secure",
     "settle",
@@ -124,6 +125,16 @@ def usage(session: Session, dataset: str) -> dict[str, float]:
         or 0.0
     )
     return {"spent": float(spent), "reserved": float(reserved)}
+
+
+def refuse_uncovered(budget: str, uncovered: str | None) -> None:
+    """Refuses a run on a budget's records whose ledger would not cover everything it releases
+    (`dpfl.runner.uncovered`; 409): the budget bounds only what the ledger holds."""
+    if uncovered is not None:
+        raise Conflict(
+            f"dataset {budget!r} has a privacy budget, so its runs' ledgers must cover everything they "
+            f"release; this run's would not: {uncovered}"
+        )
 
 
 def reserve(session: Session, *, run: Run, budget: str, epsilon: float) -> None:

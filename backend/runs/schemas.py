@@ -187,6 +187,9 @@ class Projection(BaseModel):
         None,
         description="the most ε any secret participation draw of a protected run can plan (it reserves this)",
     )
+    uncovered: str | None = Field(
+        None, description="what the run would release that its ledger does not cover; null: nothing"
+    )
 
 
 class LedgerRead(BaseModel):

@@ -147,6 +147,7 @@ def project(spec: RunSpec, settings: Settings, *, protected: bool = False) -> Pr
         accountant=None if privacy is None else privacy.accountant,
         planned_epsilon=plan.planned_epsilon,
         bound_epsilon=plan.bound_epsilon,
+        uncovered=runner.uncovered(plan, spec.dataset),
     )
 
 
@@ -172,6 +173,8 @@ def admit(session: Session, *, spec: RunSpec, settings: Settings) -> Admission:
     if budget is not None:
         _check_protected(spec, budget)
     projection = project(spec, settings, protected=budget is not None)
+    if budget is not None:
+        budgets.refuse_uncovered(budget, projection.uncovered)
     return Admission(
         spec=spec, dataset=budgets.budget_name(spec, settings), budget=budget, projection=projection
     )

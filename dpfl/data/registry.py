@@ -40,6 +40,9 @@ class DatasetInfo:
         needs_files: whether the loader reads files that may be missing (``DatasetUnavailable``).
         files: the files it needs, with md5s (empty for generated or bundled data).
         options: the loader's option names and defaults.
+        unfitted: the options under which the loader fits nothing on the records (no statistic of
+            the rows shapes the features), which a dataset with a privacy budget needs; empty when
+            its defaults fit nothing or no option can avoid a fit.
     """
 
     name: str
@@ -51,6 +54,7 @@ class DatasetInfo:
     needs_files: bool
     files: tuple[FileSpec, ...] = ()
     options: tuple[tuple[str, Any], ...] = ()
+    unfitted: tuple[tuple[str, Any], ...] = ()
 
 
 def _dataset_entry(
@@ -64,6 +68,7 @@ def _dataset_entry(
     natural_silos: int | None = None,
     files: Sequence[FileSpec] = (),
     needs_files: bool | None = None,
+    unfitted: dict[str, Any] | None = None,
 ) -> tuple[DatasetInfo, Loader]:
     """Returns the dataset's metadata, its options read from the loader's keyword-only parameters."""
     options = tuple(
@@ -81,6 +86,7 @@ def _dataset_entry(
         needs_files=bool(files) if needs_files is None else needs_files,
         files=tuple(files),
         options=options,
+        unfitted=tuple((unfitted or {}).items()),
     )
     return info, loader
 

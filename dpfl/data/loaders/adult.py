@@ -103,6 +103,7 @@ _ENCODINGS = ("onehot", "a9a")
     license="CC BY 4.0",
     num_classes=2,
     files=ADULT_FILES,
+    unfitted={"encoding": "a9a"},
 )
 def load_adult(
     *, search_dirs: Sequence[Path], cache_dir: Path | None, download: bool, encoding: str = "onehot"

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from dpfl.data import preprocessing
 from dpfl.data.dataset import Dataset
-from dpfl.data.preprocessing import STANDARDISED, standardise, stratified_split
+from dpfl.data.preprocessing import STANDARDISED, stratified_split
 from dpfl.data.registry import DATASETS
+from dpfl.errors import SpecError
 
 __all__ = ["load_breast_cancer", "load_digits"]
 
@@ -58,18 +60,30 @@ def load_digits(*, search_dirs: Sequence[Path], cache_dir: Path | None, download
     license="CC BY 4.0",
     num_classes=2,
     needs_files=False,
+    unfitted={"standardise": "none"},
 )
-def load_breast_cancer(*, search_dirs: Sequence[Path], cache_dir: Path | None, download: bool) -> Dataset:
-    """Returns WDBC standardised with training statistics, stratified 80/20 split (seed 0).
+def load_breast_cancer(
+    *, search_dirs: Sequence[Path], cache_dir: Path | None, download: bool, standardise: str = "train"
+) -> Dataset:
+    """Returns WDBC, stratified 80/20 split (seed 0).
 
     Labels follow scikit-learn: 0 = malignant (212 tumours), 1 = benign (357).
+
+    Args:
+        standardise: ``"train"`` (with the training rows' mean and standard deviation) or
+            ``"none"`` (features as recorded: no statistic of the records shapes them).
     """
+    if standardise not in ("train", "none"):
+        raise SpecError("dataset.standardise", f"must be 'train' or 'none'; got {standardise!r}.")
     from sklearn.datasets import load_breast_cancer as sklearn_breast_cancer
 
     bunch = sklearn_breast_cancer()
     y = bunch.target.astype(np.int64)
     train, test = stratified_split(y, test_fraction=_TEST_FRACTION, seed=_SEED, stream="breast_cancer")
-    x_train, x_test = standardise(bunch.data[train], bunch.data[test])
+    if standardise == "train":
+        x_train, x_test = preprocessing.standardise(bunch.data[train], bunch.data[test])
+    else:
+        x_train, x_test = bunch.data[train].astype(np.float32), bunch.data[test].astype(np.float32)
     return Dataset(
         x_train=x_train,
         y_train=y[train],
@@ -78,5 +92,5 @@ def load_breast_cancer(*, search_dirs: Sequence[Path], cache_dir: Path | None, d
         num_classes=2,
         name="breast_cancer",
         feature_names=tuple(bunch.feature_names),
-        fitted=(STANDARDISED,),
+        fitted=(STANDARDISED,) if standardise == "train" else (),
     )

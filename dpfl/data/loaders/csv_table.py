@@ -43,6 +43,7 @@ class NonFiniteCell(SpecError):
     license="the file's own",
     num_classes=None,
     needs_files=True,
+    unfitted={"standardise": "none"},
 )
 def load_csv(
     *,
@@ -58,6 +59,7 @@ def load_csv(
     max_rows: int = 1_000_000,
     max_bytes: int = 200_000_000,
     max_categories: int = 1_000,
+    standardise: str = "train",
 ) -> Dataset:
     """Returns a Dataset built from a CSV file, split train/test by a seeded stratified split.
 
@@ -67,8 +69,9 @@ def load_csv(
     user ids (mapped to 0..U-1 in sorted order). Every other column is a feature:
 
     - numeric if every non-empty cell parses as a number: standardised with training
-      statistics; an empty cell is imputed with the training mean (0 after scaling); a cell
-      that is NaN or infinite (`nan`, `inf`, `1e999`) is refused;
+      statistics, an empty cell imputed with the training mean (0 after scaling); or, with
+      ``standardise="none"``, kept as recorded, an empty cell 0. A cell that is NaN or
+      infinite (`nan`, `inf`, `1e999`) is refused;
     - otherwise categorical: one indicator per value seen in training (sorted); a value
       seen only in test gets no indicator.
 
@@ -83,6 +86,9 @@ def load_csv(
         max_rows: largest number of data rows accepted.
         max_bytes: largest file size accepted, in bytes.
         max_categories: most distinct values a categorical column may have.
+        standardise: ``"train"`` (numeric columns with the training rows' statistics) or
+            ``"none"`` (as recorded: then only categorical columns, whose values are read from
+            the training rows, fit anything on the records).
 
     Raises:
         SpecError: the file is missing, empty, too large, malformed, or a named column is
@@ -96,6 +102,8 @@ def load_csv(
     ):
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise SpecError(f"dataset.{field}", f"must be an integer >= {minimum}; got {value!r}.")
+    if standardise not in ("train", "none"):
+        raise SpecError("dataset.standardise", f"must be 'train' or 'none'; got {standardise!r}.")
     if not isinstance(test_fraction, int | float) or not 0 < test_fraction < 1:
         raise SpecError("dataset.test_fraction", f"must be in (0, 1); got {test_fraction!r}.")
     file = _resolve(path, search_dirs)
@@ -137,7 +145,7 @@ def load_csv(
         raise SpecError("dataset.label", f"leaves no feature columns; the file has {len(header)} columns.")
     for name in features:
         _check_finite(file, column(name), columns[name])
-    x_train, x_test, names = _encode(features, column, train, test, max_categories)
+    x_train, x_test, names, fitted = _encode(features, column, train, test, max_categories, standardise)
     silo_names = silo_train = silo_test = user_train = None
     if silo is not None:
         silo_names, silo_ids = _codes(column(silo))
@@ -156,10 +164,7 @@ def load_csv(
         silo_train=silo_train,
         silo_test=silo_test,
         user_train=user_train,
-        fitted=(
-            "numeric columns standardised (missing cells filled) with the training rows' mean and "
-            "standard deviation; categorical columns one-hot encoded over the values the training rows hold",
-        ),
+        fitted=fitted,
         silo_names=silo_names,
     )
 
@@ -265,16 +270,28 @@ def _encode(
     train: np.ndarray,
     test: np.ndarray,
     max_categories: int,
-) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """Returns (train features, test features, feature names) of the feature columns."""
-    blocks_train, blocks_test, names = [], [], []
+    scaling: str,
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], tuple[str, ...]]:
+    """Returns (train features, test features, feature names, what was fitted on the training
+    rows) of the feature columns."""
+    blocks_train, blocks_test, names, fitted = [], [], [], {}
     for name in features:
         values = column(name)
         numbers = _numbers(values)
         if numbers is not None:
+            if scaling == "none":
+                filled = np.where(np.isnan(numbers), 0.0, numbers)[:, None]
+                blocks_train.append(filled[train].astype(np.float32))
+                blocks_test.append(filled[test].astype(np.float32))
+                names.append(name)
+                continue
             mean = np.nanmean(numbers[train]) if not np.isnan(numbers[train]).all() else 0.0
             filled = np.where(np.isnan(numbers), mean, numbers)[:, None]
             scaled = standardise(filled[train], filled[test])
+            fitted["numeric"] = (
+                "numeric columns standardised (missing cells filled) with the training rows' mean and "
+                "standard deviation"
+            )
             blocks_train.append(scaled[0])
             blocks_test.append(scaled[1])
             names.append(name)
@@ -290,4 +307,6 @@ def _encode(
         blocks_train.append(one_hot(values[train], levels.tolist()))
         blocks_test.append(one_hot(values[test], levels.tolist()))
         names += [f"{name}={level}" for level in levels.tolist()]
-    return np.concatenate(blocks_train, axis=1), np.concatenate(blocks_test, axis=1), tuple(names)
+        fitted["categorical"] = "categorical columns one-hot encoded over the values the training rows hold"
+    x_train, x_test = np.concatenate(blocks_train, axis=1), np.concatenate(blocks_test, axis=1)
+    return x_train, x_test, tuple(names), tuple(fitted.values())

@@ -80,6 +80,7 @@ _SPLIT_SEED = 43  # FLamby's random_state
     num_classes=2,
     natural_silos=4,
     files=HEART_FILES,
+    unfitted={"standardise": "none"},
 )
 def load_heart(
     *, search_dirs: Sequence[Path], cache_dir: Path | None, download: bool, standardise: str = "per_silo"
@@ -89,14 +90,17 @@ def load_heart(
     Args:
         standardise: ``"per_silo"`` (each hospital with its own training mean and sample
             standard deviation, FLamby's default; no statistic crosses a silo) or
-            ``"pooled"`` (one mean and standard deviation over all training rows).
+            ``"pooled"`` (one mean and standard deviation over all training rows), or ``"none"``
+            (features as recorded: no statistic of the records shapes them).
 
     Silos are ordered cleveland, hungarian, switzerland, va; rows keep file order within
     each split. A feature constant in a hospital's training rows (Switzerland's ``chol`` is
     0 throughout) becomes 0 there.
     """
-    if standardise not in ("per_silo", "pooled"):
-        raise SpecError("dataset.standardise", f"must be 'per_silo' or 'pooled'; got {standardise!r}.")
+    if standardise not in ("per_silo", "pooled", "none"):
+        raise SpecError(
+            "dataset.standardise", f"must be 'per_silo', 'pooled' or 'none'; got {standardise!r}."
+        )
     paths = locate(HEART_FILES, search_dirs=search_dirs, cache_dir=cache_dir, download=download)
     parts = []
     for silo, spec in enumerate(HEART_FILES):
@@ -109,10 +113,12 @@ def load_heart(
     silo_test = np.concatenate([np.full(len(p[4]), p[0], dtype=np.int64) for p in parts])
     if standardise == "pooled":
         x_train, x_test = _standardise(x_train, x_test)
-    else:
+    elif standardise == "per_silo":
         scaled = [_standardise(p[1], p[3]) for p in parts]
         x_train = np.concatenate([s[0] for s in scaled])
         x_test = np.concatenate([s[1] for s in scaled])
+    else:
+        x_train, x_test = x_train.astype(np.float32), x_test.astype(np.float32)
     return Dataset(
         x_train=x_train,
         y_train=np.concatenate([p[2] for p in parts]),
@@ -124,7 +130,9 @@ def load_heart(
         silo_train=silo_train,
         silo_test=silo_test,
         silo_names=HEART_HOSPITALS,
-        fitted=(
+        fitted=()
+        if standardise == "none"
+        else (
             STANDARDISED + (" pooled over the hospitals" if standardise == "pooled" else " of each hospital"),
         ),
     )

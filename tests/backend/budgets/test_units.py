@@ -59,7 +59,9 @@ def test_an_upload_of_budgeted_bytes_is_under_that_budget(client):
         "the records of 'copy' are under the privacy budget of 'ward' already (the same file's bytes); "
         "change that budget instead"
     )
-    spec = service_spec(dataset=sent.json()["spec_dataset"] | {"silos": 2}, model={"name": "logreg"})
+    unfitted = sent.json()["spec_dataset"]
+    unfitted["options"]["standardise"] = "none"  # protected data fits nothing on its records
+    spec = service_spec(dataset=unfitted | {"silos": 2}, model={"name": "logreg"})
     run = client.post("/api/runs", json=spec).json()
     assert (run["dataset"], run["protected"]) == ("copy", True)  # shown under its name, charged to ward
     assert [c["run_id"] for c in client.get("/api/budgets/ward").json()["charges"]] == [run["id"]]
@@ -69,7 +71,8 @@ def test_a_run_whose_delta_is_above_the_budgets_is_refused_and_a_smaller_one_set
     client, settings
 ):
     assert client.put("/api/budgets/breast_cancer", json={"total_epsilon": 1.0}).status_code == 200
-    loose = service_spec(dataset={"name": "breast_cancer", "silos": 2}, model={"name": "logreg"}, rounds=2)
+    tumours = {"name": "breast_cancer", "silos": 2, "options": {"standardise": "none"}}
+    loose = service_spec(dataset=tumours, model={"name": "logreg"}, rounds=2)
     res = client.post("/api/runs", json=loose | {"privacy": {"epsilon": 0.45, "delta": 0.9}})
     assert res.status_code == 409
     assert res.json()["detail"] == (
@@ -125,3 +128,35 @@ def test_a_protected_reservation_bounds_every_participation_draw_and_the_run_set
     run_here(settings, run.json()["id"])
     budget = client.get("/api/budgets/digits").json()
     assert 0 < budget["spent"] <= everyone and budget["remaining"] >= 0
+
+
+def test_runs_whose_ledger_would_not_cover_what_they_release_are_refused_on_protected_data(client):
+    assert client.put("/api/budgets/digits", json={"total_epsilon": 500.0}).status_code == 200
+    median = client.post(
+        "/api/runs", json=USER | {"algorithm": "uldp_group", "params": {"group_size": "median"}}
+    )
+    assert median.status_code == 409
+    assert median.json()["detail"].startswith(
+        "dataset 'digits' has a privacy budget, so its runs' ledgers must cover everything they release; "
+        "this run's would not: "
+    )
+    pca = service_spec(dataset={"name": "digits", "silos": 4, "features": {"pca": 20}})
+    refused = client.post("/api/runs", json=pca)
+    assert refused.status_code == 409
+    assert refused.json()["detail"].endswith(
+        "this run's would not: PCA to 20 components fitted on the training rows, without noise: not covered "
+        "by the ledger"
+    )
+    assert client.get("/api/budgets/digits").json()["reserved"] == 0.0
+
+    assert client.put("/api/budgets/breast_cancer", json={"total_epsilon": 50.0}).status_code == 200
+    tumours = service_spec(dataset={"name": "breast_cancer", "silos": 2}, model={"name": "logreg"})
+    fitted = client.post("/api/runs", json=tumours)
+    assert fitted.status_code == 409
+    assert fitted.json()["detail"].endswith(
+        "features standardised with the training rows' mean and standard deviation, without noise: not "
+        'covered by the ledger; give dataset.options {"standardise": "none"} to fit nothing on the records'
+    )
+    tumours["dataset"]["options"] = {"standardise": "none"}
+    admitted = client.post("/api/runs", json=tumours)
+    assert admitted.status_code == 201 and admitted.json()["protected"] is True

@@ -108,7 +108,9 @@ def test_an_uploaded_csv_is_budgeted_and_protected_under_its_own_name(settings, 
     )
     assert upload.status_code == 201
     assert client.put("/api/budgets/clinic", json={"total_epsilon": 20.0}).status_code == 200
-    spec = ISRL | {"dataset": upload.json()["spec_dataset"] | {"silos": 2}, "model": {"name": "logreg"}}
+    unfitted = upload.json()["spec_dataset"]
+    unfitted["options"]["standardise"] = "none"  # a protected run fits nothing on the records
+    spec = ISRL | {"dataset": unfitted | {"silos": 2}, "model": {"name": "logreg"}}
     run = client.post("/api/runs", json=spec).json()
     assert (run["dataset"], run["protected"]) == ("clinic", True)
     assert client.get("/api/budgets/clinic").json()["reserved"] == pytest.approx(run["projected_epsilon"])
