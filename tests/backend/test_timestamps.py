@@ -52,7 +52,7 @@ def test_every_timestamp_is_utc_with_an_offset(app_client):
     run_id = client.post("/api/runs", json=SPEC).json()["id"]
     run_here(settings, run_id)
     client.put("/api/budgets/breast_cancer", json={"total_epsilon": 50.0})  # a charge, settled
-    protected = SPEC | {"dataset": {"name": "breast_cancer", "silos": 2}}
+    protected = SPEC | {"dataset": {"name": "breast_cancer", "silos": 2, "options": {"standardise": "none"}}}
     run_here(settings, client.post("/api/runs", json=protected).json()["id"])
     sweep = {"base": SPEC, "grid": {"privacy.epsilon": [2.0]}}
     sweep_id = client.post("/api/sweeps", json=sweep).json()["id"]

@@ -101,7 +101,11 @@ def test_a_failing_run_records_its_error_and_refunds(client, settings, tmp_path)
     path = data / "gone.csv"  # there at submission, removed before the run starts
     path.write_text(table)
     spec = SPEC | {
-        "dataset": {"name": "csv", "silos": 2, "options": {"path": str(path), "label": "y"}},
+        "dataset": {
+            "name": "csv",
+            "silos": 2,
+            "options": {"path": str(path), "label": "y", "standardise": "none"},
+        },
         "privacy": {"epsilon": 1.0, "delta": 1e-5},
     }
     res = client.post("/api/runs", json=spec)

@@ -79,6 +79,6 @@ def test_natural_partition_gives_the_four_hospitals(heart: Dataset) -> None:
 
 
 def test_unknown_standardisation_is_refused(data_dir: Path) -> None:
-    expected = "`dataset.standardise` must be 'per_silo' or 'pooled'; got 'global'."
+    expected = "`dataset.standardise` must be 'per_silo', 'pooled' or 'none'; got 'global'."
     with pytest.raises(SpecError, match=re.escape(expected)):
         load_dataset("heart", search_dirs=[data_dir], standardise="global")
