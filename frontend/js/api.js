@@ -77,7 +77,8 @@ export const api = {
   listBudgets: () => request("/budgets"),
   getBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`),
   deleteBudget: (dataset) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "DELETE" }),
-  putBudget: (dataset, total) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "PUT", body: JSON.stringify({ total_epsilon: total }) }),
+  // body: {total_epsilon, and optionally delta, notion, neighbouring}
+  putBudget: (dataset, body) => request(`/budgets/${encodeURIComponent(dataset)}`, { method: "PUT", body: JSON.stringify(body) }),
   // registries: models, partition and user kinds, accountants, notions
   options: () => request("/options"),
   // runs table and run page

@@ -37,9 +37,19 @@ def test_an_empty_dataset_is_refused_beside_the_field_and_a_success_clears_it(pa
     expect(total_error).to_have_text('total ε: must be a number ≥ 0; got "-1".')
     expect(error).to_have_text("")
     page.fill("input[name=total]", "7")
+    page.fill("input[name=delta]", "2")
+    page.click("button:has-text('Set budget')")
+    expect(page.locator(".field[data-field=delta] .error")).to_have_text(
+        'δ: must be a number in (0, 1); got "2".'
+    )
+    page.fill("input[name=delta]", "1e-6")
     page.click("button:has-text('Set budget')")
     expect(page.locator(".card[data-dataset=adult] .remaining")).to_have_text("7")
-    expect(page.locator(".field .error")).to_have_text(["", ""])
+    expect(page.locator(".card[data-dataset=adult] .unit")).to_have_text(
+        "ε at δ = 1e-06, per the notion of the first run charged"
+    )
+    assert httpx.get(f"{server}/api/budgets/adult").json()["delta"] == 1e-6
+    expect(page.locator(".field .error")).to_have_text(["", "", ""])
     expect(page.locator(".form-error")).to_have_text("")
     assert httpx.delete(f"{server}/api/budgets/adult").status_code == 204  # later tests run unbudgeted
 

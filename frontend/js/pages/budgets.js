@@ -1,4 +1,5 @@
-// Budgets: each dataset's total ε, what is spent, reserved and remaining, and the runs that spent it.
+// Budgets: each dataset's total ε in its unit (δ, notion, relation), what is spent, reserved and
+// remaining, and the runs that spent it.
 import { api } from "../api.js";
 import { fmt, h, replace, setTitle } from "../dom.js";
 import { clearError, field, showErrors } from "../spec-form.js";
@@ -13,7 +14,8 @@ function card(b, onDelete) {
     h("h2", {}, b.dataset, " ", h("button", { class: "danger delete", "aria-label": `delete the budget of ${b.dataset}`,
       onclick: () => onDelete(b.dataset, refusal) }, "Delete")),
     refusal,
-    h("dl", { class: "kv" }, h("dt", {}, "total ε"), h("dd", {}, fmt(b.total_epsilon)), h("dt", {}, "spent"), h("dd", {}, fmt(b.spent, 4)),
+    h("dl", { class: "kv" }, h("dt", {}, "unit"), h("dd", { class: "unit" }, b.notion ? b.unit : `${b.unit}, per the notion of the first run charged`),
+      h("dt", {}, "total ε"), h("dd", {}, fmt(b.total_epsilon)), h("dt", {}, "spent"), h("dd", {}, fmt(b.spent, 4)),
       h("dt", {}, "reserved"), h("dd", {}, fmt(b.reserved, 4)), h("dt", {}, "remaining"), h("dd", { class: "remaining" }, fmt(b.remaining, 4))),
     b.silos ? table("silos", ["silo", "spent", "reserved", "remaining"], Object.entries(b.silos).map(([name, s]) => h("tr", {}, h("td", {}, name),
       h("td", { class: "num" }, fmt(s.spent, 4)), h("td", { class: "num" }, fmt(s.reserved, 4)), h("td", { class: "num" }, fmt(s.remaining, 4))))) : null,
@@ -36,20 +38,28 @@ export async function render(root) {
   const name = h("select", { name: "dataset", required: true },
     h("option", { value: "" }, "choose a dataset"), datasets.map((d) => h("option", { value: d.name }, d.name)));
   const total = h("input", { name: "total", type: "number", step: "any", min: 0, required: true });
+  const delta = h("input", { name: "delta", type: "text", inputmode: "decimal", placeholder: "1e-5" });
   const formError = h("p", { class: "error-text form-error", role: "alert" });
   const form = h("form", { class: "toolbar budget-form", novalidate: true, oninput: (e) => clearError(e.target), onsubmit: async (e) => {
     e.preventDefault();
     if (!name.value) return refuse({ dataset: "dataset: choose the dataset the budget is for." });
     if (total.value === "" || !(Number(total.value) >= 0)) return refuse({ total: `total ε: must be a number ≥ 0; got ${JSON.stringify(total.value)}.` });
+    const body = { total_epsilon: Number(total.value) };
+    if (delta.value.trim() !== "") {
+      body.delta = Number(delta.value);
+      if (!(body.delta > 0 && body.delta < 1)) return refuse({ delta: `δ: must be a number in (0, 1); got ${JSON.stringify(delta.value)}.` });
+    }
     try {
-      await api.putBudget(name.value, Number(total.value));
+      await api.putBudget(name.value, body);
       refuse({});  // a success clears what an earlier attempt said
       await load();
     } catch (err) {
       const fields = err.fields ?? {};
-      refuse(fields.total_epsilon ? { total: `Could not set the budget: ${fields.total_epsilon}` } : {}, `Could not set the budget: ${err.message}`);
+      const beside = { ...(fields.total_epsilon && { total: `Could not set the budget: ${fields.total_epsilon}` }), ...(fields.delta && { delta: `Could not set the budget: ${fields.delta}` }) };
+      refuse(beside, `Could not set the budget: ${err.message}`);
     }
-  } }, field("dataset", "dataset", name), field("total ε", "total", total), h("button", { class: "primary", type: "submit" }, "Set budget"));
+  } }, field("dataset", "dataset", name), field("total ε", "total", total), field("δ", "delta", delta),
+  h("button", { class: "primary", type: "submit" }, "Set budget"));
 
   /** Shows `fields` errors beside their fields (focusing the first) and `message` under the form; `{}` clears them. */
   function refuse(fields, message = "") {
