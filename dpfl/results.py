@@ -29,8 +29,8 @@ class RoundRecord:
     withheld)."""
 
     round: int
-    accuracy: float
-    loss: float
+    accuracy: float | None  # None where withheld (a protected run's test split not declared public)
+    loss: float | None
     epsilon: float | None
     metrics: dict[str, float] = field(default_factory=dict)
     diagnostics: dict[str, float] = field(default_factory=dict)

@@ -43,7 +43,7 @@ from dpfl.errors import SpecError
 from dpfl.federation import FederatedData, federate
 from dpfl.models import MODELS, build_model, registered_models
 from dpfl.privacy.calibration.stored import store_of
-from dpfl.privacy.disclosure import split_metrics
+from dpfl.privacy.disclosure import Caveat, split_metrics
 from dpfl.privacy.ledger import Ledger
 from dpfl.projection import caveats, noise_source, project, uncovered
 from dpfl.results import Privacy, Progress, RoundRecord, RunResult
@@ -198,6 +198,7 @@ class Started:
     algorithm: Algorithm
     privacy: Privacy
     withhold: bool  # diagnostics withheld (protected, or noise from OS entropy)
+    evaluated: bool  # test accuracy and loss served (a protected run's only on a public test split)
     timings: dict[str, float]
     began: float  # perf_counter() when `start` was called
     train_rows: torch.Tensor = field(repr=False)  # the fixed training subsample `train_loss` is measured on
@@ -213,6 +214,7 @@ def start(
     cache_dir: Path | None = None,
     download: bool = False,
     protected: bool = False,
+    public_test: bool = False,
     on_phase: Callable[[str], None] | None = None,
 ) -> Started:
     """Returns the run of `spec` ready to train: its data prepared, its σ projected, its algorithm
@@ -224,7 +226,10 @@ def start(
             projections are kept for the next process.
         download: allow fetching a missing dataset (checksummed).
         protected: the dataset has a privacy budget: randomness from OS entropy, diagnostics
-            withheld (a spec asking for seeded noise raises SpecError).
+            withheld (a spec asking for seeded noise raises SpecError), and test accuracy and
+            loss withheld too unless `public_test`.
+        public_test: a protected dataset's test split is public by its owner's declaration (the
+            budget's `public_test`), so metrics measured on it are not charged.
         on_phase: hears what the start is doing as it begins each part ("loading data",
             "calibrating σ" or "planning ε", "setting up <algorithm>"), each of which can take
             minutes on large settings.
@@ -243,6 +248,8 @@ def start(
     if spec.privacy is not None:
         phase("calibrating σ" if spec.privacy.target.kind == "epsilon" else "planning ε")
     privacy = project(algorithm, source=source, store=store)
+    if protected:
+        privacy.caveats.append(evaluation_caveat(public_test))
     noise = privacy.noise_multiplier
     phase(f"setting up {spec.algorithm}")
     algorithm.setup(
@@ -264,6 +271,7 @@ def start(
         algorithm,
         privacy,
         withhold=protected or source == "entropy",
+        evaluated=not protected or public_test,
         timings=timings,
         began=began,
         train_rows=train_rows[:_TRAIN_EVAL_RECORDS],
@@ -344,9 +352,11 @@ def _evaluated(run: Started, r: int, out: RoundOutput, epsilon: float | None) ->
     t0 = time.perf_counter()
     algorithm, data = run.algorithm, run.algorithm.data
     w = algorithm.global_params
-    loss, acc = evaluate(
-        algorithm.model, algorithm.layout, w, data.x_test, data.y_test, batch_size=_EVAL_BATCH
-    )
+    loss = acc = None
+    if run.evaluated:
+        loss, acc = evaluate(
+            algorithm.model, algorithm.layout, w, data.x_test, data.y_test, batch_size=_EVAL_BATCH
+        )
     metrics, diagnostics = split_metrics(out.metrics, algorithm.private_metrics)
     if run.withhold:
         diagnostics = {}
@@ -362,6 +372,20 @@ def _evaluated(run: Started, r: int, out: RoundOutput, epsilon: float | None) ->
         )
     run.timings["eval_s"] += time.perf_counter() - t0
     return RoundRecord(r, acc, loss, epsilon, metrics, diagnostics)
+
+
+def evaluation_caveat(public_test: bool) -> Caveat:
+    """Returns what a protected run's test accuracy and loss are: measured on a test split public
+    by declaration, or withheld (the test records are under the budget, and exact metrics on
+    them would release them without noise)."""
+    if public_test:
+        text = "test accuracy and loss are measured on the test split, public by the budget's declaration"
+    else:
+        text = (
+            "test accuracy and loss are withheld: the test split holds records under the dataset's "
+            "budget (declare it public on the budget, `public_test`, to serve them)"
+        )
+    return Caveat("evaluation", text)
 
 
 def _result(run: Started) -> RunResult:

@@ -33,7 +33,7 @@ from backend import budgets
 from backend.datasets.service import check_dataset_files
 from backend.db import Database, is_locked, utcnow
 from backend.errors import Conflict
-from backend.models import CLAIMED, BudgetCharge, LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.models import CLAIMED, Budget, BudgetCharge, LedgerEventRow, RoundMetric, Run, RunStatus
 from backend.runs.service import ATTEMPT_RESET
 from backend.settings import Settings
 from dpfl import runner
@@ -237,10 +237,11 @@ def execute_many(database: Database, settings: Settings, run_ids: list[str]) -> 
         heartbeat.done.set()
 
 
-def _protection(session: Session, settings: Settings, run_id: str) -> tuple[RunSpec, str | None, bool]:
-    """Returns the run's spec, the budget on the records it reads now (if any), and whether it is
-    protected. A budget set while the run waited in the queue protects it too: its noise must be
-    independent, and its ε is reserved once its start has planned it, before anything is released."""
+def _protection(session: Session, settings: Settings, run_id: str) -> tuple[RunSpec, str | None, bool, bool]:
+    """Returns the run's spec, the budget on the records it reads now (if any), whether it is
+    protected, and whether its test split is public by the budget's declaration. A budget set
+    while the run waited in the queue protects it too: its noise must be independent, and its ε
+    is reserved once its start has planned it, before anything is released."""
     row = session.get(Run, run_id)
     spec = parse_spec(row.spec)
     check_dataset_files(spec, settings)  # admission checked it; a row may predate that check
@@ -251,7 +252,8 @@ def _protection(session: Session, settings: Settings, run_id: str) -> tuple[RunS
                 f"{_waited(budget)}; only private runs may use it, and {spec.algorithm} is not private"
             )
         row.protected = True
-    return spec, budget, row.protected
+    public_test = budget is not None and session.get(Budget, budget).public_test
+    return spec, budget, row.protected, public_test
 
 
 def _waited(budget: str) -> str:
@@ -264,7 +266,8 @@ def _secure(session: Session, run_id: str, budget: str, started: runner.Started)
     run, queued = session.get(Run, run_id), session.get(BudgetCharge, run_id) is None
     planned = started.privacy.planned_epsilon
     try:
-        budgets.refuse_uncovered(budget, runner.uncovered(started.privacy, started.spec.dataset))
+        uncovered = runner.uncovered(started.privacy, started.spec.dataset)
+        budgets.check_bounded(session, budget=budget, spec=started.spec, uncovered=uncovered)
         budgets.secure(session, run=run, budget=budget, epsilon=planned[-1] if planned else 0.0)
     except Conflict as exc:
         raise type(exc)(f"{_waited(budget)}: {exc.message}" if queued else exc.message) from None
@@ -273,7 +276,7 @@ def _secure(session: Session, run_id: str, budget: str, started: runner.Started)
 def _start(
     database: Database, settings: Settings, run_id: str, attempt: int, heartbeat: _Heartbeat
 ) -> runner.Started:
-    spec, budget, protected = _written(
+    spec, budget, protected, public_test = _written(
         database, run_id, lambda session: _protection(session, settings, run_id)
     )
 
@@ -286,6 +289,7 @@ def _start(
             data_dirs=settings.data_dirs,
             cache_dir=settings.cache_dir,
             protected=protected,
+            public_test=public_test,
             on_phase=phase,
         )
     heartbeat.phases.pop(run_id, None)

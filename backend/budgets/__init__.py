@@ -1,5 +1,5 @@
 """Privacy budgets per dataset: admission at submit, settlement at the end."""
 
-from backend.budgets.service import budget_name, covering, refuse_uncovered, reserve, secure, settle
+from backend.budgets.service import budget_name, check_bounded, covering, reserve, secure, settle
 
-__all__ = ["budget_name", "covering", "refuse_uncovered", "reserve", "secure", "settle"]
+__all__ = ["budget_name", "check_bounded", "covering", "reserve", "secure", "settle"]

@@ -28,6 +28,11 @@ class BudgetUpdate(BaseModel):
     neighbouring: Neighbouring | None = Field(
         None, description="the neighbouring relation; null: add_remove with a notion, else the first run's"
     )
+    public_test: bool = Field(
+        False,
+        description="the test split is public by the owner's declaration: runs' test metrics are served "
+        "(otherwise withheld), and voting algorithms may carve their public pool from it",
+    )
 
 
 class SiloUsage(BaseModel):
@@ -60,6 +65,7 @@ class BudgetRead(BaseModel):
         description="the unit's notion; null until a notion is set or a run is charged"
     )
     neighbouring: str | None
+    public_test: bool
     unit: str = Field(
         description="the unit in words, e.g. 'ε at δ = 1e-05 per record, add/remove neighbours'"
     )

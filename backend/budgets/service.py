@@ -44,12 +44,12 @@ from dpfl.spec import RunSpec
 
 __all__ = [
     "budget_name",
+    "check_bounded",
     "covering",
     "delete_budget",
     "get_budget",
     "list_budgets",
     "put_budget",
-    "refuse_uncovered",
     "reserve",
     "secure",
     "settle",
@@ -127,13 +127,21 @@ def usage(session: Session, dataset: str) -> dict[str, float]:
     return {"spent": float(spent), "reserved": float(reserved)}
 
 
-def refuse_uncovered(budget: str, uncovered: str | None) -> None:
-    """Refuses a run on a budget's records whose ledger would not cover everything it releases
-    (`dpfl.runner.uncovered`; 409): the budget bounds only what the ledger holds."""
+def check_bounded(session: Session, *, budget: str, spec: RunSpec, uncovered: str | None) -> None:
+    """Refuses a run on a budget's records that the budget could not bound (409): one whose ledger
+    would not cover everything it releases (`dpfl.runner.uncovered`), or one whose server holds
+    test records as a public pool (the voting family) where the test split is not public."""
     if uncovered is not None:
         raise Conflict(
             f"dataset {budget!r} has a privacy budget, so its runs' ledgers must cover everything they "
             f"release; this run's would not: {uncovered}"
+        )
+    row = session.get(Budget, budget)
+    if row is not None and not row.public_test and algorithm_class(spec.algorithm).pool_from_test:
+        raise Conflict(
+            f"dataset {budget!r} has a privacy budget and its test split is not declared public, but "
+            f"{spec.algorithm}'s server holds test records as its public pool and reads their labels; "
+            f"declare the test split public on the budget (PUT /api/budgets/{budget} with public_test: true)"
         )
 
 
@@ -252,6 +260,7 @@ def get_budget(session: Session, dataset: str) -> BudgetRead:
         delta=budget.delta,
         notion=budget.notion,
         neighbouring=budget.neighbouring,
+        public_test=budget.public_test,
         unit=_unit_of(budget),
         silos=_silo_usage(session, dataset, budget.total_epsilon, charges),
         charges=[
@@ -324,7 +333,12 @@ def put_budget(
         )
     if budget is None:
         budget = _new_budget(session, dataset, settings)
-    unit = {"delta": body.delta, "notion": body.notion, "neighbouring": body.neighbouring}
+    unit = {
+        "delta": body.delta,
+        "notion": body.notion,
+        "neighbouring": body.neighbouring,
+        "public_test": body.public_test,
+    }
     given = {k: v for k, v in unit.items() if k in body.model_fields_set}
     if given.get("notion") is not None and "neighbouring" not in given:
         given["neighbouring"] = "add_remove"
@@ -334,7 +348,7 @@ def put_budget(
     ):
         raise Conflict(
             f"dataset {dataset!r}'s budget was charged in {_unit_of(budget)}; "
-            f"its {', '.join(sorted(changed))} cannot change (its charges would be in another unit)"
+            f"its {', '.join(sorted(changed))} cannot change (its charges were made under them)"
         )
     for key, value in given.items():
         setattr(budget, key, value)

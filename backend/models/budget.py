@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import JSON, Float, ForeignKey, String
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, String, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db import Base, UtcDateTime, utcnow
@@ -27,6 +27,9 @@ class Budget(Base):
     delta: Mapped[float] = mapped_column(Float, default=1e-5, server_default="1e-05")
     notion: Mapped[str | None] = mapped_column(String(16))
     neighbouring: Mapped[str | None] = mapped_column(String(16))
+    # the data's owner declares its test split public: metrics on it (and a voting pool carved
+    # from it) are served, uncharged; otherwise a protected run's test metrics are withheld
+    public_test: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 
 

@@ -19,8 +19,9 @@ class RoundMetric(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(String(32), ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     round: Mapped[int] = mapped_column(Integer)
-    accuracy: Mapped[float] = mapped_column(Float)
-    loss: Mapped[float] = mapped_column(Float)
+    # None where withheld: a protected run whose test split is not public by declaration
+    accuracy: Mapped[float | None] = mapped_column(Float)
+    loss: Mapped[float | None] = mapped_column(Float)
     epsilon: Mapped[float | None] = mapped_column(Float)
     metrics: Mapped[Any] = mapped_column(JSON, nullable=True)  # private: the algorithm's private_metrics
     # not private (train_loss, clip fraction, ...): computed on private data without noise; None when withheld

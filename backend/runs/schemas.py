@@ -163,8 +163,9 @@ class MetricRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     round: int
-    accuracy: float
-    loss: float
+    # test metrics; None when withheld (a protected run whose test split is not public by declaration)
+    accuracy: float | None
+    loss: float | None
     epsilon: float | None
     metrics: dict[str, Any] | None  # private: functions of the releases and public data
     # not private (train_loss, clip fraction, ...): computed on private data without noise; None when withheld

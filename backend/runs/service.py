@@ -174,7 +174,7 @@ def admit(session: Session, *, spec: RunSpec, settings: Settings) -> Admission:
         _check_protected(spec, budget)
     projection = project(spec, settings, protected=budget is not None)
     if budget is not None:
-        budgets.refuse_uncovered(budget, projection.uncovered)
+        budgets.check_bounded(session, budget=budget, spec=spec, uncovered=projection.uncovered)
     return Admission(
         spec=spec, dataset=budgets.budget_name(spec, settings), budget=budget, projection=projection
     )

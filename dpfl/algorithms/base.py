@@ -115,6 +115,10 @@ class Algorithm(abc.ABC):
     # beside the silos); the runs of a sweep that share a `dpfl.batching.batch_key` are then
     # batched. False: `round_many` is a loop, and such runs train one by one.
     batched: ClassVar[bool] = False
+    # True when the server holds records of the test split as an unlabelled public pool and reads
+    # their labels for a private metric (the voting family): only public by declaration on a
+    # dataset with a budget.
+    pool_from_test: ClassVar[bool] = False
 
     def __init__(self, spec: RunSpec, data: FederatedData, model: nn.Module):
         self.spec = spec

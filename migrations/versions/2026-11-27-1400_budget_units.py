@@ -1,5 +1,5 @@
 """budget units: the records a budget covers (content digests), its δ, notion and neighbouring
-relation
+relation, and whether its test split is public; a protected round's test metrics may be withheld
 
 Revision ID: 0009
 Revises: 0008
@@ -23,10 +23,18 @@ def upgrade() -> None:
         batch.add_column(sa.Column("delta", sa.Float(), nullable=False, server_default="1e-05"))
         batch.add_column(sa.Column("notion", sa.String(length=16), nullable=True))
         batch.add_column(sa.Column("neighbouring", sa.String(length=16), nullable=True))
+        batch.add_column(sa.Column("public_test", sa.Boolean(), nullable=False, server_default=sa.false()))
+    with op.batch_alter_table("round_metrics") as batch:
+        batch.alter_column("accuracy", existing_type=sa.Float(), nullable=True)
+        batch.alter_column("loss", existing_type=sa.Float(), nullable=True)
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("round_metrics") as batch:
+        batch.alter_column("loss", existing_type=sa.Float(), nullable=False)
+        batch.alter_column("accuracy", existing_type=sa.Float(), nullable=False)
     with op.batch_alter_table("budgets") as batch:
+        batch.drop_column("public_test")
         batch.drop_column("neighbouring")
         batch.drop_column("notion")
         batch.drop_column("delta")

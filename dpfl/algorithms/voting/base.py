@@ -92,6 +92,7 @@ class VotingAlgorithm(Algorithm):
     # 359, heart 254, breast_cancer 113). Others run with a smaller `params.public_pool`, which
     # `carve_public_pool` checks on the loaded data (tests/dpfl/test_requirements.py).
     default_datasets = frozenset({"adult", "logistic", "mnist", "synthetic"})
+    pool_from_test = True
 
     @classmethod
     def notion_of(cls, params: VotingParams) -> str:
