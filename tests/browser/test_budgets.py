@@ -49,7 +49,10 @@ def test_an_empty_dataset_is_refused_beside_the_field_and_a_success_clears_it(pa
         "ε at δ = 1e-06, per the notion of the first run charged"
     )
     assert httpx.get(f"{server}/api/budgets/adult").json()["delta"] == 1e-6
-    expect(page.locator(".field .error")).to_have_text(["", "", ""])
+    expect(page.locator(".card[data-dataset=adult] .test-split")).to_have_text(
+        "withheld: the test split is under the budget"
+    )
+    expect(page.locator(".field .error")).to_have_text(["", "", "", ""])
     expect(page.locator(".form-error")).to_have_text("")
     assert httpx.delete(f"{server}/api/budgets/adult").status_code == 204  # later tests run unbudgeted
 

@@ -15,6 +15,7 @@ function card(b, onDelete) {
       onclick: () => onDelete(b.dataset, refusal) }, "Delete")),
     refusal,
     h("dl", { class: "kv" }, h("dt", {}, "unit"), h("dd", { class: "unit" }, b.notion ? b.unit : `${b.unit}, per the notion of the first run charged`),
+      h("dt", {}, "test metrics"), h("dd", { class: "test-split" }, b.public_test ? "served: the test split is public" : "withheld: the test split is under the budget"),
       h("dt", {}, "total ε"), h("dd", {}, fmt(b.total_epsilon)), h("dt", {}, "spent"), h("dd", {}, fmt(b.spent, 4)),
       h("dt", {}, "reserved"), h("dd", {}, fmt(b.reserved, 4)), h("dt", {}, "remaining"), h("dd", { class: "remaining" }, fmt(b.remaining, 4))),
     b.silos ? table("silos", ["silo", "spent", "reserved", "remaining"], Object.entries(b.silos).map(([name, s]) => h("tr", {}, h("td", {}, name),
@@ -39,12 +40,14 @@ export async function render(root) {
     h("option", { value: "" }, "choose a dataset"), datasets.map((d) => h("option", { value: d.name }, d.name)));
   const total = h("input", { name: "total", type: "number", step: "any", min: 0, required: true });
   const delta = h("input", { name: "delta", type: "text", inputmode: "decimal", placeholder: "1e-5" });
+  const publicTest = h("input", { name: "public_test", type: "checkbox" });
   const formError = h("p", { class: "error-text form-error", role: "alert" });
   const form = h("form", { class: "toolbar budget-form", novalidate: true, oninput: (e) => clearError(e.target), onsubmit: async (e) => {
     e.preventDefault();
     if (!name.value) return refuse({ dataset: "dataset: choose the dataset the budget is for." });
     if (total.value === "" || !(Number(total.value) >= 0)) return refuse({ total: `total ε: must be a number ≥ 0; got ${JSON.stringify(total.value)}.` });
     const body = { total_epsilon: Number(total.value) };
+    if (publicTest.checked) body.public_test = true;  // unticked leaves an existing declaration as it is
     if (delta.value.trim() !== "") {
       body.delta = Number(delta.value);
       if (!(body.delta > 0 && body.delta < 1)) return refuse({ delta: `δ: must be a number in (0, 1); got ${JSON.stringify(delta.value)}.` });
@@ -59,6 +62,7 @@ export async function render(root) {
       refuse(beside, `Could not set the budget: ${err.message}`);
     }
   } }, field("dataset", "dataset", name), field("total ε", "total", total), field("δ", "delta", delta),
+  field("test split public", "public_test", publicTest, "its runs' test metrics are served"),
   h("button", { class: "primary", type: "submit" }, "Set budget"));
 
   /** Shows `fields` errors beside their fields (focusing the first) and `message` under the form; `{}` clears them. */

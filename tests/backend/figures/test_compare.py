@@ -258,7 +258,8 @@ def test_importance_of_a_sweep_is_the_between_group_variance_share(world):
 
 def test_a_protected_dataset_shows_no_majority_class(world):
     client, settings = world["client"], world["settings"]
-    assert client.put("/api/budgets/digits", json={"total_epsilon": 100.0}).status_code == 200
+    public = {"total_epsilon": 100.0, "public_test": True}  # its accuracy is served, its baseline not
+    assert client.put("/api/budgets/digits", json=public).status_code == 200
     try:
         spec = {k: v for k, v in BASE.items() if k != "params_by_algorithm"}
         spec |= {"algorithm": "isrl_mbsgd", "params": {"lr": 0.5, "batch_size": 64, "clip": 1.0}}

@@ -88,13 +88,14 @@ def test_a_budgeted_dataset_refuses_non_private_runs_and_seeded_noise(client):
 
 
 def test_a_protected_run_withholds_its_diagnostics(settings, client):
-    client.put("/api/budgets/digits", json={"total_epsilon": 50.0})
+    # a voting pool is carved from the test split, which must then be public by declaration
+    client.put("/api/budgets/digits", json={"total_epsilon": 50.0, "public_test": True})
     run_id = client.post("/api/runs", json=VOTING).json()["id"]
     run_here(settings, run_id)
     body = client.get(f"/api/runs/{run_id}").json()
     assert body["status"] == "succeeded" and body["protected"] is True
     assert body["diagnostics"] == {"label": LABEL, "withheld": True}
-    assert [c["kind"] for c in body["caveats"]] == ["trusted"]  # no simulation: OS entropy
+    assert [c["kind"] for c in body["caveats"]] == ["trusted", "evaluation"]  # no simulation: OS entropy
     assert all(m["diagnostics"] is None for m in client.get(f"/api/runs/{run_id}/metrics").json())
     pate = client.get(f"/api/runs/{run_id}/ledger", params={"accountant": "pate"})
     assert pate.status_code == 409 and "withheld for datasets with a budget" in pate.json()["detail"]
