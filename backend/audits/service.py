@@ -10,7 +10,8 @@ from backend.errors import Conflict, NotFound
 from backend.models import Audit, AuditStatus
 from backend.runs.service import get_run
 from backend.settings import Settings
-from dpfl.audit.fuzz import COVERAGE, NOT_COVERED
+from dpfl.audit.rounds import check_auditable
+from dpfl.errors import SpecError
 from dpfl.spec import parse_spec
 
 __all__ = ["create_audit", "latest_audit"]
@@ -30,9 +31,10 @@ def create_audit(session: Session, *, run_id: str, trials: int, settings: Settin
             f"run {run_id!r} is not private ({run.algorithm} releases without noise); "
             "there is nothing to audit"
         )
-    if run.algorithm not in COVERAGE:
-        why = NOT_COVERED.get(run.algorithm, "it has no audit coverage")
-        raise Conflict(f"run {run_id!r} cannot be audited: {run.algorithm}: {why}")
+    try:
+        check_auditable(run.algorithm)
+    except SpecError as exc:
+        raise Conflict(f"run {run_id!r} cannot be audited: {exc.reason}") from None
     if run.protected or budgets.covering(session, parse_spec(run.spec), settings) is not None:
         raise Conflict(
             f"run {run_id!r} is protected: an audit releases round 1 {trials:,} times on the private "

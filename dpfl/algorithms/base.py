@@ -36,7 +36,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -119,6 +119,9 @@ class Algorithm(abc.ABC):
     # their labels for a private metric (the voting family): only public by declaration on a
     # dataset with a budget.
     pool_from_test: ClassVar[bool] = False
+    # How the auditor covers it (a `dpfl.audit.coverage.Coverage`): how a plugin declares its
+    # coverage; the built-in algorithms' is `dpfl.audit.fuzz.COVERAGE`. None: not auditable yet.
+    audit_coverage: ClassVar[Any] = None
 
     def __init__(self, spec: RunSpec, data: FederatedData, model: nn.Module):
         self.spec = spec

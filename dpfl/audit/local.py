@@ -20,11 +20,12 @@ broken clip shows up as a bound above ε₀).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
 from dpfl.algorithms import Algorithm
-from dpfl.audit.statistics import epsilon_lower_bound
 from dpfl.errors import SpecError
 
 __all__ = ["LOCAL_COVERAGE", "local_randomizer_audit"]
@@ -38,8 +39,9 @@ _CANARY_NORM = 1000.0  # the inputs' norm in units of C: far outside the ball
 
 def local_randomizer_audit(
     algorithm: Algorithm, sigma: float | np.ndarray, *, trials: int, seed: int = 0
-) -> dict[str, float | str | int]:
-    """Returns the audit of silo 0's randomizer: its input ratio, ε₀ lower bound and claimed ε₀.
+) -> dict[str, Any]:
+    """Returns the trials of silo 0's randomizer (`statistics`: ⟨message, u⟩ on each side, which
+    `statistics.epsilon_lower_bound` bounds at δ = 0) and its claimed ε₀.
 
     Args:
         algorithm: a prepared `sdp_mbsgd` (its `setup` is called here with `sigma`).
@@ -71,7 +73,6 @@ def local_randomizer_audit(
             messages = algorithm.randomize(grads, torch.ones(1, b), np.array([0]), r)
             stats[side].append((messages[0] @ u).double().numpy())
             done, r = done + b, r + 1
-    bound = epsilon_lower_bound(np.concatenate(stats[+1]), np.concatenate(stats[-1]), delta=0.0)
     return {
         "release": "silo-0 message",
         "neighbours": (
@@ -81,7 +82,7 @@ def local_randomizer_audit(
         "max_sensitivity_ratio": None,
         "claimed_sensitivity": 2 * clip,  # the ball's diameter
         "noise_multiplier": float(np.asarray(algorithm.sigmas, dtype=float)[0]),
-        "epsilon_lower": bound.epsilon,
+        "statistics": (np.concatenate(stats[+1]), np.concatenate(stats[-1])),
+        "delta": 0.0,
         "epsilon_ledger": claimed,
-        "trials": trials,
     }

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from dpfl.audit.fuzz import COVERAGE, NOT_COVERED, ReleaseGap, fixed_sample_spec, fuzz
+from dpfl.algorithms import algorithm_class
+from dpfl.audit.fuzz import NOT_COVERED, TOLERANCE, ReleaseGap, coverage_of, fixed_sample_spec, fuzz
 from dpfl.audit.local import LOCAL_COVERAGE, local_randomizer_audit
 from dpfl.audit.statistics import epsilon_lower_bound
 from dpfl.audit.trials import projected_trials
@@ -28,12 +29,31 @@ from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL
 from dpfl.runner import prepare, project
 from dpfl.spec import RunSpec
 
-__all__ = ["ReleaseAudit", "audit_first_round", "audit_json"]
+__all__ = [
+    "INCONCLUSIVE",
+    "NO_VIOLATION",
+    "VIOLATION",
+    "ReleaseAudit",
+    "audit_first_round",
+    "audit_json",
+    "check_auditable",
+]
+
+
+VIOLATION = "violation"
+INCONCLUSIVE = "inconclusive"
+NO_VIOLATION = "no violation found"
 
 
 @dataclass(frozen=True)
 class ReleaseAudit:
-    """The audit of one party's round-1 release."""
+    """The audit of one party's round-1 release, over one or more seeds of trials.
+
+    `epsilon_lower` is the largest lower bound over the seeds at the family-wise confidence
+    (`confidence` for all releases and seeds together, Bonferroni); `epsilon_lower_each` the
+    largest of the single tests at `confidence` each, which one seed in twenty of a tight
+    mechanism puts above its ε by chance.
+    """
 
     release: str
     neighbours: str
@@ -44,12 +64,25 @@ class ReleaseAudit:
     epsilon_lower: float
     epsilon_ledger: float
     trials: int
+    epsilon_lower_each: float = 0.0
+    seeds: int = 1
+    confidence: float = 0.95
+
+    @property
+    def verdict(self) -> str:
+        """Returns "violation" (proven: a ratio above 1 + TOLERANCE, or a family-wise lower bound
+        above the ledger's ε), "inconclusive" (only a single test's bound is above it) or "no
+        violation found" (a lower bound proves nothing about soundness)."""
+        if (self.max_sensitivity_ratio or 0.0) > 1 + TOLERANCE or self.epsilon_lower > self.epsilon_ledger:
+            return VIOLATION
+        if self.epsilon_lower_each > self.epsilon_ledger:
+            return INCONCLUSIVE
+        return NO_VIOLATION
 
     @property
     def sound(self) -> bool:
-        """Returns whether nothing contradicts the ledger: ratio ≤ 1 and lower bound ≤ ledger ε."""
-        ratio_ok = self.max_sensitivity_ratio is None or self.max_sensitivity_ratio <= 1 + 1e-6
-        return ratio_ok and self.epsilon_lower <= self.epsilon_ledger
+        """Returns whether no violation is proven."""
+        return self.verdict != VIOLATION
 
     def to_json(self) -> dict[str, Any]:
         """Returns the audit as a JSON-ready dict."""
@@ -57,46 +90,57 @@ class ReleaseAudit:
             "release": self.release,
             "neighbours": self.neighbours,
             "epsilon_lower": self.epsilon_lower,
+            "epsilon_lower_each": self.epsilon_lower_each,
             "epsilon_ledger": self.epsilon_ledger,
             "max_sensitivity_ratio": self.max_sensitivity_ratio,
             "claimed_sensitivity": self.claimed_sensitivity,
             "noise_std": self.noise_std,
             "noise_multiplier": self.noise_multiplier,
             "trials": self.trials,
+            "seeds": self.seeds,
+            "confidence": self.confidence,
+            "verdict": self.verdict,
             "sound": self.sound,
         }
 
 
 def audit_first_round(
-    spec: RunSpec, *, data_dirs: Sequence[Path] = (), trials: int = 1_000_000, seed: int = 0
+    spec: RunSpec,
+    *,
+    data_dirs: Sequence[Path] = (),
+    trials: int = 1_000_000,
+    seed: int = 0,
+    seeds: int = 1,
+    confidence: float = 0.95,
 ) -> list[ReleaseAudit]:
     """Returns the audit of every party's round-1 release of `spec`, worst ratio first.
 
     Args:
-        trials: trials per side of the statistical audit (half choose the test, half bound it).
-        seed: seeds the trials' noise.
+        trials: trials per side and seed of the statistical audit (half choose the test, half
+            bound it).
+        seed: the first seed of the trials' noise; `seeds` consecutive ones are run.
+        confidence: family-wise, over every release and seed (each test at 1 − (1 − confidence)/m).
 
     Raises:
-        SpecError: the algorithm is not private or has no audit coverage yet.
+        SpecError: the algorithm is not private, or not auditable yet (no coverage).
     """
-    if spec.algorithm in LOCAL_COVERAGE:
-        algorithm = prepare(spec, data_dirs=data_dirs)
-        sigma = project(algorithm).noise_multiplier
-        sigma = np.asarray(sigma, dtype=float) if isinstance(sigma, list) else sigma
-        found = local_randomizer_audit(algorithm, sigma, trials=trials, seed=seed)
-        return [ReleaseAudit(**found, noise_std=None)]
-    if spec.algorithm not in COVERAGE:
-        why = NOT_COVERED.get(spec.algorithm, "it is not private")
-        raise SpecError(
-            "algorithm",
-            f"{spec.algorithm!r} has no audit coverage yet ({why}); covered: {', '.join(sorted(COVERAGE))}.",
-        )
     if trials < 8:
         raise SpecError("trials", f"must be ≥ 8 (half choose the test, half bound it); got {trials}.")
+    if seeds < 1:
+        raise SpecError("seeds", f"must be ≥ 1; got {seeds}.")
+    check_auditable(spec.algorithm)
     algorithm = prepare(spec, data_dirs=data_dirs)
     privacy = project(algorithm)  # the σ the run itself would use (calibrated on its own plan)
     sigma = privacy.noise_multiplier
     sigma = np.asarray(sigma, dtype=float) if isinstance(sigma, list) else sigma
+    keys = range(seed, seed + seeds)
+    if spec.algorithm in LOCAL_COVERAGE:
+        found = [local_randomizer_audit(algorithm, sigma, trials=trials, seed=k) for k in keys]
+        meta = {k: v for k, v in found[0].items() if k not in ("statistics", "delta")}
+        bounds = _bounds([f["statistics"] for f in found], delta=0.0, confidence=confidence, tests=seeds)
+        return [
+            ReleaseAudit(**meta, noise_std=None, trials=trials, seeds=seeds, confidence=confidence, **bounds)
+        ]
     fixed = type(algorithm)(fixed_sample_spec(spec, algorithm.data), algorithm.data, algorithm.model)
     worst: dict[str, ReleaseGap] = {}
     for gap in fuzz(fixed, sigma):
@@ -104,10 +148,13 @@ def audit_first_round(
             worst[gap.party] = gap
     out = []
     for i, (party, gap) in enumerate(sorted(worst.items())):
-        on_d, on_d_prime = projected_trials(
-            gap.value_d, gap.value_d_prime, noise_std=gap.noise_std, trials=trials, seed=seed + i
-        )
-        bound = epsilon_lower_bound(on_d, on_d_prime, delta=privacy.delta)
+        samples = [
+            projected_trials(
+                gap.value_d, gap.value_d_prime, noise_std=gap.noise_std, trials=trials, seed=k * 1_000_003 + i
+            )
+            for k in keys
+        ]
+        bounds = _bounds(samples, delta=privacy.delta, confidence=confidence, tests=seeds * len(worst))
         ledger = epsilon(gap.event, delta=privacy.delta, accountant=privacy.accountant)
         out.append(
             ReleaseAudit(
@@ -117,12 +164,46 @@ def audit_first_round(
                 claimed_sensitivity=gap.claimed_sensitivity,
                 noise_std=gap.noise_std,
                 noise_multiplier=gap.noise_multiplier,
-                epsilon_lower=bound.epsilon,
                 epsilon_ledger=float(ledger),
                 trials=trials,
+                seeds=seeds,
+                confidence=confidence,
+                **bounds,
             )
         )
     return sorted(out, key=lambda a: -(a.max_sensitivity_ratio or 0.0))
+
+
+def _bounds(
+    samples: Sequence[tuple[np.ndarray, np.ndarray]], *, delta: float, confidence: float, tests: int
+) -> dict[str, float]:
+    """Returns the largest lower bound over `samples` at the family-wise confidence over `tests`
+    tests (Bonferroni) and the largest at `confidence` each."""
+    family = 1 - (1 - confidence) / tests
+    return {
+        "epsilon_lower": max(
+            epsilon_lower_bound(a, b, delta=delta, confidence=family).epsilon for a, b in samples
+        ),
+        "epsilon_lower_each": max(
+            epsilon_lower_bound(a, b, delta=delta, confidence=confidence).epsilon for a, b in samples
+        ),
+    }
+
+
+def check_auditable(name: str) -> None:
+    """Raises SpecError naming `algorithm` for an algorithm the auditor cannot audit: one that is
+    not private (nothing to audit), or one that is private but declares no coverage ("not
+    auditable yet", never "not private")."""
+    if name in LOCAL_COVERAGE or coverage_of(name) is not None:
+        return
+    if algorithm_class(name).notion == "none":
+        raise SpecError(
+            "algorithm", f"{name!r} is not private: it releases without noise, so there is nothing to audit."
+        )
+    why = NOT_COVERED.get(
+        name, "it declares no audit coverage (`Algorithm.audit_coverage`, a `dpfl.audit.coverage.Coverage`)"
+    )
+    raise SpecError("algorithm", f"{name!r} is not auditable yet: {why}.")
 
 
 def audit_json(audits: Sequence[ReleaseAudit]) -> dict[str, Any]:

@@ -7,7 +7,8 @@
 
 /** @typedef {{release: string, neighbours: string, epsilon_lower: number, epsilon_ledger: number,
  *   max_sensitivity_ratio: number, claimed_sensitivity: number, noise_std: number,
- *   noise_multiplier: number, trials: number, sound: boolean}} ReleaseAudit */
+ *   noise_multiplier: number, trials: number, seeds: number, epsilon_lower_each: number,
+ *   verdict: "violation" | "inconclusive" | "no violation found", sound: boolean}} ReleaseAudit */
 /** @typedef {{id: string, run_id: string, status: string, trials: number,
  *   result: ?{releases: ReleaseAudit[]}, error: ?string, created_at: string,
  *   started_at: ?string, finished_at: ?string}} Audit */

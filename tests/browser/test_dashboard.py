@@ -285,3 +285,15 @@ def test_audit_a_private_run_from_its_page(page: Page, server):
         "audited: ε ≥ 2.5 (95 %) — ledger ε 2 ✗ (a neighbour moves it 1.5 × the claimed sensitivity; "
         "the lower bound exceeds the ledger's ε)"
     )
+    inconclusive = page.evaluate(
+        """async () => {
+          const m = await import("/js/pages/run-detail.js");
+          return m.auditVerdict({ release: "silo-0", epsilon_lower: 1.9, epsilon_lower_each: 2.05,
+                                  epsilon_ledger: 2.0, max_sensitivity_ratio: 1.0, sound: true,
+                                  verdict: "inconclusive" });
+        }"""
+    )
+    assert inconclusive == (
+        "audited: ε ≥ 1.9 (95 %) — ledger ε 2 ? (inconclusive: one test's bound 2.05 is above the "
+        "ledger's ε; audit with more seeds)"
+    )

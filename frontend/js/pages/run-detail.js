@@ -55,15 +55,19 @@ const AUDIT_POLL_MS = 2000;
 const AUDIT_LIVE = ["queued", "running"];
 
 /**
- * Returns one release's audit in words: "audited: ε ≥ 0.9 (95 %) — ledger ε 2.0 ✓", or ✗ and why
- * the audit contradicts the ledger (a sensitivity above the claimed one, or a lower bound above ε).
+ * Returns one release's audit in words, after the server's verdict: "audited: ε ≥ 0.9 (95 %) —
+ * ledger ε 2.0 ✓" (no violation found), "?" and why (inconclusive: only a single test's bound is
+ * above ε), or ✗ and why (a violation proven: a sensitivity above the claimed one, or the
+ * family-wise lower bound above ε). An audit stored before verdicts has only `sound`.
  * @param {import("../api.js").ReleaseAudit} r
  */
 export function auditVerdict(r) {
   const line = `audited: ε ≥ ${fmt(r.epsilon_lower, 3)} (95 %) — ledger ε ${fmt(r.epsilon_ledger, 3)}`;
-  if (r.sound) return `${line} ✓`;
+  const verdict = r.verdict ?? (r.sound ? "no violation found" : "violation");
+  if (verdict === "no violation found") return `${line} ✓`;
+  if (verdict === "inconclusive") return `${line} ? (inconclusive: one test's bound ${fmt(r.epsilon_lower_each, 3)} is above the ledger's ε; audit with more seeds)`;
   const why = [];
-  if (r.max_sensitivity_ratio > 1 + 1e-6) why.push(`a neighbour moves it ${fmt(r.max_sensitivity_ratio, 4)} × the claimed sensitivity`);
+  if (r.max_sensitivity_ratio > 1) why.push(`a neighbour moves it ${fmt(r.max_sensitivity_ratio, 4)} × the claimed sensitivity`);
   if (r.epsilon_lower > r.epsilon_ledger) why.push("the lower bound exceeds the ledger's ε");
   return `${line} ✗ (${why.join("; ") || "not sound"})`;
 }
@@ -76,7 +80,7 @@ export function auditBox(audit) {
   }
   if (audit.status === "failed") return h("p", { class: "error-text audit-error" }, `Audit failed: ${audit.error ?? "unknown error"}`);
   return h("ul", { class: "audit" }, (audit.result?.releases ?? []).map((r) => h("li", {
-    class: r.sound ? "audit-sound" : "audit-violation error-text", title: `worst neighbours: ${r.neighbours}`,
+    class: r.sound ? (r.verdict === "inconclusive" ? "audit-inconclusive" : "audit-sound") : "audit-violation error-text", title: `worst neighbours: ${r.neighbours}`,
     dataset: { release: r.release },
   }, h("strong", {}, `${r.release}: `), auditVerdict(r))));
 }

@@ -65,7 +65,10 @@ def test_audit_refuses_an_uncovered_algorithm_and_a_missing_file_in_one_line(tmp
     path = spec_file(tmp_path, algorithm="fedavg", params={})
     code, _, err = run_cli(capsys, "audit", str(path))
     assert code == 1
-    assert err.startswith("error: `algorithm` 'fedavg' has no audit coverage yet (it is not private)")
+    assert err == (
+        "error: `algorithm` 'fedavg' is not private: it releases without noise, so there is nothing "
+        "to audit.\n"
+    )
     assert err.count("\n") == 1
     code, _, err = run_cli(capsys, "audit", str(tmp_path / "none.yaml"))
     assert (code, err.count("\n")) == (1, 1) and "does not exist" in err
