@@ -66,6 +66,14 @@ def caveats(algorithm: Algorithm, *, source: str) -> list[Caveat]:
     ]
     if algorithm.trusted is not None:
         out.append(Caveat("trusted", algorithm.trusted))
+    if algorithm.private and not auditable(type(algorithm).name):
+        out.append(
+            Caveat(
+                "unaudited",
+                f"{type(algorithm).name} declares no audit coverage, so the auditor cannot check that its "
+                "releases match its ledger",
+            )
+        )
     if (text := algorithm.privacy_caveat()) is not None:
         out.append(Caveat("data_dependent", text, breaks_guarantee=True))
     return out
@@ -85,6 +93,17 @@ def uncovered(privacy: Privacy, dataset: DatasetSpec) -> str | None:
     ):
         why += f"; give dataset.options {json.dumps(unfitted)} to fit nothing on the records"
     return why
+
+
+def auditable(name: str) -> bool:
+    """Returns whether the auditor covers the algorithm `name` (`dpfl.audit.rounds.check_auditable`)."""
+    from dpfl.audit.rounds import check_auditable  # the auditor imports the runner, which imports this
+
+    try:
+        check_auditable(name)
+    except SpecError:
+        return False
+    return True
 
 
 def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None = None) -> Privacy:

@@ -105,3 +105,26 @@ def test_a_private_algorithm_without_coverage_is_not_auditable_yet_and_never_cal
         "error: `algorithm` 'fedavg' is not private: it releases without noise, so there is nothing "
         "to audit.\n"
     )
+
+
+def test_a_run_of_an_algorithm_the_auditor_cannot_check_says_so(tmp_path):
+    out = tmp_path / "result.json"
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(SPEC | {"algorithm": "plugin_unaudited", "rounds": 1}))
+    env = {**os.environ, "DPFL_PLUGINS": "tests.audited_plugin", "DPFL_DATA_DIR": str(data_dir())}
+    done = subprocess.run(
+        [sys.executable, "-m", "dpfl", "run", str(path), "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    caveats = json.loads(out.read_text())["privacy"]["caveats"]
+    assert {
+        "kind": "unaudited",
+        "text": "plugin_unaudited declares no audit coverage, so the auditor cannot check that its releases "
+        "match its ledger",
+        "breaks_guarantee": False,
+    } in caveats
