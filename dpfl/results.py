@@ -78,8 +78,17 @@ class Privacy:
 
     @property
     def guaranteed(self) -> bool | None:
-        """Returns whether the ledger's ε bounds what the run leaks (None for a non-private run)."""
+        """Returns whether the ledger covers every channel of the mechanism: no caveat breaks it
+        (None for a non-private run). A simulation's ε is of the mechanism: `protects_data` says
+        whether it also protects this data."""
         return None if self.notion == "none" else not any(c.breaks_guarantee for c in self.caveats)
+
+    @property
+    def protects_data(self) -> bool | None:
+        """Returns whether the ε protects this run's data: guaranteed, and its noise drawn from OS
+        entropy (protected), not from the spec's seed, which anyone holding the spec can replay
+        (a simulation describes the mechanism). None for a non-private run."""
+        return None if self.guaranteed is None else self.guaranteed and self.noise_source == "entropy"
 
     neighbouring: str = "add_remove"  # the relation the guarantee holds for (`Algorithm.neighbouring`)
 
@@ -110,6 +119,7 @@ class Privacy:
             "noise_source": self.noise_source,
             "neighbouring": None if self.notion == "none" else self.neighbouring,
             "guaranteed": self.guaranteed,
+            "protects_data": self.protects_data,
             "warning": self.warning(epsilon),
             "caveats": [c.to_json() for c in self.caveats],
         }

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_fiel
 from pydantic_core import PydanticCustomError
 
 from dpfl.plots.baseline import no_better_than_guessing, run_baseline
+from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL
 
 __all__ = [
     "MAX_TAGS",
@@ -141,6 +142,13 @@ class RunDetail(RunRead):
         """Accuracy of always predicting the evaluation set's commonest label (not private)."""
         baseline = run_baseline(self.diagnostics)
         return None if baseline is None else baseline["accuracy"]
+
+    @computed_field
+    @property
+    def baseline_label(self) -> str | None:
+        """Says what `baseline_accuracy` and `no_better_than_guessing` are: computed from the
+        evaluation set's label counts without noise (not private); None when they are withheld."""
+        return None if run_baseline(self.diagnostics) is None else DIAGNOSTICS_LABEL
 
     @computed_field
     @property

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from dpfl.plots.colours import FAINT_GREY, HIGHLIGHT_COLOUR, _translucent
 from dpfl.plots.layout import _floats, _hover, _layout, _no_data
+from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL
 
 __all__ = ["epsilon_per_party", "label_histogram", "user_distribution"]
 
@@ -117,6 +118,7 @@ def label_histogram(
         layout=_layout(
             kind="label_histogram",
             title="Labels per silo",
+            subtitle=DIAGNOSTICS_LABEL,
             barmode="stack",
             showlegend=num_classes <= _MAX_LEGEND_CLASSES,
             xaxis={"title": {"text": "silo"}, "type": "category"},
@@ -152,7 +154,10 @@ def user_distribution(users: Mapping[str, Any]) -> go.Figure:
     )
     fig.update_layout(
         _layout(
-            kind="user_distribution", title=f"Users across silos ({users.get('kind', '?')})", showlegend=False
+            kind="user_distribution",
+            title=f"Users across silos ({users.get('kind', '?')})",
+            subtitle=DIAGNOSTICS_LABEL,
+            showlegend=False,
         )
     )
     if records.size == 0:

@@ -27,7 +27,9 @@ __all__ = ["DIAGNOSTICS_LABEL", "Caveat", "CaveatKind", "split_metrics"]
 
 DIAGNOSTICS_LABEL = "not private: computed from the private data without noise, not covered by the ledger's ε"
 
-CaveatKind = Literal["simulation", "preprocessing", "trusted", "approximation", "data_dependent"]
+CaveatKind = Literal[
+    "simulation", "preprocessing", "trusted", "approximation", "data_dependent", "evaluation", "unaudited"
+]
 
 
 @dataclass(frozen=True)

@@ -166,11 +166,15 @@ def test_a_run_no_better_than_guessing_is_flagged(page: Page, server):
     run_id = create_run(server, NOISE_RUN)
     run = wait_finished(server, run_id)
     assert run["status"] == "succeeded" and run["no_better_than_guessing"] is True, run
+    assert run["baseline_label"] == (
+        "not private: computed from the private data without noise, not covered by the ledger's ε"
+    )
     page.goto(f"/#/runs/{run_id}")
     flag = page.locator(".guessing-flag")
     acc, base = (float(f"{run[k]:.3g}") for k in ("final_accuracy", "baseline_accuracy"))
     expect(flag).to_have_text(
-        f"accuracy {acc:g} is no better than guessing the majority class ({base:g})", timeout=20_000
+        f"accuracy {acc:g} is no better than guessing the majority class ({base:g}; {run['baseline_label']})",
+        timeout=20_000,
     )
     expect(page.locator("table.ledger tbody tr").first).to_be_attached()
     assert serious_violations(page) == []

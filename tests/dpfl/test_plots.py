@@ -308,3 +308,12 @@ def test_a_log_epsilon_axis_is_labelled_with_numbers_not_bare_digits():
     xaxis = to_json(accuracy_vs_spent(runs, log_x=True))["layout"]["xaxis"]
     assert xaxis["ticktext"] == ["0.05", "0.1", "0.2", "0.5", "1", "2"]
     assert "tickvals" not in to_json(accuracy_vs_spent(runs))["layout"]["xaxis"]
+
+
+def test_the_partition_and_user_figures_say_they_are_not_private():
+    # issue 39, measurement 9: diagnostics are labelled wherever they are served, figures included
+    label = "not private: computed from the private data without noise, not covered by the ledger's ε"
+    partition = to_json(label_histogram([[3, 1], [0, 4]]))
+    users = to_json(user_distribution({"records_per_user": [2, 3, 3], "silos_per_user": [0, 3]}))
+    for fig in (partition, users):
+        assert fig["layout"]["title"]["subtitle"]["text"] == label

@@ -40,7 +40,7 @@ export function caveatList(caveats) {
 /** Returns the flag of a private run whose accuracy is no better than guessing the majority class, or "". */
 export function guessingText(run) {
   if (run.no_better_than_guessing !== true) return "";
-  return `accuracy ${fmt(run.final_accuracy)} is no better than guessing the majority class (${fmt(run.baseline_accuracy)})`;
+  return `accuracy ${fmt(run.final_accuracy)} is no better than guessing the majority class (${fmt(run.baseline_accuracy)}; ${run.baseline_label})`;
 }
 
 /** Returns {el, update(run)}: the header of run `id`; `onChanged` is called after a cancel or an

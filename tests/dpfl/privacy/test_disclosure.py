@@ -119,10 +119,14 @@ def test_entropy_can_be_asked_for_in_simulation_too():
 
 
 def test_a_seeded_run_says_it_is_a_simulation():
-    caveats = _run(ISRL).privacy.caveats
+    result = _run(ISRL)
+    caveats = result.privacy.caveats
     assert [c.kind for c in caveats] == ["simulation"]
     assert "anyone holding the spec can regenerate them" in caveats[0].text
     assert not caveats[0].breaks_guarantee
+    # issue 39, measurement 9: the mechanism is covered, the data is not protected
+    privacy = result.to_json()["privacy"]
+    assert (privacy["guaranteed"], privacy["protects_data"]) == (True, False)
 
 
 def test_pca_fitted_on_training_rows_is_a_caveat_that_breaks_the_guarantee():
@@ -156,3 +160,9 @@ def test_standardised_heart_disease_and_a_trusted_aggregator_are_caveats():
     assert "standardised with the training rows' mean and standard deviation" in caveats["preprocessing"].text
     assert caveats["trusted"].text.startswith("secure aggregation")
     assert not caveats["trusted"].breaks_guarantee
+
+
+def test_a_protected_run_protects_its_data_and_says_how_it_was_evaluated():
+    privacy = _run(ISRL, protected=True).to_json()["privacy"]
+    assert (privacy["guaranteed"], privacy["protects_data"]) == (True, True)
+    assert [c["kind"] for c in privacy["caveats"]] == ["evaluation"]
