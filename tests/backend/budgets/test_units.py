@@ -20,10 +20,11 @@ GDP = {
     "rounds": 4,
     "privacy": {"epsilon": 2.0, "delta": 1e-5, "accountant": "gdp"},
 }
-USER = service_spec(
+USER = service_spec(  # σ given: a user-level ε target would be calibrated, which takes seconds
     algorithm="uldp_avg",
     params={},
     dataset={"name": "digits", "silos": 4, "users": {"kind": "uniform", "count": 20}},
+    privacy={"noise_multiplier": 5.0, "delta": 1e-5},
 )
 
 
@@ -133,7 +134,14 @@ def test_a_protected_reservation_bounds_every_participation_draw_and_the_run_set
 def test_runs_whose_ledger_would_not_cover_what_they_release_are_refused_on_protected_data(client):
     assert client.put("/api/budgets/digits", json={"total_epsilon": 500.0}).status_code == 200
     median = client.post(
-        "/api/runs", json=USER | {"algorithm": "uldp_group", "params": {"group_size": "median"}}
+        "/api/runs",
+        json=USER
+        | {
+            "algorithm": "uldp_group",
+            "params": {"group_size": "median"},
+            # many users, few records each: a median group of 3 (the group ε of a large one is slow)
+            "dataset": USER["dataset"] | {"users": {"kind": "uniform", "count": 400}},
+        },
     )
     assert median.status_code == 409
     assert median.json()["detail"].startswith(
