@@ -19,6 +19,7 @@ from backend.errors import NotFound, ParameterError
 from backend.models import RoundMetric, Run, RunStatus, Sweep
 from backend.sweeps.summary import Outcome, compare_cells, front
 from dpfl import plots
+from dpfl.configuration import Configuration, configurations
 
 __all__ = ["curves_figure", "ids", "spent_figure", "tradeoff_figure"]
 
@@ -51,6 +52,7 @@ class _Compared:
     accountant: str | None
     seed: int | None
     status: str
+    spec: dict[str, Any]
     baseline: dict[str, float] | None
 
     def setting(self) -> dict[str, Any]:
@@ -79,6 +81,7 @@ def _load(session: Session, where: Any) -> list[_Compared]:
             Run.accountant,
             Run.spec["seed"].as_integer(),
             Run.status,
+            Run.spec,
             Run.protected,
             Run.diagnostics["test_label_histogram"],
         )
@@ -87,9 +90,9 @@ def _load(session: Session, where: Any) -> list[_Compared]:
     ).all()
     return [
         _Compared(
-            *row[:14],
+            *row[:15],
             # a protected run's diagnostics are withheld; its dataset's labels are not shown either
-            baseline=None if row[14] else plots.majority_accuracy(row[15]),
+            baseline=None if row[15] else plots.majority_accuracy(row[16]),
         )
         for row in rows
     ]
@@ -116,12 +119,16 @@ def _runs(session: Session, sweep_ids: Sequence[str], run_ids: Sequence[str]) ->
     return found + [r for r in picked if r.id not in seen], sweeps
 
 
-def _series(runs: Sequence[_Compared], sweeps: dict[str, Sweep]) -> dict[str, str]:
-    """Returns run id ↦ its legend name: the algorithm, then the dataset and source when needed.
+def _series(
+    runs: Sequence[_Compared], sweeps: dict[str, Sweep], configs: dict[str, Configuration]
+) -> dict[str, str]:
+    """Returns run id ↦ its legend name: the algorithm, then the dataset, source and setting when
+    needed.
 
     The dataset is named when the runs span several; the source (a sweep, or "picked runs") when
     one algorithm on one dataset comes from several of them, so their points are not averaged
-    together.
+    together; the setting (`dpfl.configuration`, "δ = 0.1") when the algorithm's runs differ in
+    more than seed and target, so each configuration is a series of its own.
     """
 
     def source(run: _Compared) -> str:
@@ -141,6 +148,8 @@ def _series(runs: Sequence[_Compared], sweeps: dict[str, Sweep]) -> dict[str, st
             parts.append(r.dataset)
         if len(sources[(r.algorithm, r.dataset)]) > 1:
             parts.append(source(r))
+        if configs[r.id].label:
+            parts.append(configs[r.id].label)
         names[r.id] = " · ".join(parts)
     return names
 
@@ -167,7 +176,8 @@ def tradeoff_figure(
     every, sweeps = _runs(session, sweep_ids, run_ids)
     runs = [r for r in every if r.status == RunStatus.succeeded and r.accuracy is not None]
     by_id = {r.id: r for r in runs}
-    series = _series(runs, sweeps)
+    configs = configurations({r.id: r.spec for r in runs})
+    series = _series(runs, sweeps, configs)
     cells = compare_cells(
         Outcome(
             r.algorithm,
@@ -178,6 +188,7 @@ def tradeoff_figure(
             r.epsilon,
             run_id=r.id,
             series=series[r.id],
+            config=configs[r.id].key,
         )
         for r in runs
     )

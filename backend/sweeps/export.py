@@ -11,6 +11,7 @@ __all__ = ["SUMMARY_COLUMNS", "summary_csv"]
 
 SUMMARY_COLUMNS = (
     "algorithm",
+    "setting",
     "notion",
     "target_epsilon",
     "noise_multiplier",

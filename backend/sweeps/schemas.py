@@ -109,9 +109,14 @@ class SweepPage(BaseModel):
 
 
 class SummaryRow(BaseModel):
-    """The succeeded runs of one algorithm at one privacy target (usually one per seed)."""
+    """The succeeded runs of one algorithm and one configuration at one privacy target: one per seed."""
 
     algorithm: str
+    setting: str | None = Field(
+        None,
+        description="what sets this configuration apart from the algorithm's others, e.g. 'δ = 0.1'; "
+        "null when the sweep has one configuration of it",
+    )
     notion: str
     target_epsilon: float | None
     noise_multiplier: float | None

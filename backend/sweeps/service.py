@@ -27,6 +27,7 @@ from backend.sweeps.schemas import SweepBatch, SweepCreated, SweepDetail, SweepR
 from backend.sweeps.summary import Outcome, pareto_front, reference, summary_rows
 from dpfl import runner
 from dpfl.batching import batches
+from dpfl.configuration import configurations
 from dpfl.errors import SpecError, UnknownNameError
 from dpfl.spec import RunSpec, parse_spec
 from dpfl.sweep import Point, PointError, expand, locate
@@ -176,15 +177,17 @@ def summary(session: Session, sweep_id: str) -> SweepSummary:
         counts[status] = count
     succeeded = session.execute(
         select(
+            Run.id,
             Run.algorithm,
             Run.notion,
             Run.target_epsilon,
-            # only the σ target from the spec: loading whole specs made this the slow part (issue 17)
             Run.spec[("privacy", "noise_multiplier")].as_float(),
             Run.final_accuracy,
             Run.epsilon,
+            Run.spec,  # its configuration: runs are averaged over seeds only
         ).where(Run.sweep_id == sweep.id, Run.status == RunStatus.succeeded)
     ).all()
+    configs = configurations({row[0]: row[7] for row in succeeded})
     rows = summary_rows(
         Outcome(
             algorithm=algorithm,
@@ -193,8 +196,10 @@ def summary(session: Session, sweep_id: str) -> SweepSummary:
             noise_multiplier=sigma,
             accuracy=accuracy,
             epsilon=epsilon,
+            config=configs[run_id].key,
+            setting=configs[run_id].label,
         )
-        for algorithm, notion, target, sigma, accuracy, epsilon in succeeded
+        for run_id, algorithm, notion, target, sigma, accuracy, epsilon, _ in succeeded
     )
     return SweepSummary(
         sweep_id=sweep.id,

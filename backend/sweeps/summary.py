@@ -1,9 +1,11 @@
-"""A sweep's results reduced to what the compare page plots: one row per (algorithm, privacy target).
+"""A sweep's results reduced to what the compare page plots: one row per (algorithm, configuration,
+privacy target).
 
 Pure functions over plain records, so the statistics are tested with numbers and no database.
 
-- A row groups the succeeded runs of one algorithm at one target ε (runs given a noise
-  multiplier instead are grouped by it), typically one run per seed. Accuracy is summarised
+- A row groups the succeeded runs of one algorithm and one configuration (`dpfl.configuration`:
+  runs identical but for seed and target) at one target ε (runs given a noise multiplier
+  instead are grouped by it): one run per seed. Accuracy is summarised
   by its mean and sample standard deviation (ddof = 1; undefined, so None, for one run), the
   ε actually spent by its mean and maximum.
 - The Pareto frontier is taken over the private rows: lower ε and higher mean accuracy are
@@ -40,6 +42,10 @@ class Outcome:
         run_id: the run, for the drill-down of a compare figure.
         series: what keeps it apart from the same algorithm's other outcomes in a compare
             figure (a sweep, a dataset); "" within one sweep.
+        config: its configuration's key (`dpfl.configuration`): outcomes are averaged only
+            within one, so only over seeds.
+        setting: the fields that set its configuration apart from the same algorithm's others,
+            in words ("δ = 0.1 · lr = 2"); "" when none do.
     """
 
     algorithm: str
@@ -50,6 +56,8 @@ class Outcome:
     epsilon: float | None
     run_id: str | None = None
     series: str = ""
+    config: str = ""
+    setting: str = ""
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -62,13 +70,20 @@ def _std(values: Sequence[float]) -> float | None:
 
 def _row_key(row: dict[str, Any]) -> tuple:
     eps, sigma = row["target_epsilon"], row["noise_multiplier"]
-    return (row["algorithm"], eps is not None, eps or 0.0, sigma is not None, sigma or 0.0)
+    return (
+        row["algorithm"],
+        row["setting"] or "",
+        eps is not None,
+        eps or 0.0,
+        sigma is not None,
+        sigma or 0.0,
+    )
 
 
 def _groups(outcomes: Iterable[Outcome]) -> dict[tuple, list[Outcome]]:
     groups: dict[tuple, list[Outcome]] = defaultdict(list)
     for o in outcomes:
-        groups[(o.algorithm, o.notion, o.target_epsilon, o.noise_multiplier, o.series)].append(o)
+        groups[(o.algorithm, o.notion, o.target_epsilon, o.noise_multiplier, o.series, o.config)].append(o)
     return groups
 
 
@@ -78,6 +93,7 @@ def _row(members: Sequence[Outcome]) -> dict[str, Any]:
     spent = [o.epsilon for o in members if o.epsilon is not None]
     return {
         "algorithm": first.algorithm,
+        "setting": first.setting or None,
         "notion": first.notion,
         "target_epsilon": first.target_epsilon,
         "noise_multiplier": first.noise_multiplier,
@@ -90,10 +106,12 @@ def _row(members: Sequence[Outcome]) -> dict[str, Any]:
 
 
 def summary_rows(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
-    """Returns one row per (algorithm, target ε, noise multiplier), sorted by algorithm then ε.
+    """Returns one row per (algorithm, configuration, target ε, noise multiplier), sorted by
+    algorithm, setting, then ε: a row averages only over seeds.
 
-    Each row: algorithm, notion, target_epsilon, noise_multiplier, n (runs), accuracy_mean,
-    accuracy_std (None when n = 1), epsilon_mean and epsilon_max (None for non-private rows).
+    Each row: algorithm, setting (what sets its configuration apart, or None), notion,
+    target_epsilon, noise_multiplier, n (runs), accuracy_mean, accuracy_std (None when n = 1),
+    epsilon_mean and epsilon_max (None for non-private rows).
     """
     return sorted((_row(members) for members in _groups(outcomes).values()), key=_row_key)
 

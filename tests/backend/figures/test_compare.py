@@ -112,10 +112,12 @@ def test_two_sweeps_and_a_picked_run_on_one_chart_in_one_panel_per_notion(world)
     assert layout["xaxis2"]["title"]["text"] == "ε (user-level DP), δ = 1e-5"
     assert layout["title"]["subtitle"]["text"] == "digits · δ = 1e-5 · 3 rounds · rdp"
     means = _traces(fig, "mean")
-    # isrl_mbsgd comes from both sweeps: one series each, never averaged together
+    # isrl_mbsgd comes from both sweeps: one series each, never averaged together; the lr sweep's
+    # two learning rates are two configurations, each a series named by its lr (issue 40)
     assert [(t["name"], t["xaxis"], t["x"]) for t in means] == [
-        ("isrl_mbsgd · sweep eps", "x", [1.0, 8.0]),
-        ("isrl_mbsgd · sweep lr", "x", [8.0]),
+        ("isrl_mbsgd · sweep eps · lr = 0.5", "x", [1.0, 8.0]),
+        ("isrl_mbsgd · sweep lr · lr = 0.05", "x", [8.0]),
+        ("isrl_mbsgd · sweep lr · lr = 0.5", "x", [8.0]),
         ("uldp_avg", "x2", [2.0]),
     ]
     assert means[1]["mode"] == "lines+markers"  # a single point still shows
@@ -124,8 +126,9 @@ def test_two_sweeps_and_a_picked_run_on_one_chart_in_one_panel_per_notion(world)
         1.0,
         _ids(world, sweep="eps", algorithm="isrl_mbsgd", epsilon=1),
     ]
-    assert len(means[1]["customdata"][0][2]) == 4  # lr 0.05 and 0.5, seeds 0 and 1: one ε, one point
-    assert means[2]["customdata"] == [["uldp_avg", 2.0, [world["user"]]]]
+    assert len(means[1]["customdata"][0][2]) == 2  # lr 0.05 at seeds 0 and 1: one point of n = 2
+    assert len(means[2]["customdata"][0][2]) == 2
+    assert means[3]["customdata"] == [["uldp_avg", 2.0, [world["user"]]]]
     runs = world["runs"]
     cell = [runs[i]["final_accuracy"] for i in means[0]["customdata"][0][2]]
     assert means[0]["y"][0] == pytest.approx(sum(cell) / 2, abs=1e-12)

@@ -254,6 +254,7 @@ def test_summary_of_a_queued_sweep_is_empty_with_its_counts(client):
     assert list(csv.reader(io.StringIO(text))) == [
         [
             "algorithm",
+            "setting",
             "notion",
             "target_epsilon",
             "noise_multiplier",

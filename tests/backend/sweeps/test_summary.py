@@ -10,6 +10,7 @@ import pytest
 
 from backend.sweeps.export import SUMMARY_COLUMNS, summary_csv
 from backend.sweeps.summary import Outcome, compare_cells, front, pareto_front, reference, summary_rows
+from dpfl.configuration import configurations
 
 
 def private(algorithm: str, eps: float, accuracy: float | None, spent: float | None = None) -> Outcome:
@@ -24,6 +25,7 @@ def test_two_seeds_give_mean_and_sample_std():
     (row,) = summary_rows([private("isrl_mbsgd", 1.0, 0.8, 0.98), private("isrl_mbsgd", 1.0, 0.9, 1.0)])
     assert row == {
         "algorithm": "isrl_mbsgd",
+        "setting": None,
         "notion": "record",
         "target_epsilon": 1.0,
         "noise_multiplier": None,
@@ -127,9 +129,41 @@ def test_summary_csv_has_a_header_and_one_line_per_row():
     lines = list(csv.reader(io.StringIO(summary_csv(rows))))
     assert lines == [
         list(SUMMARY_COLUMNS),
-        ["a", "record", "1.0", "", "1", "0.5", "", "0.97", "0.97"],
-        ["fedavg", "none", "", "", "1", "0.9", "", "", ""],
+        ["a", "", "record", "1.0", "", "1", "0.5", "", "0.97", "0.97"],
+        ["fedavg", "", "none", "", "", "1", "0.9", "", "", ""],
     ]
+
+
+def test_runs_of_two_configurations_are_two_rows_named_by_what_differs():
+    # issue 40: a δ sweep at one ε is two configurations, never one row averaged as if seeds
+    specs = {
+        f"r{i}": {
+            "algorithm": "isrl_mbsgd",
+            "dataset": {"name": "digits", "silos": 4},
+            "seed": seed,
+            "privacy": {"epsilon": 1.0, "delta": delta},
+        }
+        for i, (seed, delta) in enumerate([(0, 1e-5), (1, 1e-5), (0, 0.1), (1, 0.1)])
+    }
+    configs = configurations(specs)
+    accuracy = {"r0": 0.14, "r1": 0.16, "r2": 0.13, "r3": 0.15}
+    rows = summary_rows(
+        Outcome(
+            "isrl_mbsgd",
+            "record",
+            1.0,
+            None,
+            accuracy[i],
+            1.0,
+            config=configs[i].key,
+            setting=configs[i].label,
+        )
+        for i in specs
+    )
+    assert [(r["setting"], r["n"]) for r in rows] == [("δ = 0.1", 2), ("δ = 1e-05", 2)]
+    assert rows[0]["accuracy_mean"] == pytest.approx(0.14) and rows[1]["accuracy_mean"] == pytest.approx(0.15)
+    same = configurations({i: s for i, s in specs.items() if s["privacy"]["delta"] == 1e-5})
+    assert same["r0"] == same["r1"] and same["r0"].label == ""  # seeds of one configuration
 
 
 def test_compare_cells_keep_series_apart_and_list_their_runs():

@@ -1,0 +1,92 @@
+"""What makes runs one configuration, so that a comparison averages only over seeds.
+
+Two runs are the same configuration when their resolved specs (defaults filled in, the
+algorithm's params validated) agree in every field but the seed and the privacy target, the
+axis a comparison plots (ε, σ or μ). Anything else that differs (δ, a learning rate, the
+rounds, the dataset's options) makes them different configurations: their points are not
+averaged together, and the fields that differ among one algorithm's runs name each one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from dpfl.algorithms import algorithm_class
+from dpfl.errors import DpflError
+from dpfl.spec import parse_spec
+
+__all__ = ["AXIS", "Configuration", "configurations"]
+
+AXIS = frozenset({"seed", "privacy.epsilon", "privacy.noise_multiplier", "privacy.mu"})
+"""The fields a comparison varies along its x axis or averages over: never part of a configuration."""
+
+_SHORT = {"privacy.delta": "δ", "privacy.accountant": "accountant", "dataset.name": "dataset"}
+
+
+class Configuration(NamedTuple):
+    """A run's configuration among others: `key`, canonical, equal for runs that differ only in
+    seed and target; `label`, the fields that differ from the same algorithm's other runs, in
+    words ("" when none do)."""
+
+    key: str
+    label: str
+
+
+def configurations(specs: Mapping[str, Mapping[str, Any]]) -> dict[str, Configuration]:
+    """Returns run id ↦ its configuration, for the runs of `specs` (run id ↦ stored spec).
+
+    The label names the fields whose values differ among the runs of the same algorithm, e.g.
+    "δ = 0.1 · lr = 2"; fields another algorithm has are not a difference.
+    """
+    fields = {run_id: _fields(spec) for run_id, spec in specs.items()}
+    by_algorithm: dict[str, list[str]] = defaultdict(list)
+    for run_id, spec in specs.items():
+        by_algorithm[str(spec.get("algorithm"))].append(run_id)
+    out = {}
+    for run_ids in by_algorithm.values():
+        keys = sorted({k for i in run_ids for k in fields[i]})
+        varying = [k for k in keys if len({_canonical(fields[i].get(k)) for i in run_ids}) > 1]
+        for run_id in run_ids:
+            own = fields[run_id]
+            label = " · ".join(
+                f"{_SHORT.get(k, k.removeprefix('params.'))} = {_text(own.get(k))}" for k in varying
+            )
+            out[run_id] = Configuration(_canonical(own), label)
+    return out
+
+
+def _fields(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Returns the spec's fields as dotted keys, resolved where it parses, without the axis."""
+    try:
+        spec = parse_spec(dict(raw))
+        resolved = spec.to_json()
+        resolved["params"] = algorithm_class(spec.algorithm).parse_params(spec.params).model_dump(mode="json")
+    except (DpflError, ValueError):  # a spec stored under an older schema: compared as stored
+        resolved = dict(raw)
+    flat: dict[str, Any] = {}
+    _flatten(resolved, "", flat)
+    return {k: v for k, v in flat.items() if k not in AXIS}
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping) and value:
+        for k, v in value.items():
+            _flatten(v, f"{prefix}{k}.", out)
+    else:
+        out[prefix.removesuffix(".")] = value
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _text(value: Any) -> str:
+    """Returns a value as a legend shows it: numbers in one format (1e-05, 0.1, 2)."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return f"{value:g}"
+    return value if isinstance(value, str) else _canonical(value)
