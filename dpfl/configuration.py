@@ -51,9 +51,7 @@ def configurations(specs: Mapping[str, Mapping[str, Any]]) -> dict[str, Configur
         varying = [k for k in keys if len({_canonical(fields[i].get(k)) for i in run_ids}) > 1]
         for run_id in run_ids:
             own = fields[run_id]
-            label = " · ".join(
-                f"{_SHORT.get(k, k.removeprefix('params.'))} = {_text(own.get(k))}" for k in varying
-            )
+            label = " · ".join(f"{_name(k)} = {_text(own.get(k))}" for k in varying)
             out[run_id] = Configuration(_canonical(own), label)
     return out
 
@@ -72,11 +70,17 @@ def _fields(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
-    if isinstance(value, Mapping) and value:
+    """Adds the leaves of `value` under dotted keys; an empty mapping adds nothing (as absent)."""
+    if isinstance(value, Mapping):
         for k, v in value.items():
             _flatten(v, f"{prefix}{k}.", out)
     else:
         out[prefix.removesuffix(".")] = value
+
+
+def _name(field: str) -> str:
+    """Returns a field as a legend names it: δ, lr, pca, or its dotted path."""
+    return _SHORT.get(field, field.removeprefix("params.").removeprefix("dataset.features."))
 
 
 def _canonical(value: Any) -> str:
@@ -85,7 +89,9 @@ def _canonical(value: Any) -> str:
 
 def _text(value: Any) -> str:
     """Returns a value as a legend shows it: numbers in one format (1e-05, 0.1, 2)."""
-    if isinstance(value, bool) or value is None:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
         return json.dumps(value)
     if isinstance(value, int | float):
         return f"{value:g}"

@@ -53,7 +53,13 @@ class _Compared:
     seed: int | None
     status: str
     spec: dict[str, Any]
+    caveats: list[dict[str, Any]] | None
     baseline: dict[str, float] | None
+
+    @property
+    def not_guaranteed(self) -> list[str]:
+        """Returns what its ledger does not cover (its caveats that break the guarantee)."""
+        return [c["text"] for c in self.caveats or () if c.get("breaks_guarantee")]
 
     def setting(self) -> dict[str, Any]:
         return {
@@ -82,6 +88,7 @@ def _load(session: Session, where: Any) -> list[_Compared]:
             Run.spec["seed"].as_integer(),
             Run.status,
             Run.spec,
+            Run.caveats,
             Run.protected,
             Run.diagnostics["test_label_histogram"],
         )
@@ -90,9 +97,9 @@ def _load(session: Session, where: Any) -> list[_Compared]:
     ).all()
     return [
         _Compared(
-            *row[:15],
+            *row[:16],
             # a protected run's diagnostics are withheld; its dataset's labels are not shown either
-            baseline=None if row[15] else plots.majority_accuracy(row[16]),
+            baseline=None if row[16] else plots.majority_accuracy(row[17]),
         )
         for row in rows
     ]
@@ -206,15 +213,18 @@ def tradeoff_figure(
         if cell["notion"] == "none":
             reference.append(common)
             continue
+        # The x axis is the ε its ledger spent (a paper calibration may spend far more than its
+        # target, which the hover then shows); a point whose ledger does not cover every release
+        # says why, is drawn hollow and is never on the frontier.
         points.append(
             common
             | {
                 "notion": cell["notion"],
-                "epsilon": cell["target_epsilon"]
-                if cell["target_epsilon"] is not None
-                else cell["epsilon_mean"],
+                "epsilon": cell["epsilon_mean"],
+                "target_epsilon": cell["target_epsilon"],
                 "delta": max((r.delta for r in members if r.delta is not None), default=None),
                 "baseline": _cell_baseline(members),
+                "not_guaranteed": sorted({text for r in members for text in r.not_guaranteed}),
             }
         )
     fig = plots.tradeoff(
@@ -240,7 +250,9 @@ def _frontier(points: Sequence[dict[str, Any]], runs: Sequence[_Compared]) -> li
     for notion in {p["notion"] for p in points}:
         if len({r.dataset for r in runs if r.notion == notion}) != 1:
             continue
-        mine = [p | {"accuracy": p["mean"]} for p in points if p["notion"] == notion]
+        mine = [
+            p | {"accuracy": p["mean"]} for p in points if p["notion"] == notion and not p["not_guaranteed"]
+        ]
         out.extend(front(mine))
     return out
 

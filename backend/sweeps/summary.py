@@ -10,7 +10,7 @@ Pure functions over plain records, so the statistics are tested with numbers and
   ε actually spent by its mean and maximum.
 - The Pareto frontier is taken over the private rows: lower ε and higher mean accuracy are
   both better, and a row is on the frontier unless another row has ε ≤ and accuracy ≥ with
-  at least one strict. A row's ε is its target, or the mean ε spent when it has no target.
+  at least one strict. A row's ε is the mean ε its runs spent, never its target.
 - The non-private rows (notion "none") are the reference line drawn across the plot.
 - The compare figure (several sweeps, hand-picked runs) groups the same way within a *series*
   (the sweep or dataset an outcome is kept apart by, ``Outcome.series``) and keeps each cell's
@@ -147,13 +147,14 @@ def front(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def pareto_front(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Returns the private rows on the Pareto frontier as {algorithm, epsilon, accuracy}, by ε.
+    """Returns the private rows on the Pareto frontier as {algorithm, epsilon, accuracy}, by ε: the
+    ε its ledger spent (a paper calibration may spend far more than its target).
 
     Rows without a mean accuracy or an ε are left out.
     """
     points = []
     for row in rows:
-        eps = row["target_epsilon"] if row["target_epsilon"] is not None else row["epsilon_mean"]
+        eps = row["epsilon_mean"]
         if row["notion"] != "none" and eps is not None and row["accuracy_mean"] is not None:
             points.append({"algorithm": row["algorithm"], "epsilon": eps, "accuracy": row["accuracy_mean"]})
     return sorted(front(points), key=lambda p: (p["epsilon"], -p["accuracy"], p["algorithm"]))

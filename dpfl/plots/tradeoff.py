@@ -157,6 +157,8 @@ def _mean_line(series: str, notion: str | None, cells: Sequence[Point], dash: st
     """
     algorithm = cells[0]["algorithm"]
     guessing = [bool(no_better_than_guessing(c["mean"], c.get("baseline"))) for c in cells]
+    uncovered = [bool(c.get("not_guaranteed")) for c in cells]
+    symbols = [_GUESSING_SYMBOL if g else "circle" for g in guessing]
     return go.Scatter(
         x=_floats(c["epsilon"] for c in cells),
         y=_floats(c["mean"] for c in cells),
@@ -164,9 +166,10 @@ def _mean_line(series: str, notion: str | None, cells: Sequence[Point], dash: st
         line={"color": algorithm_colour(algorithm), "width": 2, "dash": dash},
         marker={
             "size": [10 if g else 7 for g in guessing],
-            "symbol": [_GUESSING_SYMBOL if g else "circle" for g in guessing],
+            # hollow where the ledger does not cover every release: its ε is not a guarantee
+            "symbol": [f"{s}-open" if u else s for s, u in zip(symbols, uncovered, strict=True)],
         },
-        name=series,
+        name=f"{series} (not guaranteed)" if all(uncovered) else series,
         legendgroup=series,
         customdata=[_customdata(c) for c in cells],
         hovertext=[_cell_text(c) for c in cells],
@@ -188,7 +191,12 @@ def _cell_text(cell: Point) -> str:
     spread = "" if std is None else f" ± {std:.3f}"
     n = cell.get("n")
     seeds = "" if n is None else f"<br>{n} seed{'s' if n != 1 else ''}"
+    target = cell.get("target_epsilon")
+    if eps is not None and target is not None and eps > target * (1 + 1e-6):
+        privacy += f" spent (target {target:.3g}: missed)"
     text = f"<b>{_series(cell)}</b><br>{privacy}<br>accuracy {cell['mean']:.3f}{spread}{seeds}"
+    if cell.get("not_guaranteed"):
+        text += "<br>not guaranteed: " + "; ".join(cell["not_guaranteed"])
     baseline = cell.get("baseline")
     if eps is not None and no_better_than_guessing(cell["mean"], baseline):
         text += f"<br>no better than guessing: majority class {baseline['accuracy']:.3f} (not private)"

@@ -1,0 +1,55 @@
+"""Every point on the trade-off chart says what its ε is worth (issue 40, part 2): it sits at the ε
+its ledger spent, not its target, and a point whose ledger does not cover every release is hollow,
+says why, and is never on the Pareto frontier."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.backend.conftest import run_here
+from tests.factories import service_spec
+
+pytestmark = pytest.mark.service
+
+USERS = {"name": "digits", "silos": 2, "users": {"kind": "uniform", "count": 20}}
+
+
+def _mean(fig: dict) -> list[dict]:
+    return [t for t in fig["data"] if t["meta"]["role"] == "mean"]
+
+
+def test_a_paper_calibrated_point_sits_at_the_epsilon_it_spent(client, settings):
+    paper = service_spec(
+        algorithm="uldp_naive",
+        params={},
+        dataset=USERS,
+        rounds=2,
+        privacy={"epsilon": 1.0, "delta": 1e-5, "calibration": "paper"},
+    )
+    run_id = client.post("/api/runs", json=paper).json()["id"]
+    run_here(settings, run_id)
+    run = client.get(f"/api/runs/{run_id}").json()
+    assert run["status"] == "succeeded" and run["epsilon"] > 1.5  # the paper's σ under-protects
+    (mean,) = _mean(client.get("/api/figures/tradeoff", params={"runs": run_id}).json())
+    assert mean["x"] == [pytest.approx(run["epsilon"], rel=1e-12)]
+    assert f"ε = {run['epsilon']:.3g} spent (target 1: missed)" in mean["hovertext"][0]
+
+
+def test_a_run_its_ledger_does_not_cover_is_hollow_named_and_off_the_frontier(client, settings):
+    plain = service_spec(dataset={"name": "digits", "silos": 4}, privacy={"epsilon": 4.0, "delta": 1e-5})
+    fitted = service_spec(
+        dataset={"name": "digits", "silos": 4, "features": {"pca": 10}},
+        privacy={"epsilon": 2.0, "delta": 1e-5},
+    )
+    ids = [client.post("/api/runs", json=spec).json()["id"] for spec in (plain, fitted)]
+    for run_id in ids:
+        run_here(settings, run_id)
+    fig = client.get("/api/figures/tradeoff", params={"runs": ",".join(ids)}).json()
+    by_name = {t["name"]: t for t in _mean(fig)}
+    uncovered = by_name["isrl_mbsgd · pca = 10 (not guaranteed)"]
+    assert uncovered["marker"]["symbol"][0].endswith("-open")  # a circle, or × if no better than guessing
+    assert "not guaranteed: PCA to 10 components fitted on the training rows" in uncovered["hovertext"][0]
+    covered = by_name["isrl_mbsgd · pca = none"]
+    assert not covered["marker"]["symbol"][0].endswith("-open")
+    (frontier,) = [t for t in fig["data"] if t["meta"]["role"] == "pareto"]
+    assert frontier["x"] == covered["x"]  # the fitted run has the lower ε, yet is not on it
