@@ -25,6 +25,11 @@ class ProjectionRead(BaseModel):
         "None for a dataset with a budget"
     )
     partition_figure: dict[str, Any] | None = Field(description="the histogram as Plotly figure JSON")
+    not_guaranteed: str | None = Field(
+        None,
+        description="what the run would release that its ledger does not cover (a preprocessing step "
+        "fitted without noise, a data-dependent setting): its ε would not bound what it leaks; null: nothing",
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="why this setting is slow to start or to run (an algorithm's measured costs, a "

@@ -64,6 +64,7 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> Projectio
         budget=budget,
         label_histogram=histogram,
         partition_figure=figure,
+        not_guaranteed=projection.uncovered,
         warnings=warnings,
     )
 

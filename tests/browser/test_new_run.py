@@ -308,6 +308,20 @@ def test_a_known_slow_setting_is_named_before_submit(page: Page):
     )
 
 
+def test_a_choice_that_breaks_the_guarantee_is_named_before_submit(page: Page):
+    # issue 40: breast_cancer's loader standardises with the training rows' statistics
+    page.goto("/#/new")
+    expect(page.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
+    expect(page.locator(".slow-warnings .guarantee-warning")).to_have_count(0)
+    page.select_option("select[name='dataset.name']", "breast_cancer")
+    expect(page.locator(".slow-warnings .guarantee-warning")).to_have_text(
+        "Not guaranteed: features standardised with the training rows' mean and standard deviation, "
+        'without noise: not covered by the ledger; give dataset.options {"standardise": "none"} to fit '
+        "nothing on the records; its ε would not bound what the run leaks.",
+        timeout=30_000,
+    )
+
+
 # One algorithm per notion is submitted: each run is a real job for the shared worker.
 SUBMITTED = {"isrl_mbsgd", "uldp_avg", "dp_fedavg", "dp_fedsgd", "gdp_gd", "fedavg"}
 

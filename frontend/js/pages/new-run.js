@@ -210,7 +210,9 @@ function projectionUpdater(form, { projection, projectionState, slowWarnings, pa
         const p = await api.project(spec);
         if (mine !== seq) return;
         projection.textContent = projectionText(p, spec.dataset.name);
-        replace(slowWarnings, ...(p.warnings ?? []).map((w) => h("p", { class: "slow-warning", role: "note" }, `Slow: ${w}.`)));
+        replace(slowWarnings,
+          ...(p.not_guaranteed ? [h("p", { class: "guarantee-warning error-text", role: "note" }, `Not guaranteed: ${p.not_guaranteed}; its ε would not bound what the run leaks.`)] : []),
+          ...(p.warnings ?? []).map((w) => h("p", { class: "slow-warning", role: "note" }, `Slow: ${w}.`)));
         projection.dataset.noiseMultiplier = JSON.stringify(p.noise_multiplier);
         if (p.partition_figure) await draw(partitionChart, p.partition_figure);
         if (mine !== seq) return;

@@ -49,6 +49,16 @@ def test_noise_multiplier_spec_projects_its_epsilon(client):
     assert body["epsilon"] == pytest.approx(reference.planned_epsilon[-1], rel=1e-12)
 
 
+def test_the_preview_names_what_the_ledger_would_not_cover(client):
+    plain = client.post("/api/privacy/project", json=SPEC).json()
+    assert plain["not_guaranteed"] is None
+    pca = SPEC | {"dataset": {"name": "digits", "silos": 4, "features": {"pca": 10}}}
+    fitted = client.post("/api/privacy/project", json=pca).json()
+    assert fitted["not_guaranteed"] == (
+        "PCA to 10 components fitted on the training rows, without noise: not covered by the ledger"
+    )
+
+
 def test_non_private_algorithm_projects_nothing(client):
     spec = {"algorithm": "fedavg", "dataset": {"name": "digits", "silos": 4}, "rounds": 2}
     body = client.post("/api/privacy/project", json=spec).json()
