@@ -73,6 +73,7 @@ def test_non_private_algorithm_projects_nothing(client):
         "accountant": None,
         "planned_epsilon": [],
         "budget": None,
+        "not_guaranteed": None,
         "warnings": [],
     }
 
