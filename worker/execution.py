@@ -439,5 +439,5 @@ def _record_finish(session: Session, run_id: str, attempt: int, *, status: RunSt
 
 def _spent_so_far(session: Session, run: Run) -> float:
     """Returns the ε of what a failed run released before it failed (its ledger, recomputed)."""
-    rows = session.scalars(select(LedgerEventRow).where(LedgerEventRow.run_id == run.id)).all()
-    return LedgerEventRow.ledger(rows).headline_epsilon(accountant=run.accountant, delta=run.delta or 1e-5)
+    book = LedgerEventRow.run_ledger(session, run.id)
+    return book.headline_epsilon(accountant=run.accountant, delta=run.delta or 1e-5)

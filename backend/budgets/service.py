@@ -39,7 +39,6 @@ from backend.settings import Settings
 from dpfl.algorithms import algorithm_class
 from dpfl.data import dataset_info, registered_datasets
 from dpfl.data.identity import data_digests, file_digest
-from dpfl.privacy.ledger import Ledger
 from dpfl.spec import RunSpec
 
 __all__ = [
@@ -230,18 +229,14 @@ def settle(session: Session, *, run_id: str, spent: float) -> None:
         return
     budget, run = session.get(Budget, charge.dataset), session.get(Run, run_id)
     if spent > 0 and run.delta is not None and budget.delta > run.delta:
-        spent = _ledger(session, run).headline_epsilon(accountant=run.accountant, delta=budget.delta)
+        spent = LedgerEventRow.run_ledger(session, run.id).headline_epsilon(
+            accountant=run.accountant, delta=budget.delta
+        )
     if spent > charge.reserved * (1 + 1e-6) + 1e-9:  # a plan that did not match its release: our bug
         log.error("run %s released ε %.6g, above the %.6g it reserved", run_id, spent, charge.reserved)
     charge.spent = float(spent)
     charge.settled_at = dt.datetime.now(dt.UTC)
     session.flush()
-
-
-def _ledger(session: Session, run: Run) -> Ledger:
-    return LedgerEventRow.ledger(
-        session.scalars(select(LedgerEventRow).where(LedgerEventRow.run_id == run.id))
-    )
 
 
 def get_budget(session: Session, dataset: str) -> BudgetRead:
@@ -301,7 +296,7 @@ def _spent_per_silo(session: Session, run: Run) -> dict[str, float] | None:
         or (run.spec.get("dataset") or {}).get("partition", {}).get("kind") != "natural"
     ):
         return None
-    book = _ledger(session, run)
+    book = LedgerEventRow.run_ledger(session, run.id)
     if not book.entries:
         return {}
     curves = book.epsilon_curves(delta=run.delta, accountant=run.accountant or "rdp")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Integer, String, UniqueConstraint
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import JSON, ForeignKey, Integer, String, UniqueConstraint, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from backend.db import Base
 from dpfl.privacy.events import with_withheld
@@ -36,3 +36,8 @@ class LedgerEventRow(Base):
             for r in rows
             for e, w in zip(r.events, r.withheld or [None] * len(r.events), strict=True)
         )
+
+    @classmethod
+    def run_ledger(cls, session: Session, run_id: str) -> Ledger:
+        """Returns the run's whole ledger as the accountants read it (`ledger`)."""
+        return cls.ledger(session.scalars(select(cls).where(cls.run_id == run_id)))
