@@ -37,7 +37,8 @@ class Coverage:
     every sampling rate 1, so both neighbours see the same sample. `per_query`: the release's
     axis 1 are queries, each a ledger event of its own (a noisy-argmax round answers a batch,
     one `VoteEvent` each), so each query is compared with its own event: the claim is Δ per
-    query, not for the whole batch.
+    query, not for the whole batch. `black_box`: the pair the black-box trials run on (default:
+    the fuzzer's worst), e.g. a canary whose move no other record's gradient reaches.
     """
 
     neighbours: (
@@ -45,6 +46,7 @@ class Coverage:
     )
     fixed_sample: Callable[[FederatedData], dict[str, Any]] = lambda data: {}
     per_query: bool = False
+    black_box: Callable[[FederatedData], Neighbours] | None = None
 
     def pairs(self, algorithm: Algorithm) -> list[Neighbours]:
         """Returns the neighbours of `algorithm`'s notion on its data."""

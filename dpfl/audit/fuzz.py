@@ -44,6 +44,7 @@ from dpfl.audit.neighbours import (
     append_record,
     canary_agent_neighbours,
     canary_user_neighbours,
+    dirac_neighbours,
     heavy_user_neighbours,
     opposed_replacement_neighbours,
     record_neighbours,
@@ -115,13 +116,16 @@ def _knn_records(algorithm: Algorithm) -> list[Neighbours]:
     return out
 
 
+# Record-level DP-SGD: the black-box trials add a Dirac canary, whose weights no other record moves.
+_RECORDS = Coverage(record_neighbours, all_records, black_box=dirac_neighbours)
+
 COVERAGE: dict[str, Coverage] = {
-    "isrl_mbsgd": Coverage(record_neighbours, all_records),
-    "isrl_proxsgd": Coverage(record_neighbours, all_records),
-    "isrl_spider": Coverage(record_neighbours, all_records),  # round 1 starts a phase: MB-SGD's release
-    "isrl_spider_alt": Coverage(record_neighbours, all_records),  # round 1: one fresh gradient, MB-SGD's
-    "isrl_localsgd": Coverage(record_neighbours, all_records),  # the first local step
-    "dp_fedsgd": Coverage(record_neighbours, all_records),
+    "isrl_mbsgd": _RECORDS,
+    "isrl_proxsgd": _RECORDS,
+    "isrl_spider": _RECORDS,  # round 1 starts a phase: MB-SGD's release
+    "isrl_spider_alt": _RECORDS,  # round 1: one fresh gradient, MB-SGD's
+    "isrl_localsgd": _RECORDS,  # the first local step
+    "dp_fedsgd": _RECORDS,
     "dp_fedavg": Coverage(_agent_neighbours, lambda data: {"sample_rate": 1.0}),
     "uldp_naive": Coverage({"user": _user_neighbours}),
     "uldp_sgd": Coverage({"user": _user_neighbours}, lambda data: {"user_sampling_rate": 1.0}),

@@ -50,6 +50,7 @@ __all__ = [
     "append_record",
     "canary_agent_neighbours",
     "canary_user_neighbours",
+    "dirac_neighbours",
     "heavy_user_neighbours",
     "opposed_replacement_neighbours",
     "record_neighbours",
@@ -89,6 +90,24 @@ def record_neighbours(data: FederatedData, *, silos: Sequence[int] | None = None
         flipped = append_record(data, s, x, _other_label(y, data.num_classes))
         out.append(Neighbours(f"silo {s}: a copy of a record with its label flipped added", flipped, data))
     return out
+
+
+def dirac_neighbours(data: FederatedData) -> Neighbours:
+    """Returns the last silo with a Dirac canary added (D) and without it (D′).
+
+    The canary's features are zero but for the one the silo's records use least (a pixel that is
+    blank in every image), there at `CANARY_SCALE` × the records' largest norm. A linear model's
+    weights on that feature then move by the canary alone: neither the other records' gradients
+    nor which of them a round samples reach them, so a black-box test along them sees the
+    release's noise and the canary's sampling only (Nasr et al. 2023, §5: Dirac canaries).
+    """
+    s = len(data.silos) - 1
+    x = data.x_train[data.silos[s]].reshape(len(data.silos[s]), -1)
+    j = int(torch.argmin(x.abs().sum(0)))
+    canary = torch.zeros(x.shape[1], dtype=data.x_train.dtype)
+    canary[j] = CANARY_SCALE * max(float(x.norm(dim=1).max()), 1.0)
+    d = append_record(data, s, canary.reshape(data.x_train.shape[1:]), 0)
+    return Neighbours(f"silo {s}: a Dirac canary on feature {j} (the silo's least used) added", d, data)
 
 
 def replacement_neighbours(data: FederatedData, *, silos: Sequence[int] | None = None) -> list[Neighbours]:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from dpfl.algorithms import algorithm_class
+from dpfl.audit.blackbox import BlackBoxAudit, black_box
 from dpfl.audit.fuzz import NOT_COVERED, TOLERANCE, ReleaseGap, coverage_of, fixed_sample_spec, fuzz
 from dpfl.audit.local import LOCAL_COVERAGE, local_randomizer_audit
 from dpfl.audit.statistics import epsilon_lower_bound
@@ -34,6 +35,7 @@ __all__ = [
     "NO_VIOLATION",
     "VIOLATION",
     "ReleaseAudit",
+    "audit_black_box",
     "audit_first_round",
     "audit_json",
     "check_auditable",
@@ -174,6 +176,54 @@ def audit_first_round(
     return sorted(out, key=lambda a: -(a.max_sensitivity_ratio or 0.0))
 
 
+def audit_black_box(
+    spec: RunSpec,
+    *,
+    data_dirs: Sequence[Path] = (),
+    trials: int = 1_000,
+    rounds: int = 2,
+    seed: int = 0,
+    seeds: int = 1,
+    confidence: float = 0.95,
+) -> BlackBoxAudit | None:
+    """Returns the black-box audit of `spec`'s first `rounds` rounds (`dpfl.audit.blackbox`), or
+    None where it does not apply: a local randomizer (its ε₀ is tested directly) and the voting
+    family (its releases are labels, not a model's moves).
+
+    The pair is the coverage's `black_box` one, else the fuzzer's worst; the party is the one
+    whose data the pair changes (the round's only party, or the changed silo's).
+
+    Raises:
+        SpecError: as `audit_first_round`.
+    """
+    check_auditable(spec.algorithm)
+    coverage = coverage_of(spec.algorithm) if spec.algorithm not in LOCAL_COVERAGE else None
+    if coverage is None or coverage.per_query:
+        return None
+    algorithm = prepare(spec, data_dirs=data_dirs)
+    privacy = project(algorithm)
+    sigma = privacy.noise_multiplier
+    sigma = np.asarray(sigma, dtype=float) if isinstance(sigma, list) else sigma
+    if coverage.black_box is not None:
+        pair = coverage.black_box(algorithm.data)
+    else:
+        fixed = type(algorithm)(fixed_sample_spec(spec, algorithm.data), algorithm.data, algorithm.model)
+        worst = max(fuzz(fixed, sigma), key=lambda gap: gap.ratio)
+        pair = next(p for p in coverage.pairs(algorithm) if worst.neighbours.startswith(p.name))
+    return black_box(
+        algorithm,
+        sigma,
+        pair,
+        delta=privacy.delta,
+        accountant=privacy.accountant,
+        rounds=rounds,
+        trials=trials,
+        seed=seed,
+        seeds=seeds,
+        confidence=confidence,
+    )
+
+
 def _bounds(
     samples: Sequence[tuple[np.ndarray, np.ndarray]], *, delta: float, confidence: float, tests: int
 ) -> dict[str, float]:
@@ -206,7 +256,9 @@ def check_auditable(name: str) -> None:
     raise SpecError("algorithm", f"{name!r} is not auditable yet: {why}.")
 
 
-def audit_json(audits: Sequence[ReleaseAudit]) -> dict[str, Any]:
-    """Returns the audit as served: its releases, labelled not private (an audit measures the
-    releases on the private data without noise, which no ledger covers)."""
-    return {"label": DIAGNOSTICS_LABEL, "releases": [a.to_json() for a in audits]}
+def audit_json(audits: Sequence[ReleaseAudit], black: BlackBoxAudit | None = None) -> dict[str, Any]:
+    """Returns the audit as served: its releases (and the black-box trials' verdict), labelled
+    not private (an audit measures the releases on the private data without noise, which no
+    ledger covers)."""
+    out = {"label": DIAGNOSTICS_LABEL, "releases": [a.to_json() for a in audits]}
+    return out | ({} if black is None else {"black_box": black.to_json()})

@@ -31,23 +31,34 @@ def audit(
             help="Seeds of trials per release; the 95 % holds for all releases and seeds together.",
         ),
     ] = 1,
+    black_box_trials: Annotated[
+        int,
+        typer.Option(
+            "--black-box-trials",
+            help="Runs per side of the black-box trials (the real release path, end to end); 0: none.",
+        ),
+    ] = 1_000,
     as_json: Annotated[bool, typer.Option("--json", help="Print the audit as JSON.")] = False,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a field: rounds=5, privacy.epsilon=1.")
     ] = None,
 ) -> None:
-    """Audit a spec's first round: how far one unit moves each release, and a 95 % lower bound on ε.
+    """Audit a spec: how far one unit moves each release of round 1 and a 95 % lower bound on
+    ε; then black-box trials of its first rounds, tested against the ledger's privacy profile.
 
     A verdict is "violation" when it is proven (a release moved beyond its claimed sensitivity,
     or the family-wise lower bound is above the ledger's ε), "inconclusive" when only a single
     seed's 95 % bound is above it (run more seeds), else "no violation found".
     """
-    from dpfl.audit.rounds import audit_first_round, audit_json
+    from dpfl.audit.rounds import audit_black_box, audit_first_round, audit_json
 
     spec = _read_spec(spec_path, set_ or [])
     results = audit_first_round(spec, data_dirs=data_dirs(), trials=trials, seed=seed, seeds=seeds)
+    black = None
+    if black_box_trials:
+        black = audit_black_box(spec, data_dirs=data_dirs(), trials=black_box_trials, seed=seed, seeds=seeds)
     if as_json:
-        typer.echo(json.dumps(audit_json(results), indent=1))
+        typer.echo(json.dumps(audit_json(results, black), indent=1))
         return
     table = Table(
         title=f"{spec.algorithm}: round 1 (ε at δ = {spec.privacy.delta:g}, {spec.privacy.accountant})"
@@ -78,3 +89,11 @@ def audit(
     console.print(table)
     for r in results:
         console.print(f"{r.release}: worst neighbours: {r.neighbours}")
+    if black is not None:
+        console.print(
+            f"black-box, {black.rounds} round(s) of {black.release} on {black.neighbours}, "
+            f"{black.trials:,} runs per side × {black.seeds}: best test ({black.statistic}) "
+            f"TPR ≥ {black.tpr_low:.3f} at FPR ≤ {black.fpr_high:.4f}, ε lower {black.epsilon_lower:.3f} "
+            f"vs ledger {black.epsilon_ledger:.3f}; excess over the ledger's profile {black.excess:+.3f}: "
+            + _VERDICT_STYLE[black.verdict].format(black.verdict)
+        )
