@@ -163,7 +163,7 @@ def black_box(
     spec, data = algorithm.spec, algorithm.data
     fixed = type(algorithm)(fixed_sample_spec(spec, data), data, algorithm.model)
     reference = [
-        _trajectories(fixed, data, noise_multiplier, rounds, [EVERY_SILO], noise=False)[0]
+        _trajectories(fixed, data, noise_multiplier, rounds, [spec.seed], noise=False)[0]
         for data in (pair.d, pair.d_prime)
     ]
     party, events = _party_events(algorithm, pair, noise_multiplier, rounds)
@@ -286,14 +286,21 @@ def _trajectories(
 def _party_events(
     algorithm: Algorithm, pair: Neighbours, noise_multiplier, rounds: int
 ) -> tuple[str, list[Event]]:
-    """Returns the party whose data `pair` changes and its ledger events over `rounds` rounds on
-    D, under `EVERY_SILO` (every silo takes part: the plan that bounds every participation draw's)."""
-    (run,) = _runs(algorithm, pair.d, noise_multiplier, [EVERY_SILO])
+    """Returns the party whose data `pair` changes and its ledger events over `rounds` rounds on D:
+    what a run records, or where silos are drawn to take part, the plan with every silo taking
+    part (`EVERY_SILO`), which bounds every draw's."""
+    (run,) = _runs(algorithm, pair.d, noise_multiplier, [algorithm.spec.seed])
     by_party: dict[str, list[Event]] = {}
-    with tap(noise=False):
-        for r in range(1, rounds + 1):
-            for name, events in run.round(r).releases.items():
-                by_party.setdefault(name, []).extend(events)
+    if algorithm.spec.silos_per_round < algorithm.spec.dataset.silos:
+        run.noise_key = EVERY_SILO
+        for entry in run.plan(noise_multiplier).entries:
+            if entry.round <= rounds:
+                by_party.setdefault(entry.party, []).append(entry.event)
+    else:
+        with tap(noise=False):
+            for r in range(1, rounds + 1):
+                for name, events in run.round(r).releases.items():
+                    by_party.setdefault(name, []).extend(events)
     d, dp = pair.d.silos, pair.d_prime.silos
     changed = [
         f"silo-{i}"
