@@ -163,7 +163,7 @@ def black_box(
     spec, data = algorithm.spec, algorithm.data
     fixed = type(algorithm)(fixed_sample_spec(spec, data), data, algorithm.model)
     reference = [
-        _trajectories(fixed, data, noise_multiplier, rounds, [spec.seed], noise=False)[0]
+        _trajectories(fixed, data, noise_multiplier, rounds, [spec.seed], pair.start, noise=False)[0]
         for data in (pair.d, pair.d_prime)
     ]
     party, events = _party_events(algorithm, pair, noise_multiplier, rounds)
@@ -173,8 +173,8 @@ def black_box(
     best: tuple[float, str, float, float, float] = (-math.inf, names[0], 0.0, 1.0, 0.0)
     for k in range(seed, seed + seeds):
         keys = np.random.default_rng([k, 0xB1AC]).integers(0, 2**62, size=2 * trials)
-        on_d = _trajectories(algorithm, pair.d, noise_multiplier, rounds, keys[:trials])
-        on_dp = _trajectories(algorithm, pair.d_prime, noise_multiplier, rounds, keys[trials:])
+        on_d = _trajectories(algorithm, pair.d, noise_multiplier, rounds, keys[:trials], pair.start)
+        on_dp = _trajectories(algorithm, pair.d_prime, noise_multiplier, rounds, keys[trials:], pair.start)
         for name, (s_d, s_dp) in statistics_of(on_d, on_dp, *reference).items():
             if name not in names:
                 continue
@@ -251,23 +251,36 @@ def _best_test(s_d: np.ndarray, s_dp: np.ndarray, profile: Profile, alpha: float
     return float(tpr_low[0]), float(fpr_high[0])
 
 
-def _runs(algorithm: Algorithm, data, noise_multiplier, keys: Sequence[int]) -> list[Algorithm]:
+def _runs(
+    algorithm: Algorithm, data, noise_multiplier, keys: Sequence[int], start: torch.Tensor | None = None
+) -> list[Algorithm]:
+    """Returns one set-up run of `algorithm` on `data` per noise key, from `start` if given (the
+    pair's model, `Neighbours.start`)."""
     out = []
     for key in keys:
         run = type(algorithm)(algorithm.spec, data, copy.deepcopy(algorithm.model))
         run.noise_key = int(key)
         run.setup(noise_multiplier)
+        if start is not None:
+            run.w = start.to(run.w.dtype).clone()
         out.append(run)
     return out
 
 
 def _trajectories(
-    algorithm: Algorithm, data, noise_multiplier, rounds: int, keys: Sequence[int], *, noise: bool = True
+    algorithm: Algorithm,
+    data,
+    noise_multiplier,
+    rounds: int,
+    keys: Sequence[int],
+    start: torch.Tensor | None = None,
+    *,
+    noise: bool = True,
 ) -> np.ndarray:
     """Returns the model's move in every round of one run per key on `data`, float64 [T, R, P]."""
     out = []
-    for start in range(0, len(keys), _CHUNK):
-        runs = _runs(algorithm, data, noise_multiplier, keys[start : start + _CHUNK])
+    for first in range(0, len(keys), _CHUNK):
+        runs = _runs(algorithm, data, noise_multiplier, keys[first : first + _CHUNK], start)
         moves = np.empty((len(runs), rounds, runs[0].global_params.numel()))
         before = torch.stack([run.global_params.detach().double() for run in runs])
         for r in range(1, rounds + 1):
@@ -289,7 +302,7 @@ def _party_events(
     """Returns the party whose data `pair` changes and its ledger events over `rounds` rounds on D:
     what a run records, or where silos are drawn to take part, the plan with every silo taking
     part (`EVERY_SILO`), which bounds every draw's."""
-    (run,) = _runs(algorithm, pair.d, noise_multiplier, [algorithm.spec.seed])
+    (run,) = _runs(algorithm, pair.d, noise_multiplier, [algorithm.spec.seed], pair.start)
     by_party: dict[str, list[Event]] = {}
     if algorithm.spec.silos_per_round < algorithm.spec.dataset.silos:
         run.noise_key = EVERY_SILO
@@ -301,15 +314,28 @@ def _party_events(
             for r in range(1, rounds + 1):
                 for name, events in run.round(r).releases.items():
                     by_party.setdefault(name, []).extend(events)
-    d, dp = pair.d.silos, pair.d_prime.silos
-    changed = [
-        f"silo-{i}"
-        for i in range(max(len(d), len(dp)))
-        if i >= min(len(d), len(dp)) or len(d[i]) != len(dp[i]) or not torch.equal(d[i], dp[i])
-    ]
+    changed = [f"silo-{i}" for i in _changed_silos(pair)]
     if len(by_party) == 1:
         return next(iter(by_party.items()))
     found = [p for p in changed if p in by_party]
     if len(found) != 1:
         raise ValueError(f"cannot tell which party {pair.name!r} changes; parties: {sorted(by_party)}")
     return found[0], by_party[found[0]]
+
+
+def _changed_silos(pair: Neighbours) -> list[int]:
+    """Returns the silos whose records differ between D and D′ (by content, not index)."""
+    d, dp = pair.d, pair.d_prime
+
+    def records(data, i):
+        return data.x_train[data.silos[i]], data.y_train[data.silos[i]]
+
+    out = []
+    for i in range(max(len(d.silos), len(dp.silos))):
+        if i >= min(len(d.silos), len(dp.silos)):
+            out.append(i)
+            continue
+        (x, y), (x2, y2) = records(d, i), records(dp, i)
+        if x.shape != x2.shape or not (torch.equal(x, x2) and torch.equal(y, y2)):
+            out.append(i)
+    return out
