@@ -96,6 +96,12 @@ BENCHMARKS: dict[str, Benchmark] = {
             ("-m", "benchmarks.audit"),
         ),
         Benchmark(
+            "audit_bugs",
+            "`dpfl audit` on ten planted bugs (a plugin), and the correct algorithms over three seeds",
+            "Audit: power on planted bugs",
+            ("-m", "benchmarks.audit_bugs"),
+        ),
+        Benchmark(
             "api",
             "API latency under load: runs list, sweep submission, live events",
             "API: runs list, sweep submission and live events",
