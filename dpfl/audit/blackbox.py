@@ -11,10 +11,11 @@ noise) from a fresh secret key, as a protected run does. Nothing is read from th
 
 Each trial's model trajectory is reduced to scalar statistics, each the score of one test:
 
-- `composed`: Σ_r ⟨Δw_r − Δw̄′_r, u_r⟩, with Δw̄ and Δw̄′ the rounds' model moves of one noiseless
-  run on D and on D′, and u_r the unit direction between them: the likelihood-ratio test of
-  the claimed mechanism (independent Gaussian noise each round) while the noise moves the
-  model little;
+- `composed`: Σ_r ⟨Δw_r − Δw̄′_r, u⟩, with Δw̄ and Δw̄′ the rounds' model moves of one noiseless
+  run on D and on D′ (every sampling rate 1), and u the unit direction between them in round 1,
+  where both start from the same model and only the unit differs: the likelihood-ratio test of
+  the claimed mechanism (independent Gaussian noise each round) while the unit's pull keeps
+  its direction;
 - `repeat` (two rounds or more): how much more the round-to-round change of the residual
   Δw_r − Δw̄_r moves under one side's noiseless run than under the other's. Fresh noise each
   round makes it noisy; noise repeated across rounds cancels in it and leaves the data's
