@@ -30,6 +30,7 @@ def test_only_and_skip_select_benchmarks_in_the_summary_order():
         "calibration",
         "cli",
         "audit",
+        "audit_bugs",
         "api",
         "pages",
         "sweep",
@@ -50,7 +51,7 @@ def test_only_and_skip_select_benchmarks_in_the_summary_order():
         (
             ["--only", "engine,speed"],
             "unknown benchmark 'speed'; known: "
-            "engine, uldp, ledger, calibration, cli, audit, api, pages, sweep, reproduce",
+            "engine, uldp, ledger, calibration, cli, audit, audit_bugs, api, pages, sweep, reproduce",
         ),
         (["--only", "api", "--skip", "api"], "no benchmark left to run"),
     ],
