@@ -155,7 +155,7 @@ def main() -> int:
     alarms, correct_rows = 0, []
     for name in CASES:
         start = time.perf_counter()
-        # as `dpfl audit --seeds 3` does: the 95 % holds for every release and seed together
+        # as `dpfl audit --seeds 3` does: the 99 % holds for every release and seed together
         first = audit_first_round(
             correct_spec(name), data_dirs=[data_dir], trials=FIRST_ROUND_TRIALS, seeds=SEEDS
         )
@@ -174,7 +174,7 @@ def main() -> int:
             f"`dpfl audit` as shipped: first-round fuzzing and {FIRST_ROUND_TRIALS:,} statistical trials, "
             "then "
             f"black-box trials of two rounds ({args.trials:,} runs per side, half choose the test, half "
-            "bound it, 95 % family-wise), each bug loaded as a plugin. Digits, one silo, a linear model, "
+            "bound it, 99 % family-wise), each bug loaded as a plugin. Digits, one silo, a linear model, "
             f"σ = {SIGMA:g}, δ = {DELTA:g}. Ledger and true ε: PLD over the two rounds. Excess: the "
             "black-box test's max over ε of log((TPR − δ(ε))/FPR) − ε against the ledger's privacy "
             "profile; > 0 is a violation. Time: first round + black box.",
@@ -185,7 +185,7 @@ def main() -> int:
             *rows,
             "",
             f"The correct algorithms (the conformance cases, two rounds, ε = 4), audited as `dpfl audit "
-            f"--seeds {SEEDS}` does (95 % for every release and seed together); the voting family and the "
+            f"--seeds {SEEDS}` does (99 % for every release and seed together); the voting family and the "
             "local randomizer have no black-box pass (their releases are labels or messages, audited per "
             "query and on ε₀).",
             "",

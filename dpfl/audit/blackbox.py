@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,7 +119,7 @@ class BlackBoxAudit:
     excess: float
     epsilon_lower: float
     epsilon_ledger: float
-    confidence: float = 0.95
+    confidence: float = 0.99
 
     @property
     def verdict(self) -> str:
@@ -143,7 +143,7 @@ def black_box(
     trials: int = 2_000,
     seed: int = 0,
     seeds: int = 1,
-    confidence: float = 0.95,
+    confidence: float = 0.99,
 ) -> BlackBoxAudit:
     """Returns the black-box audit of the releases over `rounds` rounds of the party whose data
     `pair` changes (the round's only party, or the changed silo's).
@@ -163,10 +163,10 @@ def black_box(
     # differ in the unit alone (at another rate, the silo's size moves every record's draw).
     spec, data = algorithm.spec, algorithm.data
     fixed = type(algorithm)(fixed_sample_spec(spec, data), data, algorithm.model)
-    reference = [
-        _trajectories(fixed, data, noise_multiplier, rounds, [spec.seed], pair.start, noise=False)[0]
+    ref_d, ref_dp = (
+        next(_moves(fixed, data, noise_multiplier, rounds, [spec.seed], pair.start, noise=False))[0]
         for data in (pair.d, pair.d_prime)
-    ]
+    )
     party, events = _party_events(algorithm, pair, noise_multiplier, rounds)
     profile = Profile.of(events, delta=delta, accountant=accountant)
     names = STATISTICS if rounds > 1 else STATISTICS[:1]
@@ -174,12 +174,12 @@ def black_box(
     best: tuple[float, str, float, float, float] = (-math.inf, names[0], 0.0, 1.0, 0.0)
     for k in range(seed, seed + seeds):
         keys = np.random.default_rng([k, 0xB1AC]).integers(0, 2**62, size=2 * trials)
-        on_d = _trajectories(algorithm, pair.d, noise_multiplier, rounds, keys[:trials], pair.start)
-        on_dp = _trajectories(algorithm, pair.d_prime, noise_multiplier, rounds, keys[trials:], pair.start)
-        for name, (s_d, s_dp) in statistics_of(on_d, on_dp, *reference).items():
-            if name not in names:
-                continue
-            tpr_low, fpr_high = _best_test(s_d, s_dp, profile, alpha)
+        on_d, on_dp = (
+            _statistics(_moves(algorithm, data, noise_multiplier, rounds, side, pair.start), ref_d, ref_dp)
+            for data, side in ((pair.d, keys[:trials]), (pair.d_prime, keys[trials:]))
+        )
+        for name in names:
+            tpr_low, fpr_high = _best_test(on_d[name], on_dp[name], profile, alpha)
             excess = profile.excess(tpr_low, fpr_high)
             if excess > best[0]:
                 lower = math.log(max(tpr_low - delta, 1e-300) / fpr_high) if tpr_low > delta else 0.0
@@ -201,28 +201,19 @@ def black_box(
     )
 
 
-def statistics_of(
-    on_d: np.ndarray, on_dp: np.ndarray, ref_d: np.ndarray, ref_dp: np.ndarray
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Returns each statistic of the trials on D and on D′ ([T, R, P] model moves each), from the
-    noiseless runs' moves `ref_d`, `ref_dp` [R, P] (see the module docstring)."""
+def statistics_of(moves: np.ndarray, ref_d: np.ndarray, ref_dp: np.ndarray) -> dict[str, np.ndarray]:
+    """Returns each statistic of trials ([T, R, P] model moves), from the noiseless runs' moves
+    `ref_d`, `ref_dp` [R, P] on D and D′ (see the module docstring), one value per trial."""
     gap = ref_d - ref_dp
     norms = np.linalg.norm(gap, axis=1, keepdims=True)
     u = np.divide(gap, norms, out=np.zeros_like(gap), where=norms > 0)
-    # an orthonormal basis of the rounds' gap directions: the repeat test looks only there,
-    # where the model's drift under the other records' gradients is smallest
-    basis = np.linalg.qr(u.T)[0][:, np.linalg.norm(u, axis=1) > 0] if norms.any() else u.T[:, :0]
-
-    def composed(moves: np.ndarray) -> np.ndarray:
-        return np.einsum("trp,p->t", moves - ref_dp, u[0])
-
-    def repeat(moves: np.ndarray) -> np.ndarray:
+    out = {"composed": np.einsum("trp,p->t", moves - ref_dp, u[0])}
+    if moves.shape[1] > 1:
+        # an orthonormal basis of the rounds' gap directions: the repeat test looks only there,
+        # where the model's drift under the other records' gradients is smallest
+        basis = np.linalg.qr(u.T)[0][:, norms[:, 0] > 0]
         change = {h: np.diff(moves - ref, axis=1) @ basis for h, ref in (("d", ref_d), ("dp", ref_dp))}
-        return np.square(change["dp"]).sum((1, 2)) - np.square(change["d"]).sum((1, 2))
-
-    out = {"composed": (composed(on_d), composed(on_dp))}
-    if on_d.shape[1] > 1:
-        out["repeat"] = (repeat(on_d), repeat(on_dp))
+        out["repeat"] = np.square(change["dp"]).sum((1, 2)) - np.square(change["d"]).sum((1, 2))
     return out
 
 
@@ -268,7 +259,7 @@ def _runs(
     return out
 
 
-def _trajectories(
+def _moves(
     algorithm: Algorithm,
     data,
     noise_multiplier,
@@ -277,9 +268,9 @@ def _trajectories(
     start: torch.Tensor | None = None,
     *,
     noise: bool = True,
-) -> np.ndarray:
-    """Returns the model's move in every round of one run per key on `data`, float64 [T, R, P]."""
-    out = []
+) -> Iterator[np.ndarray]:
+    """Yields the model's move in every round of one run per key on `data`, float64 [chunk, R, P]
+    per chunk of runs (a chunk's moves are reduced before the next is run: P may be large)."""
     for first in range(0, len(keys), _CHUNK):
         runs = _runs(algorithm, data, noise_multiplier, keys[first : first + _CHUNK], start)
         moves = np.empty((len(runs), rounds, runs[0].global_params.numel()))
@@ -293,8 +284,13 @@ def _trajectories(
             after = torch.stack([run.global_params.detach().double() for run in runs])
             moves[:, r - 1] = (after - before).numpy()
             before = after
-        out.append(moves)
-    return np.concatenate(out)
+        yield moves
+
+
+def _statistics(chunks: Iterator[np.ndarray], ref_d: np.ndarray, ref_dp: np.ndarray) -> dict[str, np.ndarray]:
+    """Returns `statistics_of` every chunk of trials, concatenated."""
+    parts = [statistics_of(moves, ref_d, ref_dp) for moves in chunks]
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
 def _party_events(

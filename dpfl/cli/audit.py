@@ -28,7 +28,7 @@ def audit(
         int,
         typer.Option(
             "--seeds",
-            help="Seeds of trials per release; the 95 % holds for all releases and seeds together.",
+            help="Seeds of trials per release; a violation is proven at 99 % for all of them together.",
         ),
     ] = 1,
     black_box_trials: Annotated[
@@ -43,7 +43,7 @@ def audit(
         list[str] | None, typer.Option("--set", help="Override a field: rounds=5, privacy.epsilon=1.")
     ] = None,
 ) -> None:
-    """Audit a spec: how far one unit moves each release of round 1 and a 95 % lower bound on
+    """Audit a spec: how far one unit moves each release of round 1 and a 99 % lower bound on
     ε; then black-box trials of its first rounds, tested against the ledger's privacy profile.
 
     A verdict is "violation" when it is proven (a release moved beyond its claimed sensitivity,
@@ -67,7 +67,7 @@ def audit(
         "release",
         "max ‖Δ‖/claimed",
         "claimed Δ",
-        "ε lower (95 %, all)",
+        "ε lower (99 %, all)",
         "ε lower (95 % each)",
         "ε ledger",
         "trials",

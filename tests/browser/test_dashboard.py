@@ -269,7 +269,7 @@ def test_audit_a_private_run_from_its_page(page: Page, server):
     lines = page.locator("ul.audit li")
     expect(lines).to_have_count(4, timeout=180_000)  # one release per silo
     for text in lines.all_inner_texts():
-        assert re.fullmatch(r"silo-\d: audited: ε ≥ [\d.]+ \(95 %\) — ledger ε [\d.]+ ✓", text), text
+        assert re.fullmatch(r"silo-\d: audited: ε ≥ [\d.]+ \(99 %\) — ledger ε [\d.]+ ✓", text), text
     audit = httpx.get(f"{server}/api/runs/{run_id}/audit").json()
     assert audit["status"] == "succeeded" and audit["trials"] == 1_000_000
     shoot(page, "run-detail-audit")

@@ -109,8 +109,10 @@ class DPFedAvg(Algorithm):
 
     @property
     def expected_agents(self) -> float:
-        """Returns qN, the fixed denominator of the averaged update."""
-        return self.params.sample_rate * self.num_agents
+        """Returns qN, the fixed denominator of the averaged update, with N the spec's agents: a
+        public number. The agents the data holds would put the count of agents, which
+        add/remove-one-agent DP protects, into every release (the black-box audit measured it)."""
+        return self.params.sample_rate * self.spec.dataset.silos
 
     @property
     def count_noise(self) -> float | None:

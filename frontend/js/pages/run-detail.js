@@ -62,7 +62,7 @@ const AUDIT_LIVE = ["queued", "running"];
  * @param {import("../api.js").ReleaseAudit} r
  */
 export function auditVerdict(r) {
-  const line = `audited: ε ≥ ${fmt(r.epsilon_lower, 3)} (95 %) — ledger ε ${fmt(r.epsilon_ledger, 3)}`;
+  const line = `audited: ε ≥ ${fmt(r.epsilon_lower, 3)} (${Math.round((r.confidence ?? 0.95) * 100)} %) — ledger ε ${fmt(r.epsilon_ledger, 3)}`;
   const verdict = r.verdict ?? (r.sound ? "no violation found" : "violation");
   if (verdict === "no violation found") return `${line} ✓`;
   if (verdict === "inconclusive") return `${line} ? (inconclusive: one test's bound ${fmt(r.epsilon_lower_each, 3)} is above the ledger's ε; audit with more seeds)`;

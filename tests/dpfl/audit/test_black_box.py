@@ -108,7 +108,7 @@ def test_repeated_noise_cancels_in_the_repeat_statistic_and_fresh_noise_does_not
     ref_dp = np.zeros((2, 2))
     fresh = [ref + rng.normal(0, 1.0, (500, 2, 2)) for ref in (ref_d, ref_dp)]
     same = [ref + np.repeat(rng.normal(0, 1.0, (500, 1, 2)), 2, axis=1) for ref in (ref_d, ref_dp)]
-    s_fresh = statistics_of(*fresh, ref_d, ref_dp)["repeat"]
-    s_same = statistics_of(*same, ref_d, ref_dp)["repeat"]
+    s_fresh = [statistics_of(moves, ref_d, ref_dp)["repeat"] for moves in fresh]
+    s_same = [statistics_of(moves, ref_d, ref_dp)["repeat"] for moves in same]
     assert np.allclose(s_same[0], 2.0) and np.allclose(s_same[1], -2.0)  # deterministic: the data shows
     assert s_fresh[0].std() > 1 and s_fresh[1].std() > 1
