@@ -1,5 +1,6 @@
-"""One audit's life in a worker: claim it, run `dpfl.audit.rounds.audit_first_round` on the
-run's stored spec, record the result or the error on the audit row."""
+"""One audit's life in a worker: claim it, run `dpfl.audit.rounds.audit_first_round` (and the
+black-box trials, `audit_black_box`) on the run's stored spec, record the result or the error on
+the audit row."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sqlalchemy import update
 from backend.db import Database, utcnow
 from backend.models import Audit, AuditStatus, Run
 from backend.settings import Settings
-from dpfl.audit.rounds import audit_first_round, audit_json
+from dpfl.audit.rounds import audit_black_box, audit_first_round, audit_json
 from dpfl.errors import DpflError
 from dpfl.spec import parse_spec
 
@@ -34,10 +35,13 @@ def execute(database: Database, settings: Settings, audit_id: str) -> None:
     """Audits a claimed audit's run and records the outcome on the audit row."""
     with database.session() as session:
         audit = session.get(Audit, audit_id)
-        trials = audit.trials
+        trials, seeds, black_box_trials = audit.trials, audit.seeds, audit.black_box_trials
         spec = parse_spec(session.get(Run, audit.run_id).spec)
     try:
-        releases = audit_first_round(spec, data_dirs=settings.data_dirs, trials=trials)
+        releases = audit_first_round(spec, data_dirs=settings.data_dirs, trials=trials, seeds=seeds)
+        black = None
+        if black_box_trials:
+            black = audit_black_box(spec, data_dirs=settings.data_dirs, trials=black_box_trials, seeds=seeds)
     except DpflError as exc:
         _finish(database, audit_id, status=AuditStatus.failed, error=str(exc))
         return
@@ -50,7 +54,7 @@ def execute(database: Database, settings: Settings, audit_id: str) -> None:
             error=f"internal error in worker (audit {audit_id}); see worker log",
         )
         return
-    _finish(database, audit_id, status=AuditStatus.succeeded, result=audit_json(releases))
+    _finish(database, audit_id, status=AuditStatus.succeeded, result=audit_json(releases, black))
 
 
 def _finish(database: Database, audit_id: str, *, status: AuditStatus, **values) -> None:

@@ -22,7 +22,10 @@ router = APIRouter(prefix="/runs", tags=["audits"])
     responses={
         404: {"description": "no run with this id"},
         409: {"description": "the run is not private, has no audit coverage, or is protected (has a budget)"},
-        422: {"description": "`trials` is outside 10,000..1,000,000"},
+        422: {
+            "description": "`trials` outside 10,000..1,000,000, `seeds` outside 1..10, or "
+            "`black_box_trials` neither 0 nor in 100..10,000"
+        },
     },
 )
 def create_audit(
@@ -32,9 +35,16 @@ def create_audit(
     settings: SettingsDep,
     body: Annotated[AuditCreate | None, Body()] = None,
 ) -> Any:
-    """Queue an audit of the run's round-1 releases: sensitivity fuzzing and a 95 % lower bound on ε."""
+    """Queue an audit of the run: sensitivity fuzzing and a lower bound on ε for its round-1
+    releases, then black-box trials of its first two rounds against the ledger's privacy profile."""
+    body = body or AuditCreate()
     audit = service.create_audit(
-        session, run_id=run_id, trials=(body or AuditCreate()).trials, settings=settings
+        session,
+        run_id=run_id,
+        trials=body.trials,
+        seeds=body.seeds,
+        black_box_trials=body.black_box_trials,
+        settings=settings,
     )
     session.commit()  # the worker must find the row before the message
     enqueue_audit(request.app.state.celery, audit.id)

@@ -17,8 +17,16 @@ from dpfl.spec import parse_spec
 __all__ = ["create_audit", "latest_audit"]
 
 
-def create_audit(session: Session, *, run_id: str, trials: int, settings: Settings) -> Audit:
-    """Returns a queued audit of the run's first round; refuses what cannot or must not be audited (409).
+def create_audit(
+    session: Session,
+    *,
+    run_id: str,
+    trials: int,
+    settings: Settings,
+    seeds: int = 1,
+    black_box_trials: int = 0,
+) -> Audit:
+    """Returns a queued audit of the run's first rounds; refuses what cannot or must not be audited (409).
 
     Raises:
         NotFound: no run with this id.
@@ -41,7 +49,13 @@ def create_audit(session: Session, *, run_id: str, trials: int, settings: Settin
             f"data without accounting, so datasets with a budget ({run.dataset!r}) are not audited; "
             "audit the same spec on public data"
         )
-    audit = Audit(run_id=run.id, trials=trials, status=AuditStatus.queued)
+    audit = Audit(
+        run_id=run.id,
+        trials=trials,
+        seeds=seeds,
+        black_box_trials=black_box_trials,
+        status=AuditStatus.queued,
+    )
     session.add(audit)
     session.flush()
     return audit

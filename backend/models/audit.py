@@ -1,4 +1,4 @@
-"""audits: one row per requested audit of a run's first round, the source of truth for its outcome."""
+"""audits: one row per requested audit of a run's first rounds, the source of truth for its outcome."""
 
 from __future__ import annotations
 
@@ -30,7 +30,10 @@ class Audit(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
     status: Mapped[str] = mapped_column(String(16), default=AuditStatus.queued)
     trials: Mapped[int] = mapped_column(Integer)
-    # {"releases": [ReleaseAudit.to_json(), ...]} once succeeded
+    seeds: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # runs per side of the black-box trials; 0: none
+    black_box_trials: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # {"releases": [ReleaseAudit.to_json(), ...], "black_box": BlackBoxAudit.to_json()} once succeeded
     result: Mapped[Any] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text)
     worker: Mapped[str | None] = mapped_column(String(255))

@@ -9,8 +9,12 @@
  *   max_sensitivity_ratio: number, claimed_sensitivity: number, noise_std: number,
  *   noise_multiplier: number, trials: number, seeds: number, epsilon_lower_each: number,
  *   verdict: "violation" | "inconclusive" | "no violation found", sound: boolean}} ReleaseAudit */
-/** @typedef {{id: string, run_id: string, status: string, trials: number,
- *   result: ?{releases: ReleaseAudit[]}, error: ?string, created_at: string,
+/** @typedef {{release: string, neighbours: string, rounds: number, trials: number, seeds: number,
+ *   statistic: string, tpr_low: number, fpr_high: number, excess: ?number, epsilon_lower: number,
+ *   epsilon_ledger: number, confidence: number, verdict: string}} BlackBoxAudit */
+/** @typedef {{id: string, run_id: string, status: string, trials: number, seeds: number,
+ *   black_box_trials: number, result: ?{releases: ReleaseAudit[], black_box?: BlackBoxAudit},
+ *   error: ?string, created_at: string,
  *   started_at: ?string, finished_at: ?string}} Audit */
 
 export class ApiError extends Error {

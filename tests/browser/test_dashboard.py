@@ -267,11 +267,21 @@ def test_audit_a_private_run_from_its_page(page: Page, server):
     expect(page.locator(".audit-status")).to_have_text("not audited")
     page.click("button.audit-button")
     lines = page.locator("ul.audit li")
-    expect(lines).to_have_count(4, timeout=180_000)  # one release per silo
-    for text in lines.all_inner_texts():
+    expect(lines).to_have_count(5, timeout=180_000)  # one release per silo, and the black box
+    *releases, black = lines.all_inner_texts()
+    for text in releases:
         assert re.fullmatch(r"silo-\d: audited: ε ≥ [\d.]+ \(99 %\) — ledger ε [\d.]+ ✓", text), text
+    # the Dirac canary sits in the last silo
+    assert re.fullmatch(
+        r"silo-3: black box, 2 rounds, 1,000 runs per side: TPR ≥ [\d.]+ at FPR ≤ [\d.]+ \(99 %\) — within "
+        r"the ledger's profile ✓",
+        black,
+    ), black
     audit = httpx.get(f"{server}/api/runs/{run_id}/audit").json()
-    assert audit["status"] == "succeeded" and audit["trials"] == 1_000_000
+    assert audit["status"] == "succeeded" and (audit["trials"], audit["black_box_trials"]) == (
+        1_000_000,
+        1_000,
+    )
     shoot(page, "run-detail-audit")
 
     verdict = page.evaluate(

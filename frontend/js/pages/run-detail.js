@@ -72,17 +72,36 @@ export function auditVerdict(r) {
   return `${line} ✗ (${why.join("; ") || "not sound"})`;
 }
 
-/** Returns an audit as nodes: its status while queued or running, its error, or a line per release. */
+/**
+ * Returns the black-box trials in words: "black box, 2 rounds, 1,000 runs per side: TPR ≥ 0.92 at
+ * FPR ≤ 0.11 — within the ledger's profile ✓", or "— beats the ledger's profile ✗ (violation)".
+ * @param {import("../api.js").BlackBoxAudit} b
+ */
+export function blackBoxVerdict(b) {
+  const line = `black box, ${b.rounds} round${b.rounds === 1 ? "" : "s"}, ${b.trials.toLocaleString("en")} runs per side: `
+    + `TPR ≥ ${fmt(b.tpr_low, 3)} at FPR ≤ ${fmt(b.fpr_high, 3)} (${Math.round(b.confidence * 100)} %)`;
+  return b.verdict === "violation"
+    ? `${line} — beats the ledger's profile ✗ (violation: the code releases more than its ledger accounts)`
+    : `${line} — within the ledger's profile ✓`;
+}
+
+/** Returns an audit as nodes: its status while queued or running, its error, or a line per release
+ * and one for the black-box trials. */
 export function auditBox(audit) {
   if (!audit) return h("p", { class: "muted audit-status" }, "not audited");
   if (AUDIT_LIVE.includes(audit.status)) {
-    return h("p", { class: "muted audit-status" }, chip(audit.status), ` auditing round 1 with ${audit.trials.toLocaleString("en")} trials per side…`);
+    const black = audit.black_box_trials ? ` and ${audit.black_box_trials.toLocaleString("en")} black-box runs per side` : "";
+    return h("p", { class: "muted audit-status" }, chip(audit.status), ` auditing round 1 with ${audit.trials.toLocaleString("en")} trials per side${black}…`);
   }
   if (audit.status === "failed") return h("p", { class: "error-text audit-error" }, `Audit failed: ${audit.error ?? "unknown error"}`);
+  const b = audit.result?.black_box;
   return h("ul", { class: "audit" }, (audit.result?.releases ?? []).map((r) => h("li", {
     class: r.sound ? (r.verdict === "inconclusive" ? "audit-inconclusive" : "audit-sound") : "audit-violation error-text", title: `worst neighbours: ${r.neighbours}`,
     dataset: { release: r.release },
-  }, h("strong", {}, `${r.release}: `), auditVerdict(r))));
+  }, h("strong", {}, `${r.release}: `), auditVerdict(r))), b ? h("li", {
+    class: b.verdict === "violation" ? "audit-violation error-text audit-black-box" : "audit-sound audit-black-box", title: `canary: ${b.neighbours}`,
+    dataset: { release: b.release },
+  }, h("strong", {}, `${b.release}: `), blackBoxVerdict(b)) : null);
 }
 
 /** Returns `value` as YAML (the subset specs use: maps, lists, scalars). */

@@ -36,15 +36,19 @@ def test_audit_of_a_private_run_bounds_epsilon_below_the_ledger(client, settings
         "error": "NotFound",
     }
 
-    res = client.post(f"/api/runs/{run_id}/audit", json={"trials": 100_000})
+    res = client.post(
+        f"/api/runs/{run_id}/audit", json={"trials": 100_000, "seeds": 2, "black_box_trials": 200}
+    )
     assert res.status_code == 202, res.text
     queued = res.json()
-    assert (queued["run_id"], queued["status"], queued["trials"], queued["result"]) == (
+    assert (queued["run_id"], queued["status"], queued["trials"], queued["seeds"], queued["result"]) == (
         run_id,
         "queued",
         100_000,
+        2,
         None,
     )
+    assert queued["black_box_trials"] == 200
     assert client.get(f"/api/runs/{run_id}/audit").json()["status"] == "queued"
 
     audit_here(settings, queued["id"])
@@ -55,10 +59,14 @@ def test_audit_of_a_private_run_bounds_epsilon_below_the_ledger(client, settings
     assert done["result"]["label"].startswith("not private")  # measured on private data without noise
     assert releases
     for r in releases:
-        assert r["trials"] == 100_000
+        assert (r["trials"], r["seeds"], r["confidence"]) == (100_000, 2, 0.99)
         assert r["max_sensitivity_ratio"] <= 1 + 1e-6, r
         assert 0 < r["epsilon_lower"] <= r["epsilon_ledger"], r
         assert r["sound"] is True
+    black = done["result"]["black_box"]  # the real release path, two rounds, the Dirac canary in silo 3
+    assert (black["release"], black["rounds"], black["trials"], black["seeds"]) == ("silo-3", 2, 200, 2)
+    assert black["verdict"] == "no violation found" and black["excess"] < 0, black
+    assert 0 <= black["epsilon_lower"] < black["epsilon_ledger"]
 
 
 def test_audit_refusals_name_the_run(client):
@@ -80,7 +88,21 @@ def test_audit_refusals_name_the_run(client):
         res = client.post(f"/api/runs/{private_id}/audit", json={"trials": trials})
         assert res.status_code == 422, res.text
         assert res.json()["detail"][0]["loc"] == ["body", "trials"]
-    assert client.post(f"/api/runs/{private_id}/audit").json()["trials"] == 1_000_000  # the default
+    for field, value, message in (
+        ("seeds", 0, "Input should be greater than or equal to 1"),
+        ("seeds", 11, "Input should be less than or equal to 10"),
+        (
+            "black_box_trials",
+            50,
+            "Value error, must be 0 (none) or ≥ 100: half the runs choose the test, half bound it",
+        ),
+        ("black_box_trials", 10_001, "Input should be less than or equal to 10000"),
+    ):
+        res = client.post(f"/api/runs/{private_id}/audit", json={field: value})
+        assert res.status_code == 422, res.text
+        assert (res.json()["detail"][0]["loc"], res.json()["detail"][0]["msg"]) == (["body", field], message)
+    defaults = client.post(f"/api/runs/{private_id}/audit").json()
+    assert (defaults["trials"], defaults["seeds"], defaults["black_box_trials"]) == (1_000_000, 1, 1_000)
 
     assert client.put("/api/budgets/digits", json={"total_epsilon": 100.0}).status_code == 200
     res = client.post(f"/api/runs/{private_id}/audit", json={"trials": 10_000})
