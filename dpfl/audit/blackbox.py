@@ -19,7 +19,11 @@ Each trial's model trajectory is reduced to scalar statistics, each the score of
 - `repeat` (two rounds or more): how much more the round-to-round change of the residual
   Δw_r − Δw̄_r moves under one side's noiseless run than under the other's. Fresh noise each
   round makes it noisy; noise repeated across rounds cancels in it and leaves the data's
-  noiseless move, as a run that draws the same noise every round would publish it.
+  noiseless move, as a run that draws the same noise every round would publish it;
+- `replay` (two rounds or more): the same, with each round's residual taken against the round
+  replayed without noise from the state the trial published (the model, and any tensor state),
+  on D and on D′: the adversary's own computation. Under the true hypothesis a noise repeated
+  across rounds cancels exactly, leaving the other hypothesis's difference alone.
 
 For each statistic, half of the trials choose a threshold test, the other half bound its rates
 by Clopper–Pearson (`statistics`), family-wise over statistics and seeds (Bonferroni). The
@@ -61,7 +65,7 @@ from dpfl.privacy.events import ComposedEvent, Event
 
 __all__ = ["BlackBoxAudit", "Profile", "black_box", "statistics_of"]
 
-STATISTICS = ("composed", "repeat")
+STATISTICS = ("composed", "repeat", "replay")
 _EPSILON_GRID = np.concatenate([np.linspace(0.0, 4.0, 81), np.linspace(4.1, 40.0, 360)])
 _CHUNK = 64  # trials set up and stepped together (`Algorithm.round_many`)
 
@@ -164,18 +168,23 @@ def black_box(
     spec, data = algorithm.spec, algorithm.data
     fixed = type(algorithm)(fixed_sample_spec(spec, data), data, algorithm.model)
     ref_d, ref_dp = (
-        next(_moves(fixed, data, noise_multiplier, rounds, [spec.seed], pair.start, noise=False))[0]
+        next(_moves(fixed, data, noise_multiplier, rounds, [spec.seed], pair.start, noise=False))[0][0]
         for data in (pair.d, pair.d_prime)
     )
     party, events = _party_events(algorithm, pair, noise_multiplier, rounds)
     profile = Profile.of(events, delta=delta, accountant=accountant)
     names = STATISTICS if rounds > 1 else STATISTICS[:1]
+    replay = (pair.d, pair.d_prime) if rounds > 1 else ()
     alpha = (1 - confidence) / (len(names) * seeds) / 2  # Bonferroni; halves for TPR and FPR
     best: tuple[float, str, float, float, float] = (-math.inf, names[0], 0.0, 1.0, 0.0)
     for k in range(seed, seed + seeds):
         keys = np.random.default_rng([k, 0xB1AC]).integers(0, 2**62, size=2 * trials)
         on_d, on_dp = (
-            _statistics(_moves(algorithm, data, noise_multiplier, rounds, side, pair.start), ref_d, ref_dp)
+            _statistics(
+                _moves(algorithm, data, noise_multiplier, rounds, side, pair.start, replay=replay),
+                ref_d,
+                ref_dp,
+            )
             for data, side in ((pair.d, keys[:trials]), (pair.d_prime, keys[trials:]))
         )
         for name in names:
@@ -201,9 +210,12 @@ def black_box(
     )
 
 
-def statistics_of(moves: np.ndarray, ref_d: np.ndarray, ref_dp: np.ndarray) -> dict[str, np.ndarray]:
+def statistics_of(
+    moves: np.ndarray, ref_d: np.ndarray, ref_dp: np.ndarray, replayed: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """Returns each statistic of trials ([T, R, P] model moves), from the noiseless runs' moves
-    `ref_d`, `ref_dp` [R, P] on D and D′ (see the module docstring), one value per trial."""
+    `ref_d`, `ref_dp` [R, P] on D and D′ and each trial's rounds replayed on D and D′ [T, R, 2, P]
+    (see the module docstring), one value per trial."""
     gap = ref_d - ref_dp
     norms = np.linalg.norm(gap, axis=1, keepdims=True)
     u = np.divide(gap, norms, out=np.zeros_like(gap), where=norms > 0)
@@ -214,6 +226,11 @@ def statistics_of(moves: np.ndarray, ref_d: np.ndarray, ref_dp: np.ndarray) -> d
         basis = np.linalg.qr(u.T)[0][:, norms[:, 0] > 0]
         change = {h: np.diff(moves - ref, axis=1) @ basis for h, ref in (("d", ref_d), ("dp", ref_dp))}
         out["repeat"] = np.square(change["dp"]).sum((1, 2)) - np.square(change["d"]).sum((1, 2))
+        if replayed is not None:
+            residual = np.diff(moves[:, :, None] - replayed, axis=1)  # [T, R − 1, 2, P]
+            out["replay"] = np.square(residual[:, :, 1]).sum((1, 2)) - np.square(residual[:, :, 0]).sum(
+                (1, 2)
+            )
     return out
 
 
@@ -268,14 +285,32 @@ def _moves(
     start: torch.Tensor | None = None,
     *,
     noise: bool = True,
-) -> Iterator[np.ndarray]:
-    """Yields the model's move in every round of one run per key on `data`, float64 [chunk, R, P]
-    per chunk of runs (a chunk's moves are reduced before the next is run: P may be large)."""
+    replay: Sequence = (),
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yields, per chunk of runs (one per key) on `data`, the model's move in every round, float64
+    [chunk, R, P], and each round replayed without noise from the run's state on each dataset of
+    `replay` [chunk, R, len(replay), P]. A chunk is reduced before the next is run: P may be large.
+
+    A replay is a fresh run on the hypothesis's data under the spec's public seed, given the
+    trial's state (its tensors and floats, never its key) before the round: what an adversary who
+    saw the published model can compute under each hypothesis."""
     for first in range(0, len(keys), _CHUNK):
         runs = _runs(algorithm, data, noise_multiplier, keys[first : first + _CHUNK], start)
-        moves = np.empty((len(runs), rounds, runs[0].global_params.numel()))
+        public = [algorithm.spec.seed] * len(runs)
+        hypotheses = [_runs(algorithm, other, noise_multiplier, public, start) for other in replay]
+        size = runs[0].global_params.numel()
+        moves = np.empty((len(runs), rounds, size))
+        replayed = np.empty((len(runs), rounds, len(replay), size))
         before = torch.stack([run.global_params.detach().double() for run in runs])
         for r in range(1, rounds + 1):
+            for j, hypothesis in enumerate(hypotheses):
+                for run, hyp in zip(runs, hypothesis, strict=True):
+                    _transplant(run, hyp)
+                with tap(noise=False):
+                    type(algorithm).round_many(hypothesis, r)
+                replayed[:, r - 1, j] = (
+                    torch.stack([h.global_params.double() for h in hypothesis]) - before
+                ).numpy()
             if noise:
                 type(algorithm).round_many(runs, r)
             else:
@@ -284,12 +319,29 @@ def _moves(
             after = torch.stack([run.global_params.detach().double() for run in runs])
             moves[:, r - 1] = (after - before).numpy()
             before = after
-        yield moves
+        yield moves, replayed
 
 
-def _statistics(chunks: Iterator[np.ndarray], ref_d: np.ndarray, ref_dp: np.ndarray) -> dict[str, np.ndarray]:
+def _transplant(run: Algorithm, hypothesis: Algorithm) -> None:
+    """Gives `hypothesis` the state of `run`: every tensor and float attribute both hold alike
+    (the model, SPIDER's estimate, an adaptive clip), never the key or the data."""
+    mine = vars(hypothesis)
+    for name, value in vars(run).items():
+        other = mine.get(name)
+        if isinstance(value, torch.Tensor) and isinstance(other, torch.Tensor) and other.shape == value.shape:
+            setattr(hypothesis, name, value.detach().clone())
+        elif isinstance(value, float) and isinstance(other, float):
+            setattr(hypothesis, name, value)
+
+
+def _statistics(
+    chunks: Iterator[tuple[np.ndarray, np.ndarray]], ref_d: np.ndarray, ref_dp: np.ndarray
+) -> dict[str, np.ndarray]:
     """Returns `statistics_of` every chunk of trials, concatenated."""
-    parts = [statistics_of(moves, ref_d, ref_dp) for moves in chunks]
+    parts = [
+        statistics_of(moves, ref_d, ref_dp, replayed if replayed.shape[2] else None)
+        for moves, replayed in chunks
+    ]
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
