@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpfl.audit.blackbox import Profile, statistics_of
+from dpfl.audit.blackbox import STATISTICS, Profile, statistics_of
 from dpfl.privacy.events import GaussianEvent
 from tests.factories import data_dir
 
@@ -30,27 +30,33 @@ SPEC = {
     "privacy": {"noise_multiplier": 0.5, "delta": 1e-5},
 }
 # the bugs the first-round audit misses (its trials are drawn from the std the code reports, of
-# round 1 only, with sampling fixed), and what the black-box trials measure of each
-MISSED_BY_ROUND_ONE = ["bug_half_noise_after", "bug_noise_outside", "bug_clip_round_one", "bug_double_rate",
-                       "bug_public_seed", "bug_ledger_skips_even"]  # fmt: skip
+# round 1 only, with sampling fixed), each with the statistic that proves it
+MISSED_BY_ROUND_ONE = {
+    "bug_half_noise_after": "composed",
+    "bug_noise_outside": "composed",
+    "bug_clip_round_one": None,  # any: its round 2 is unclipped
+    "bug_double_rate": "composed",
+    "bug_same_noise": "replay",
+    "bug_public_seed": None,  # any: its noise is the same in every run
+    "bug_ledger_skips_even": "composed",
+}
 
-AUDIT_ALL = """
+AUDIT = """
 import json, sys
 from dpfl.audit.rounds import audit_black_box, audit_first_round
 from dpfl.spec import parse_spec
-for raw in json.loads(sys.argv[1]):
-    spec = parse_spec(raw)
-    first = audit_first_round(spec, data_dirs=[sys.argv[2]], trials=20_000)
-    black = audit_black_box(spec, data_dirs=[sys.argv[2]], trials=1_000)
-    first = [a.verdict for a in first]
-    print(json.dumps({"algorithm": spec.algorithm, "first": first, "black": black.to_json()}))
+spec = parse_spec(json.loads(sys.argv[1]))
+first = [a.verdict for a in audit_first_round(spec, data_dirs=[sys.argv[2]], trials=20_000)]
+black = audit_black_box(spec, data_dirs=[sys.argv[2]], trials=1_000)
+print(json.dumps({"first": first, "black": black.to_json()}))
 """
 
 
-def _audit(specs: list[dict]) -> dict[str, dict]:
+def _audit(spec: dict) -> dict:
+    """Returns the first-round verdicts and the black-box audit of `spec`, with the bugs loaded."""
     env = {**os.environ, "DPFL_PLUGINS": "tests.planted_bugs", "DPFL_DATA_DIR": str(data_dir())}
     done = subprocess.run(
-        [sys.executable, "-c", AUDIT_ALL, json.dumps(specs), str(data_dir())],
+        [sys.executable, "-c", AUDIT, json.dumps(spec), str(data_dir())],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -58,24 +64,28 @@ def _audit(specs: list[dict]) -> dict[str, dict]:
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return {line["algorithm"]: line for line in map(json.loads, done.stdout.splitlines())}
+    return json.loads(done.stdout)
 
 
 @pytest.mark.slow
-def test_black_box_trials_prove_the_bugs_the_first_round_audit_misses_and_pass_the_correct_algorithm():
-    specs = [SPEC | {"algorithm": name} for name in [*MISSED_BY_ROUND_ONE, "isrl_mbsgd"]]
-    specs[MISSED_BY_ROUND_ONE.index("bug_double_rate")]["params"] = SPEC["params"] | {"batch_size": 700}
-    found = _audit(specs)
-    for name in MISSED_BY_ROUND_ONE:
-        assert found[name]["first"] == ["no violation found"], name
-        black = found[name]["black"]
-        assert (black["verdict"], black["release"], black["rounds"], black["trials"]) == (
-            "violation", "silo-0", 2, 1000,
-        ), name  # fmt: skip
-        assert black["excess"] > 0 and black["neighbours"].startswith("silo 0: a Dirac canary on feature 0")
-    correct = found["isrl_mbsgd"]["black"]
-    assert correct["verdict"] == "no violation found" and correct["excess"] < 0
-    assert 0 < correct["epsilon_lower"] < correct["epsilon_ledger"]
+@pytest.mark.parametrize("bug", list(MISSED_BY_ROUND_ONE))
+def test_black_box_trials_prove_a_bug_the_first_round_audit_misses(bug):
+    params = SPEC["params"] | ({"batch_size": 700} if bug == "bug_double_rate" else {})
+    found = _audit(SPEC | {"algorithm": bug, "params": params})
+    assert found["first"] == ["no violation found"]
+    black = found["black"]
+    assert (black["verdict"], black["release"], black["rounds"], black["trials"], black["confidence"]) == (
+        "violation", "silo-0", 2, 1000, 0.99,
+    )  # fmt: skip
+    assert black["excess"] > 0 and black["neighbours"].startswith("silo 0: a Dirac canary on feature 0")
+    assert MISSED_BY_ROUND_ONE[bug] in (None, black["statistic"])
+
+
+@pytest.mark.slow
+def test_black_box_trials_pass_the_correct_algorithm():
+    black = _audit(SPEC | {"algorithm": "isrl_mbsgd"})["black"]
+    assert black["verdict"] == "no violation found" and black["excess"] < 0
+    assert 0 < black["epsilon_lower"] < black["epsilon_ledger"] and black["statistic"] in STATISTICS
 
 
 @pytest.mark.slow
@@ -112,3 +122,19 @@ def test_repeated_noise_cancels_in_the_repeat_statistic_and_fresh_noise_does_not
     s_same = [statistics_of(moves, ref_d, ref_dp)["repeat"] for moves in same]
     assert np.allclose(s_same[0], 2.0) and np.allclose(s_same[1], -2.0)  # deterministic: the data shows
     assert s_fresh[0].std() > 1 and s_fresh[1].std() > 1
+
+
+def test_a_noise_repeated_across_rounds_cancels_against_the_true_replay():
+    rng = np.random.default_rng(1)
+    # each trial's rounds replayed without noise from its own state: D moves the model by the
+    # unit's pull, which turns between rounds; D′ by nothing
+    pull = np.array([[1.0, 0.0], [0.6, 0.8]])
+    replayed = np.stack([pull, np.zeros((2, 2))], axis=1)[None].repeat(400, axis=0)  # [T, R, 2, P]
+    ref = (pull, np.zeros((2, 2)))
+    noise = np.repeat(rng.normal(0, 1.0, (400, 1, 2)), 2, axis=1)
+    on_d = statistics_of(pull + noise, *ref, replayed)["replay"]
+    on_dp = statistics_of(noise, *ref, replayed)["replay"]
+    turn = float(np.sum((pull[1] - pull[0]) ** 2))
+    assert np.allclose(on_d, turn) and np.allclose(on_dp, -turn)  # the data shows through
+    fresh = statistics_of(rng.normal(0, 1.0, (400, 2, 2)), *ref, replayed)["replay"]
+    assert fresh.std() > 1
