@@ -93,15 +93,18 @@ def _budgets(session: Session, settings: Settings) -> Sequence[Budget]:
     rows = session.scalars(select(Budget).order_by(Budget.dataset)).all()
     for budget in rows:
         if budget.digests is None:
-            budget.digests = sorted(_digests_of_name(budget.dataset, settings))
+            budget.digests = sorted(
+                _digests_of_name(budget.dataset, settings, public_test=budget.public_test)
+            )
     return rows
 
 
-def _digests_of_name(name: str, settings: Settings) -> frozenset[str]:
+def _digests_of_name(name: str, settings: Settings, *, public_test: bool = False) -> frozenset[str]:
     """Returns the digests of the records a budget named `name` covers: a registered dataset's
-    files (or the dataset, for bundled and generated data), or an upload's file."""
+    files (less its test files when its test split is public), or the dataset, for bundled and
+    generated data, or an upload's file."""
     if name in registered_datasets():
-        return data_digests(name, {}, search_dirs=settings.data_dirs)
+        return data_digests(name, {}, search_dirs=settings.data_dirs, public_test=public_test)
     return frozenset({file_digest(uploads_dir(settings) / f"{name}.csv")})
 
 
@@ -347,6 +350,8 @@ def put_budget(
         )
     for key, value in given.items():
         setattr(budget, key, value)
+    if "public_test" in changed:  # a public test file is no longer the budget's to cover
+        budget.digests = sorted(_digests_of_name(dataset, settings, public_test=budget.public_test))
     budget.total_epsilon = body.total_epsilon
     session.flush()
     return get_budget(session, dataset)

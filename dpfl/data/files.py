@@ -38,11 +38,14 @@ class FileSpec:
         relpath: POSIX path under a data directory, e.g. ``"mnist/train-images-idx3-ubyte.gz"``.
         md5: expected md5 of the file's bytes, lower-case hex.
         urls: canonical download locations, tried in order.
+        test: the file holds only the dataset's own test split (public where a budget declares
+            its test split public, so a budget then does not cover it).
     """
 
     relpath: str
     md5: str
     urls: tuple[str, ...] = ()
+    test: bool = False
 
     @property
     def basename(self) -> str:

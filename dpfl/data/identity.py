@@ -23,12 +23,16 @@ def file_digest(path: Path) -> str:
     return f"md5:{file_md5(path)}"
 
 
-def data_digests(name: str, options: Mapping[str, Any], *, search_dirs: Sequence[Path]) -> frozenset[str]:
+def data_digests(
+    name: str, options: Mapping[str, Any], *, search_dirs: Sequence[Path], public_test: bool = False
+) -> frozenset[str]:
     """Returns the digests of what the dataset `name` with loader `options` reads.
 
     A loader's `path` option names its one file (looked up as the loader looks it up); a dataset
     with declared files reads those (each verified against its md5 before use, so the declared
-    md5 is the content's). A path that names no file yet has no digest: its run fails to load.
+    md5 is the content's), less its test files when `public_test` (a budget that declares the
+    test split public does not cover them). A path that names no file yet has no digest: its run
+    fails to load.
     """
     path = options.get("path")
     if isinstance(path, str) and path:
@@ -36,5 +40,5 @@ def data_digests(name: str, options: Mapping[str, Any], *, search_dirs: Sequence
         return frozenset() if found is None else frozenset({file_digest(found)})
     info = dataset_info(name)
     if info.files:
-        return frozenset(f"md5:{f.md5}" for f in info.files)
+        return frozenset(f"md5:{f.md5}" for f in info.files if not (public_test and f.test))
     return frozenset({f"dataset:{name}"})

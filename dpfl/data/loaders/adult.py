@@ -36,7 +36,7 @@ __all__ = ["A9A_BIN_EDGES", "ADULT_FILES", "load_adult"]
 _URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/"
 ADULT_FILES = (
     FileSpec("adult/adult.data", "5d7c39d7b8804f071cdd1f2a7c460872", (f"{_URL}adult.data",)),
-    FileSpec("adult/adult.test", "35238206dfdf7f1fe215bbb874adecdc", (f"{_URL}adult.test",)),
+    FileSpec("adult/adult.test", "35238206dfdf7f1fe215bbb874adecdc", (f"{_URL}adult.test",), test=True),
 )
 
 _COLUMNS = (

@@ -25,7 +25,8 @@ _MD5 = {
     "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
 }
 MNIST_FILES = tuple(
-    FileSpec(f"mnist/{name}", md5, tuple(mirror + name for mirror in _MIRRORS)) for name, md5 in _MD5.items()
+    FileSpec(f"mnist/{name}", md5, tuple(mirror + name for mirror in _MIRRORS), test=name.startswith("t10k"))
+    for name, md5 in _MD5.items()
 )
 
 # IDX magic numbers: 0x0000 0803 = unsigned bytes, 3 dimensions; 0x0000 0801 = 1 dimension.

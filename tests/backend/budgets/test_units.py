@@ -46,6 +46,24 @@ def test_a_budget_covers_its_records_whatever_loader_or_path_reads_them(client):
     assert loader.json()["detail"][0]["loc"] == ["path", "dataset"]
 
 
+def test_a_budget_whose_test_split_is_public_does_not_cover_its_test_file(client):
+    data_dir()
+    assert client.put("/api/budgets/adult", json={"total_epsilon": 1.0}).status_code == 200
+    test_file = {"name": "csv", "silos": 2, "options": {"path": "adult/adult.test", "label": "<=50K"}}
+    assert client.post("/api/runs", json=FEDAVG | {"dataset": test_file}).status_code == 409  # private yet
+    public = client.put("/api/budgets/adult", json={"total_epsilon": 1.0, "public_test": True})
+    assert public.status_code == 200 and public.json()["public_test"] is True
+    # past the budget now: it reaches the csv loader, which cannot read adult.test's first line
+    res = client.post("/api/runs", json=FEDAVG | {"dataset": test_file})
+    assert res.status_code == 422 and res.json()["detail"][0]["loc"] == ["body", "dataset", "path"]
+    assert res.json()["detail"][0]["msg"].endswith("adult/adult.test has 15 fields; the header has 1.")
+    train_file = test_file | {"options": test_file["options"] | {"path": "adult/adult.data"}}
+    refused = client.post("/api/runs", json=FEDAVG | {"dataset": train_file})
+    assert refused.status_code == 409 and refused.json()["detail"].startswith(
+        "dataset 'adult' has a privacy budget"
+    )
+
+
 def test_an_upload_of_budgeted_bytes_is_under_that_budget(client):
     table = b"x1,x2,y\n" + b"".join(f"{i % 13},{i % 7},{i % 2}\n".encode() for i in range(300))
     for name in ("ward", "copy"):
