@@ -40,6 +40,11 @@ def test_audit_json_of_a_sound_release_at_epsilon_4(tmp_path, capsys):
         assert r["epsilon_ledger"] == pytest.approx(4.0, abs=1e-3)  # σ = 1.0812 is ε = 4 by PLD
         assert 1.5 < r["epsilon_lower"] <= r["epsilon_ledger"]
         assert r["trials"] == 200_000 and r["sound"] is True
+    black = json.loads(out)["black_box"]  # on by default: 1,000 runs of two rounds per side
+    assert (black["trials"], black["rounds"], black["release"], black["verdict"]) == (
+        1000, 2, "silo-2", "no violation found",
+    )  # fmt: skip
+    assert black["neighbours"].startswith("silo 2: a Dirac canary")
 
 
 def test_audit_flags_uldp_naive_against_its_own_claim(tmp_path, capsys):
@@ -50,8 +55,11 @@ def test_audit_flags_uldp_naive_against_its_own_claim(tmp_path, capsys):
         dataset={"name": "digits", "silos": 2},
         privacy={"noise_multiplier": 1.0, "delta": 1e-5},
     )
-    code, out, err = run_cli(capsys, "audit", str(path), "--trials", "10000", "--json")
+    code, out, err = run_cli(
+        capsys, "audit", str(path), "--trials", "10000", "--black-box-trials", "0", "--json"
+    )
     assert code == 0, err
+    assert "black_box" not in json.loads(out)
     (r,) = json.loads(out)["releases"]
     # The ratio is against whatever naive.py's noise claims: the canary user moves the sum by
     # 1.9999·|S|C, twice the paper's |S|C and within the true 2|S|C.

@@ -83,9 +83,24 @@ def _dpfl(tmp_path: Path, spec: dict, *args: str) -> subprocess.CompletedProcess
 
 
 def test_a_plugin_declares_its_coverage_and_is_audited_over_seeds(tmp_path):
-    done = _dpfl(tmp_path, SPEC, "--trials", "20000", "--seed", "5", "--seeds", "2", "--json")
+    done = _dpfl(
+        tmp_path,
+        SPEC,
+        "--trials",
+        "20000",
+        "--seed",
+        "5",
+        "--seeds",
+        "2",
+        "--black-box-trials",
+        "200",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     releases = json.loads(done.stdout)["releases"]
+    black = json.loads(done.stdout)["black_box"]  # its coverage names no canary: the fuzzer's worst pair
+    assert (black["seeds"], black["trials"], black["verdict"]) == (2, 200, "no violation found")
+    assert black["neighbours"].startswith("silo ") and "Dirac" not in black["neighbours"]
     assert sorted(r["release"] for r in releases) == ["silo-0", "silo-1", "silo-2"]
     for r in releases:
         assert (r["seeds"], r["trials"], r["verdict"]) == (2, 20000, "no violation found")
