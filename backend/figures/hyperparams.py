@@ -3,7 +3,9 @@
 The runs are the sweep's succeeded ones. When some are private, only those are drawn: ε spent is
 then an axis for every line, and the non-private reference runs (no ε) are listed in
 ``layout.meta.left_out``. A hyperparameter is any field of the run's spec that differs between
-these runs, plus the σ the run used (calibrated from its ε target, or given).
+these runs, plus the σ the run used (calibrated from its ε target, or given; σ per silo as its
+mean over silos, a number). Importance leaves out the seed, the privacy target and σ
+(`dpfl.plots.NOT_HYPERPARAMETERS`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def _runs(session: Session, sweep_id: str) -> tuple[list[dict[str, Any]], list[s
     runs = [
         {
             "id": run_id,
-            "params": plots.flatten(spec) | {"noise_multiplier": sigma},
+            "params": plots.flatten(spec) | {"noise_multiplier": _mean(sigma)},
             "epsilon": epsilon,
             "accuracy": accuracy,
             "private": notion != "none",
@@ -55,6 +57,11 @@ def _runs(session: Session, sweep_id: str) -> tuple[list[dict[str, Any]], list[s
     if left_out:
         note += f" · {len(left_out)} non-private runs not drawn"
     return drawn, left_out, note
+
+
+def _mean(sigma: float | list[float] | None) -> float | None:
+    """Returns σ, or the mean of σ per silo: a number on its axis, not a category of arrays."""
+    return sum(sigma) / len(sigma) if isinstance(sigma, list) and sigma else sigma
 
 
 def parcoords_figure(session: Session, sweep_id: str) -> dict[str, Any]:

@@ -21,7 +21,13 @@ from dpfl.plots.baseline import (
     run_baseline,
 )
 from dpfl.plots.colours import NEUTRAL_COLOUR, algorithm_colour
-from dpfl.plots.hyperparams import flatten, importance, importance_bars, parallel_coordinates
+from dpfl.plots.hyperparams import (
+    NOT_HYPERPARAMETERS,
+    flatten,
+    importance,
+    importance_bars,
+    parallel_coordinates,
+)
 from dpfl.plots.layout import to_json
 from dpfl.plots.notions import compare_subtitle
 from dpfl.plots.parties import epsilon_per_party, label_histogram, user_distribution
@@ -31,6 +37,7 @@ from dpfl.plots.tradeoff import tradeoff
 __all__ = [
     "GUESSING_MARGIN",
     "NEUTRAL_COLOUR",
+    "NOT_HYPERPARAMETERS",
     "accuracy_per_round",
     "accuracy_vs_spent",
     "algorithm_colour",

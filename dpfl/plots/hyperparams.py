@@ -1,14 +1,19 @@
 """A sweep's hyperparameters against its outcome: parallel coordinates and importance bars.
 
-Importance is the between-group share of the variance of final accuracy (the correlation ratio
-η², "fANOVA-lite"): group the runs by the value of one hyperparameter and ask how much of the
-spread of accuracy the group means alone reproduce, ``Σ_g n_g (ȳ_g − ȳ)² / Σ_i (y_i − ȳ)²``.
-It is exact and deterministic, needs no model, and on a balanced full grid with additive
-effects the shares are those effects' variance shares and add up to 1 (the known-answer test).
-What it is not: additive in general. Confounded parameters (σ calibrated from the ε target)
-each get the whole share they explain together, and with few runs per value the share is
-biased upward (a value per run explains everything), so a parameter with a distinct value in
-every run is left out rather than reported as explaining all of it.
+Importance is ω², the bias-corrected share of the variance of final accuracy between the groups
+of runs that share one hyperparameter's value (Hays 1963; the correlation ratio η² less what
+chance alone puts between k groups of n runs):
+
+    ω² = (SS_between − (k − 1)·MS_within) / (SS_total + MS_within),   MS_within = SS_within / (n − k).
+
+η² rewards many categories (a value per run "explains" everything); ω² does not: a factor that
+does nothing scores about 0 whatever its number of levels. It is exact and deterministic and
+needs no model. Only hyperparameters enter: fields that vary, and vary on their own. The seed
+and the privacy target (ε, μ or σ, and the σ a run used) are the sweep's repetition and its x
+axis, not hyperparameters. A field the algorithm sets (each algorithm runs with one value of it,
+e.g. its own default lr) is confounded with the algorithm: its share is the algorithm's, so it
+is left out and named. So is a field with a distinct value in every run (no within-group
+variance to compare with).
 """
 
 from __future__ import annotations
@@ -21,13 +26,28 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from dpfl.batching import FREE_FIELDS
 from dpfl.plots.colours import HIGHLIGHT_COLOUR
 from dpfl.plots.layout import _floats, _hover, _layout, _no_data
 
-__all__ = ["flatten", "importance", "importance_bars", "parallel_coordinates", "varying"]
+__all__ = [
+    "NOT_HYPERPARAMETERS",
+    "flatten",
+    "importance",
+    "importance_bars",
+    "parallel_coordinates",
+    "varying",
+]
 
 Run = Mapping[str, Any]
 _MISSING = "–"
+
+NOT_HYPERPARAMETERS = (*FREE_FIELDS, "noise_multiplier")
+"""The fields runs of one configuration differ in (`dpfl.batching.FREE_FIELDS`: the seed and the
+privacy target) and the σ a run used: never a hyperparameter whose importance is measured."""
+
+DISTINCT = "a distinct value in every run"
+SET_BY_ALGORITHM = "set by the algorithm"
 
 
 def flatten(spec: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -61,28 +81,47 @@ def _numeric(values: Sequence[Any]) -> bool:
 
 
 def importance(runs: Sequence[Run]) -> list[dict[str, Any]]:
-    """Returns each varying hyperparameter's share of the variance of final accuracy, largest first.
+    """Returns each varying hyperparameter's ω² of final accuracy, largest first (see the module).
 
     Args:
         runs: ``{"params": {key: value}, "accuracy": float}``, one per finished run.
 
-    Each entry: ``{"parameter", "share" (η² in [0, 1], None when every run has its own value),
-    "levels" (distinct values)}``. All shares are 0 when every run has the same accuracy.
+    Each entry: ``{"parameter", "share" (ω² in [0, 1], None when left out), "levels" (distinct
+    values), "left_out" (None, `DISTINCT` or `SET_BY_ALGORITHM`)}``. All shares are 0 when every
+    run has the same accuracy.
     """
     ys = [float(run["accuracy"]) for run in runs]
-    mean = math.fsum(ys) / len(ys) if ys else 0.0
+    n = len(ys)
+    mean = math.fsum(ys) / n if ys else 0.0
     total = math.fsum((y - mean) ** 2 for y in ys)
+    algorithms = [_level(run["params"].get("algorithm")) for run in runs]
     out = []
     for key in varying(runs):
+        if key in NOT_HYPERPARAMETERS:
+            continue
+        levels = [_level(run["params"].get(key)) for run in runs]
         groups: dict[Any, list[float]] = defaultdict(list)
-        for run, y in zip(runs, ys, strict=True):
-            groups[_level(run["params"].get(key))].append(y)
-        share = None
-        if len(groups) < len(runs):
+        for level, y in zip(levels, ys, strict=True):
+            groups[level].append(y)
+        k, share, left_out = len(groups), None, None
+        if key != "algorithm" and len(set(algorithms)) > 1 and _function_of(algorithms, levels):
+            left_out = SET_BY_ALGORITHM
+        elif k == n:
+            left_out = DISTINCT
+        elif total > 0:
             between = math.fsum(len(g) * (math.fsum(g) / len(g) - mean) ** 2 for g in groups.values())
-            share = between / total if total > 0 else 0.0
-        out.append({"parameter": key, "share": share, "levels": len(groups)})
+            within = (total - between) / (n - k)
+            share = max(0.0, (between - (k - 1) * within) / (total + within))
+        else:
+            share = 0.0
+        out.append({"parameter": key, "share": share, "levels": k, "left_out": left_out})
     return sorted(out, key=lambda e: (e["share"] is None, -(e["share"] or 0.0), e["parameter"]))
+
+
+def _function_of(causes: Sequence[Any], effects: Sequence[Any]) -> bool:
+    """Returns whether every cause comes with one effect only (the effect is set by the cause)."""
+    seen: dict[Any, Any] = {}
+    return all(seen.setdefault(c, e) == e for c, e in zip(causes, effects, strict=True))
 
 
 def _dimension(label: str, values: Sequence[Any]) -> dict[str, Any]:
@@ -151,25 +190,31 @@ def importance_bars(
 ) -> go.Figure:
     """Returns the `importance` entries as horizontal bars, the largest share on top.
 
-    Entries without a share (a distinct value per run) get no bar; the note under the title
-    names them.
+    Entries left out (a distinct value per run, or set by the algorithm) get no bar; the note
+    under the title names them, by reason.
     """
     labels = labels or {}
     shown = [e for e in shares if e["share"] is not None]
-    left_out = [labels.get(e["parameter"], e["parameter"]) for e in shares if e["share"] is None]
+    reasons: dict[str, list[str]] = defaultdict(list)
+    for e in shares:
+        if e["share"] is None:
+            reasons[e.get("left_out") or DISTINCT].append(labels.get(e["parameter"], e["parameter"]))
     fig = go.Figure(
         layout=_layout(
             kind="importance",
-            title="Share of the variance of final accuracy explained by each hyperparameter",
+            title="Share of the variance of final accuracy explained by each hyperparameter (ω²)",
             subtitle=subtitle,
-            xaxis={"title": {"text": "between-group share of variance (η²)"}, "range": [0, 1]},
+            xaxis={
+                "title": {"text": "ω², the share of variance less chance's (0: no effect)"},
+                "range": [0, 1],
+            },
             yaxis={"title": {"text": "hyperparameter"}, "type": "category", "autorange": "reversed"},
             showlegend=False,
         )
     )
-    if left_out:
+    if reasons:
         fig.add_annotation(
-            text="left out, a distinct value in every run: " + ", ".join(left_out),
+            text="left out, " + "; ".join(f"{why}: {', '.join(names)}" for why, names in reasons.items()),
             name="left-out",
             xref="paper",
             yref="paper",
@@ -179,7 +224,7 @@ def importance_bars(
             showarrow=False,
         )
     if not shown:
-        return _no_data(fig, "no hyperparameter varies between finished runs")
+        return _no_data(fig, "no hyperparameter varies on its own between finished runs")
     fig.add_trace(
         go.Bar(
             x=_floats(e["share"] for e in shown),
@@ -187,7 +232,7 @@ def importance_bars(
             orientation="h",
             marker={"color": HIGHLIGHT_COLOUR},
             customdata=[[e["parameter"], int(e["levels"])] for e in shown],
-            hovertemplate=_hover("<b>%{y}</b>", "η² %{x:.3f}", "%{customdata[1]} values"),
+            hovertemplate=_hover("<b>%{y}</b>", "ω² %{x:.3f}", "%{customdata[1]} values"),
             meta={"role": "importance"},
         )
     )

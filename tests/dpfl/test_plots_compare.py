@@ -245,7 +245,9 @@ def test_accuracy_per_round_colours_by_algorithm_and_dashes_by_seed():
 
 # A balanced 2 × 2 × 2 grid where accuracy = a[lr] + b[clip] and the seed does nothing: the deviations
 # from the mean are ±0.1 (lr) and ±0.05 (clip), so SS_lr = 8 · 0.01 = 0.08, SS_clip = 8 · 0.0025 = 0.02
-# of SS_total = 0.10: shares 0.8, 0.2 and 0.
+# of SS_total = 0.10 (η² 0.8 and 0.2). ω² takes off what chance puts between 2 groups of 8 runs:
+# lr (0.08 − 0.02/6) / (0.10 + 0.02/6) = 0.7419…, clip (0.02 − 0.08/6) / (0.10 + 0.08/6) = 0.0588….
+# The seed is the sweep's repetition, never a hyperparameter.
 EFFECT_LR = {0.1: 0.5, 0.2: 0.7}
 EFFECT_CLIP = {1.0: 0.0, 2.0: 0.1}
 GRID_RUNS = [
@@ -259,14 +261,44 @@ GRID_RUNS = [
 ]
 
 
-def test_importance_recovers_the_known_variance_shares():
+def test_importance_recovers_the_known_variance_shares_less_chance():
     shares = importance(GRID_RUNS)
-    assert [(e["parameter"], e["levels"]) for e in shares] == [
-        ("params.lr", 2),
-        ("params.clip", 2),
-        ("seed", 2),
+    assert [(e["parameter"], e["levels"], e["left_out"]) for e in shares] == [
+        ("params.lr", 2, None),
+        ("params.clip", 2, None),
     ]
-    assert [e["share"] for e in shares] == pytest.approx([0.8, 0.2, 0.0], abs=1e-12)
+    assert [e["share"] for e in shares] == pytest.approx([0.23 / 0.31, 0.02 / 0.34], abs=1e-12)
+
+
+def test_a_sweep_over_epsilon_and_seed_gives_importance_to_no_hyperparameter():
+    # σ calibrated from each ε target: it and the target vary with the outcome, and are its x axis
+    runs = [
+        {
+            "params": {"privacy.epsilon": eps, "noise_multiplier": 8.0 / eps, "seed": seed, "params.lr": 0.5},
+            "accuracy": 0.5 + 0.05 * eps + 0.01 * seed,
+        }
+        for eps, seed in itertools.product((1.0, 2.0, 4.0), (0, 1, 2))
+    ]
+    assert importance(runs) == []
+    fig = to_json(importance_bars(importance(runs)))
+    assert [a["text"] for a in fig["layout"]["annotations"]][-1] == (
+        "no hyperparameter varies on its own between finished runs"
+    )
+
+
+def test_a_field_the_algorithm_sets_is_left_out_as_the_algorithms_share():
+    # each algorithm runs at its own default lr: lr "explains" exactly what the algorithm does
+    runs = [
+        {"params": {"algorithm": a, "params.lr": lr, "params.clip": clip}, "accuracy": acc + 0.1 * clip}
+        for (a, lr, acc), clip in itertools.product(
+            (("isrl_mbsgd", 0.5, 0.7), ("dp_fedavg", 0.05, 0.5)), (1.0, 2.0, 1.0, 2.0)
+        )
+    ]
+    shares = {e["parameter"]: e for e in importance(runs)}
+    assert (shares["params.lr"]["share"], shares["params.lr"]["left_out"]) == (None, "set by the algorithm")
+    assert shares["algorithm"]["share"] > shares["params.clip"]["share"] > 0
+    fig = to_json(importance_bars(importance(runs)))
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["left out, set by the algorithm: params.lr"]
 
 
 def test_importance_leaves_out_a_parameter_with_a_value_per_run_and_handles_categories():
@@ -276,10 +308,16 @@ def test_importance_leaves_out_a_parameter_with_a_value_per_run_and_handles_cate
             (("isrl_mbsgd", 0.6), ("isrl_mbsgd", 0.8), ("uldp_avg", 0.2), ("uldp_avg", 0.2))
         )
     ]
-    # mean 0.45; group means 0.7 and 0.2: SS_between = 2·0.0625 · 2 = 0.25 of SS_total = 0.27
+    # mean 0.45; group means 0.7 and 0.2: SS_between = 2·0.0625 · 2 = 0.25 of SS_total = 0.27,
+    # SS_within 0.02 over 2 degrees of freedom: ω² = (0.25 − 0.01) / (0.27 + 0.01)
     assert importance(runs) == [
-        {"parameter": "algorithm", "share": pytest.approx(0.25 / 0.27, rel=1e-12), "levels": 2},
-        {"parameter": "tag", "share": None, "levels": 4},
+        {
+            "parameter": "algorithm",
+            "share": pytest.approx(0.24 / 0.28, rel=1e-12),
+            "levels": 2,
+            "left_out": None,
+        },
+        {"parameter": "tag", "share": None, "levels": 4, "left_out": "a distinct value in every run"},
     ]
     fig = to_json(importance_bars(importance(runs), labels={"algorithm": "algorithm name"}))
     (bars,) = fig["data"]
@@ -288,7 +326,7 @@ def test_importance_leaves_out_a_parameter_with_a_value_per_run_and_handles_cate
         ["algorithm name"],
         [["algorithm", 2]],
     )
-    assert bars["x"] == pytest.approx([0.25 / 0.27])
+    assert bars["x"] == pytest.approx([0.24 / 0.28])
     assert [a["text"] for a in fig["layout"]["annotations"]] == [
         "left out, a distinct value in every run: tag"
     ]

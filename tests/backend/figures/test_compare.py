@@ -235,28 +235,29 @@ def test_parcoords_of_a_sweep_has_its_varying_parameters_then_outcomes(world):
     assert fig["layout"]["title"]["subtitle"]["text"] == "4 runs of sweep eps · 2 non-private runs not drawn"
 
 
-def test_importance_of_a_sweep_is_the_between_group_variance_share(world):
+def test_importance_of_a_sweep_is_the_bias_corrected_between_group_variance_share(world):
     client = world["client"]
     fig = client.get(f"/api/sweeps/{world['lr']}/figures/importance").json()
     shares = {e["parameter"]: e for e in fig["layout"]["meta"]["importance"]}
-    assert sorted(shares) == ["params.lr", "seed"]
+    assert sorted(shares) == ["params.lr"]  # the seed is the sweep's repetition, not a hyperparameter
     accuracy = {
         run_id: world["runs"][run_id]["final_accuracy"]
         for run_id in _ids(world, sweep="lr", algorithm="isrl_mbsgd")
     }
     mean = sum(accuracy.values()) / 4
     total = sum((a - mean) ** 2 for a in accuracy.values())
-    for parameter, key in (("params.lr", "lr"), ("seed", None)):
-        groups: dict[Any, list[float]] = {}
-        for run_id, a in accuracy.items():
-            spec = client.get(f"/api/runs/{run_id}/spec").json()
-            groups.setdefault(spec["params"][key] if key else spec["seed"], []).append(a)
-        between = sum(len(g) * (sum(g) / len(g) - mean) ** 2 for g in groups.values())
-        assert shares[parameter]["share"] == pytest.approx(between / total, rel=1e-9)
-        assert shares[parameter]["levels"] == 2
+    groups: dict[Any, list[float]] = {}
+    for run_id, a in accuracy.items():
+        groups.setdefault(client.get(f"/api/runs/{run_id}/spec").json()["params"]["lr"], []).append(a)
+    between = sum(len(g) * (sum(g) / len(g) - mean) ** 2 for g in groups.values())
+    within = (total - between) / (4 - 2)
+    assert shares["params.lr"]["share"] == pytest.approx(
+        max(0.0, (between - within) / (total + within)), rel=1e-9
+    )
+    assert (shares["params.lr"]["levels"], shares["params.lr"]["left_out"]) == (2, None)
     (bars,) = fig["data"]
-    assert bars["y"] == [e["parameter"] for e in fig["layout"]["meta"]["importance"]]
-    assert bars["x"] == [e["share"] for e in fig["layout"]["meta"]["importance"]]
+    assert bars["y"] == ["params.lr"] and bars["x"] == [shares["params.lr"]["share"]]
+    assert fig["layout"]["xaxis"]["title"]["text"].startswith("ω²")
 
 
 def test_a_protected_dataset_shows_no_majority_class(world):
