@@ -211,7 +211,9 @@ def tradeoff_figure(
             "run_ids": cell["run_ids"],
         }
         if cell["notion"] == "none":
-            reference.append(common)
+            # drawn only in the panels of the notions its dataset's private runs are in
+            datasets = {r.dataset for r in members}
+            reference.append(common | {"notions": _notions_of(runs, datasets)})
             continue
         # The x axis is the ε its ledger spent (a paper calibration may spend far more than its
         # target, which the hover then shows); a point whose ledger does not cover every release
@@ -264,8 +266,20 @@ def _baselines(runs: Sequence[_Compared]) -> list[dict[str, Any]]:
     for dataset in datasets:
         baseline = _cell_baseline(r for r in runs if r.dataset == dataset)
         if baseline is not None:
-            lines.append({"accuracy": baseline["accuracy"], "label": dataset if len(datasets) > 1 else None})
+            lines.append(
+                {
+                    "accuracy": baseline["accuracy"],
+                    "label": dataset if len(datasets) > 1 else None,
+                    "notions": _notions_of(runs, {dataset}),
+                }
+            )
     return lines
+
+
+def _notions_of(runs: Sequence[_Compared], datasets: set[str]) -> list[str] | None:
+    """Returns the privacy notions of the private runs on `datasets`, the panels a line of theirs
+    is drawn in; None (every panel) when none is private."""
+    return sorted({r.notion for r in runs if r.dataset in datasets and r.notion != "none"}) or None
 
 
 def spent_figure(session: Session, run_ids: Sequence[str]) -> dict[str, Any]:

@@ -100,9 +100,9 @@ def tradeoff(
         if frontier:
             fig.add_trace(_frontier(frontier, first=col == 1), row=1, col=col)
     for ref in references:
-        _add_reference(fig, ref, len(panels))
+        _add_reference(fig, ref, _columns(panels, ref))
     for line in baselines or ():
-        _add_baseline(fig, line, len(panels))
+        _add_baseline(fig, line, _columns(panels, line))
     if not points:
         _no_data(fig, "no finished runs yet")
     return fig
@@ -203,16 +203,23 @@ def _cell_text(cell: Point) -> str:
     return text
 
 
-def _add_reference(fig: go.Figure, ref: Point, panels: int) -> None:
-    """Adds a non-private result as a dashed line (and its ± std band) across every panel.
+def _columns(panels: Sequence[str | None], line: Point) -> list[int]:
+    """Returns the panels (1-based columns) a reference line belongs in: those of the notions its
+    dataset's runs were drawn in (`line["notions"]`), or every panel when it does not say."""
+    notions = line.get("notions")
+    return [col for col, notion in enumerate(panels, start=1) if notions is None or notion in notions]
+
+
+def _add_reference(fig: go.Figure, ref: Point, columns: Sequence[int]) -> None:
+    """Adds a non-private result as a dashed line (and its ± std band) across its panels.
 
     A layout shape in axis-domain coordinates, not a trace: it spans the plot whatever the ε range
-    and does not widen it. The label is written on the first panel only.
+    and does not widen it. The label is written on its first panel only.
     """
     colour = algorithm_colour(ref["algorithm"])
     name = f"non-private {_series(ref)}"
     std = ref.get("std")
-    for col in range(1, panels + 1):
+    for col in columns:
         if std is not None:
             fig.add_hrect(
                 y0=ref["mean"] - std,
@@ -232,7 +239,7 @@ def _add_reference(fig: go.Figure, ref: Point, panels: int) -> None:
                 "annotation_font_color": colour,
                 "annotation_hovertext": _cell_text({**ref, "epsilon": None}),
             }
-            if col == 1
+            if col == columns[0]
             else {}
         )
         fig.add_hline(
@@ -240,25 +247,25 @@ def _add_reference(fig: go.Figure, ref: Point, panels: int) -> None:
             line={"color": colour, "dash": "dash", "width": 2},
             name=name,
             legendgroup=name,
-            showlegend=col == 1,
+            showlegend=col == columns[0],
             row=1,
             col=col,
             **label,
         )
 
 
-def _add_baseline(fig: go.Figure, line: Point, panels: int) -> None:
-    """Adds a majority-class accuracy as a dotted grey line across every panel, labelled not private."""
+def _add_baseline(fig: go.Figure, line: Point, columns: Sequence[int]) -> None:
+    """Adds a majority-class accuracy as a dotted grey line across its panels, labelled not private."""
     where = f", {line['label']}" if line.get("label") else ""
     name = f"majority class{where} (not private)"
-    for col in range(1, panels + 1):
+    for col in columns:
         label = (
             {
                 "annotation_text": f"majority class{where}: {line['accuracy']:.3g} (not private)",
                 "annotation_position": "bottom right",
                 "annotation_font_color": FAINT_GREY,
             }
-            if col == 1
+            if col == columns[0]
             else {}
         )
         fig.add_hline(
@@ -266,7 +273,7 @@ def _add_baseline(fig: go.Figure, line: Point, panels: int) -> None:
             line={"color": FAINT_GREY, "dash": "dot", "width": 1.5},
             name=name,
             legendgroup=name,
-            showlegend=col == 1,
+            showlegend=col == columns[0],
             row=1,
             col=col,
             **label,

@@ -88,6 +88,23 @@ def test_a_reference_line_spans_every_panel_and_is_labelled_once():
     assert [a["text"] for a in layout["annotations"]] == ["non-private fedavg: 0.9"]
 
 
+def test_reference_lines_are_drawn_only_in_the_panels_of_their_datasets_runs():
+    # panels: record-level (x), user-level (x2); heart's runs are user-level only, digits' record-level
+    ref = {"algorithm": "fedavg", "mean": 0.9, "std": None, "n": 1, "notions": ["user"]}
+    baselines = [
+        {"accuracy": 0.1, "label": "digits", "notions": ["record"]},
+        {"accuracy": 0.55, "label": "heart", "notions": ["user"]},
+    ]
+    layout = to_json(tradeoff(USER + RECORD, reference=ref, baselines=baselines))["layout"]
+    lines = [(s["xref"], s["y0"]) for s in layout["shapes"] if s["type"] == "line"]
+    assert lines == [("x2 domain", 0.9), ("x domain", 0.1), ("x2 domain", 0.55)]
+    assert [a["text"] for a in layout["annotations"]] == [
+        "non-private fedavg: 0.9",
+        "majority class, digits: 0.1 (not private)",
+        "majority class, heart: 0.55 (not private)",
+    ]
+
+
 def test_the_pareto_frontier_is_drawn_per_panel():
     pareto = [{**p, "run_ids": ["a"]} for p in RECORD] + [USER[1]]
     fig = to_json(tradeoff(USER + RECORD, pareto=pareto))

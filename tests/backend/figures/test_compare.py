@@ -285,3 +285,30 @@ def test_a_protected_dataset_shows_no_majority_class(world):
         )
     finally:
         client.delete("/api/budgets/digits")
+
+
+def test_reference_lines_appear_only_in_the_panels_of_their_datasets_runs(world):
+    client = world["client"]
+    gdp = client.post(
+        "/api/runs",
+        json={
+            "algorithm": "gdp_gd",
+            "params": {"feature_clip": 3.0, "lr": 0.5},
+            "dataset": {"name": "logistic", "silos": 2, "options": {"num_samples": 200, "num_test": 100}},
+            "model": {"name": "logreg"},
+            "rounds": 2,
+            "privacy": {"epsilon": 2.0, "delta": 1e-5, "accountant": "gdp"},
+        },
+    ).json()["id"]
+    run_here(world["settings"], gdp)
+    fig = client.get("/api/figures/tradeoff", params={"sweeps": world["eps"], "runs": gdp}).json()
+    panel = {
+        notion: "x domain" if i == 0 else f"x{i + 1} domain"
+        for i, notion in enumerate(fig["layout"]["meta"]["notions"])
+    }
+    assert sorted(panel) == ["gdp", "record"]
+    # digits' FedAvg and majority class belong with digits' record-level runs, logistic's with GDP
+    lines = sorted((s["xref"], s["line"]["dash"]) for s in fig["layout"]["shapes"] if s["type"] == "line")
+    assert lines == sorted([(panel["record"], "dash"), (panel["record"], "dot"), (panel["gdp"], "dot")])
+    labels = sorted(a["text"].split(":")[0] for a in fig["layout"]["annotations"] if "class" in a["text"])
+    assert labels == ["majority class, digits", "majority class, logistic"]
