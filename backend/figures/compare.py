@@ -233,6 +233,7 @@ def tradeoff_figure(
         points,
         reference=reference or None,
         pareto=_frontier(points, runs) or None,
+        no_frontier=_no_frontier(runs),
         baselines=_baselines(runs) or None,
         log_x=log_x,
         subtitle=plots.compare_subtitle(r.setting() for r in runs) or None,
@@ -248,14 +249,22 @@ def _frontier(points: Sequence[dict[str, Any]], runs: Sequence[_Compared]) -> li
 
     A frontier across datasets would rank results of different tasks against each other.
     """
-    out = []
-    for notion in {p["notion"] for p in points}:
-        if len({r.dataset for r in runs if r.notion == notion}) != 1:
-            continue
+    out, skipped = [], _no_frontier(runs)
+    for notion in {p["notion"] for p in points} - set(skipped):
         mine = [
             p | {"accuracy": p["mean"]} for p in points if p["notion"] == notion and not p["not_guaranteed"]
         ]
         out.extend(front(mine))
+    return out
+
+
+def _no_frontier(runs: Sequence[_Compared]) -> dict[str, str]:
+    """Returns why each notion drawn without a frontier has none: its runs are on several datasets."""
+    out = {}
+    for notion in {r.notion for r in runs if r.notion != "none"}:
+        datasets = sorted({r.dataset for r in runs if r.notion == notion})
+        if len(datasets) > 1:
+            out[notion] = f"runs on {len(datasets)} datasets ({', '.join(datasets)}) are not ranked together"
     return out
 
 

@@ -36,6 +36,7 @@ def tradeoff(
     reference: Point | Sequence[Point] | None = None,
     pareto: Sequence[Point] | None = None,
     baselines: Sequence[Point] | None = None,
+    no_frontier: Mapping[str, str] | None = None,
     log_x: bool = True,
     title: str = "Final test accuracy against ε",
     subtitle: str | None = None,
@@ -59,6 +60,8 @@ def tradeoff(
             ``run_ids``), in any order; one frontier per panel.
         baselines: majority-class lines ``{"accuracy": float, "label": str | None}``, dotted
             across every panel and labelled "not private" (the rate reads the evaluation labels).
+        no_frontier: why a notion's panel has no frontier, written in that panel (e.g. its runs
+            are on several datasets, whose accuracies a frontier must not rank together).
         log_x: draw ε on a log axis (sweeps usually span ε = 0.1 … 10).
         title: the figure's title.
         subtitle: the title's second line (datasets, δ, rounds, accountants).
@@ -99,6 +102,20 @@ def tradeoff(
         frontier = [c for c in pareto or () if c.get("notion") == notion]
         if frontier:
             fig.add_trace(_frontier(frontier, first=col == 1), row=1, col=col)
+        elif notion in (no_frontier or {}):
+            suffix = "" if col == 1 else str(col)
+            fig.add_annotation(
+                text=f"no Pareto frontier: {no_frontier[notion]}",
+                name="no-frontier",
+                xref=f"x{suffix} domain",
+                yref=f"y{suffix} domain",
+                x=0.02,
+                y=0.02,
+                xanchor="left",
+                yanchor="bottom",
+                showarrow=False,
+                font={"color": FAINT_GREY},
+            )
     for ref in references:
         _add_reference(fig, ref, _columns(panels, ref))
     for line in baselines or ():

@@ -312,3 +312,23 @@ def test_reference_lines_appear_only_in_the_panels_of_their_datasets_runs(world)
     assert lines == sorted([(panel["record"], "dash"), (panel["record"], "dot"), (panel["gdp"], "dot")])
     labels = sorted(a["text"].split(":")[0] for a in fig["layout"]["annotations"] if "class" in a["text"])
     assert labels == ["majority class, digits", "majority class, logistic"]
+    assert {t["meta"]["notion"] for t in _traces(fig, "pareto")} == {"record", "gdp"}
+
+    # a record-level run on logistic too: that panel's frontier would rank two tasks, so it has none
+    isrl = client.post(
+        "/api/runs",
+        json={
+            "algorithm": "isrl_mbsgd",
+            "params": {"lr": 0.5, "batch_size": 64, "clip": 1.0},
+            "dataset": {"name": "logistic", "silos": 2, "options": {"num_samples": 200, "num_test": 100}},
+            "model": {"name": "logreg"},
+            "rounds": 2,
+            "privacy": {"epsilon": 4.0, "delta": 1e-5},
+        },
+    ).json()["id"]
+    run_here(world["settings"], isrl)
+    fig = client.get("/api/figures/tradeoff", params={"sweeps": world["eps"], "runs": f"{gdp},{isrl}"}).json()
+    assert {t["meta"]["notion"] for t in _traces(fig, "pareto")} == {"gdp"}
+    (note,) = [a for a in fig["layout"]["annotations"] if a.get("name") == "no-frontier"]
+    assert note["text"] == "no Pareto frontier: runs on 2 datasets (digits, logistic) are not ranked together"
+    assert note["xref"] == panel["record"]
