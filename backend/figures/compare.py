@@ -170,9 +170,15 @@ def _cell_baseline(members: Iterable[_Compared]) -> dict[str, float] | None:
 
 
 def tradeoff_figure(
-    session: Session, *, sweep_ids: Sequence[str], run_ids: Sequence[str], log_x: bool
+    session: Session,
+    *,
+    sweep_ids: Sequence[str],
+    run_ids: Sequence[str],
+    log_x: bool,
+    guaranteed_only: bool = False,
 ) -> dict[str, Any]:
-    """Returns final accuracy against ε for the sweeps' and picked runs' succeeded runs.
+    """Returns final accuracy against ε for the sweeps' and picked runs' succeeded runs (only those
+    whose guarantee holds when `guaranteed_only`; the others' ids in `layout.meta.not_guaranteed`).
 
     Raises:
         ParameterError: neither sweeps nor runs were given (422).
@@ -182,6 +188,8 @@ def tradeoff_figure(
         raise ParameterError("query", "sweeps", "give `sweeps` (or `sweep`) or `runs`: comma-separated ids")
     every, sweeps = _runs(session, sweep_ids, run_ids)
     runs = [r for r in every if r.status == RunStatus.succeeded and r.accuracy is not None]
+    hidden = [r.id for r in runs if guaranteed_only and r.not_guaranteed]
+    runs = [r for r in runs if r.id not in hidden]
     by_id = {r.id: r for r in runs}
     configs = configurations({r.id: r.spec for r in runs})
     series = _series(runs, sweeps, configs)
@@ -240,7 +248,8 @@ def tradeoff_figure(
     )
     out = plots.to_json(fig)
     # runs asked for that are not drawn (not succeeded yet, or never evaluated), for the browser to list
-    out["layout"]["meta"]["left_out"] = [r.id for r in every if r.id not in by_id]
+    out["layout"]["meta"]["left_out"] = [r.id for r in every if r.id not in by_id and r.id not in hidden]
+    out["layout"]["meta"]["not_guaranteed"] = hidden
     return out
 
 

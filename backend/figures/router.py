@@ -34,6 +34,9 @@ def tradeoff(
     sweeps: Annotated[str | None, Query(description="comma-separated sweep ids, drawn on one chart")] = None,
     runs: RunIds = None,
     log: Annotated[int, Query(ge=0, le=1, description="1: ε on a log axis")] = 1,
+    guaranteed: Annotated[
+        int, Query(ge=0, le=1, description="1: leave out runs whose ledger does not cover every release")
+    ] = 0,
 ) -> dict[str, Any]:
     """Final accuracy against ε for any sweeps and hand-picked runs, on one chart.
 
@@ -44,11 +47,17 @@ def tradeoff(
     `[algorithm, epsilon, run_ids]` (trace `meta.role` "mean" or "pareto"). Non-private runs are
     dashed reference lines; the dotted "majority class" line is the accuracy of always predicting
     the evaluation set's commonest label (not private; not shown for protected datasets), and a
-    point within the guessing margin of it is drawn as × ("no better than guessing").
+    point within the guessing margin of it is drawn as × ("no better than guessing"). A point whose
+    runs' guarantee is broken is hollow and never on the frontier; `guaranteed=1` leaves such
+    runs out (listed in `layout.meta.not_guaranteed`).
     """
     sweep_ids = compare.ids(",".join(filter(None, (sweep, sweeps))), name="sweeps")
     return compare.tradeoff_figure(
-        session, sweep_ids=sweep_ids, run_ids=compare.ids(runs, name="runs"), log_x=bool(log)
+        session,
+        sweep_ids=sweep_ids,
+        run_ids=compare.ids(runs, name="runs"),
+        log_x=bool(log),
+        guaranteed_only=bool(guaranteed),
     )
 
 

@@ -332,3 +332,44 @@ def test_a_drawn_comparison_fits_a_phone_and_has_no_serious_accessibility_violat
         assert serious_violations(page) == []
     finally:
         context.close()
+
+
+def test_a_line_search_run_is_hollow_named_off_the_frontier_and_hidden_by_the_toggle(page: Page, server):
+    from tests.browser.conftest import wait_finished
+
+    base = {
+        "algorithm": "gdp_localnewton",
+        "dataset": {"name": "breast_cancer", "silos": 4},
+        "model": {"name": "logreg"},
+        "rounds": 2,
+        "privacy": {"mu": 2.0, "delta": 1e-5, "accountant": "gdp"},
+    }
+    fixed = create_run(server, base | {"params": {"step": "fixed"}})
+    searched = create_run(
+        server, base | {"params": {"step": "line_search"}, "privacy": base["privacy"] | {"mu": 1.0}}
+    )
+    for run_id in (fixed, searched):
+        assert wait_finished(server, run_id)["status"] == "succeeded"
+    page.goto(f"/#/compare?runs={fixed},{searched}")
+    page.wait_for_function(f"() => {CHART}?.data?.some(t => t.meta?.role === 'mean')", timeout=30_000)
+    means = page.evaluate(
+        f"{CHART}.data.filter(t => t.meta?.role === 'mean').map(t => ({{name: t.name, "
+        "symbol: t.marker.symbol, hover: t.hovertext, ids: t.customdata.flatMap(c => c[2])}))"
+    )
+    (hollow,) = [m for m in means if searched in m["ids"]]
+    (solid,) = [m for m in means if fixed in m["ids"]]
+    assert hollow["name"].endswith("(not guaranteed)") and all(s.endswith("-open") for s in hollow["symbol"])
+    assert "not guaranteed: " in hollow["hover"][0] and "line search" in hollow["hover"][0]
+    assert not any(s.endswith("-open") for s in solid["symbol"])
+    frontier = page.evaluate(
+        f"{CHART}.data.filter(t => t.meta?.role === 'pareto').flatMap(t => t.customdata.flatMap(c => c[2]))"
+    )
+    assert searched not in frontier and fixed in frontier  # the searched run has the lower ε
+
+    page.get_by_role("checkbox", name="hide not guaranteed").check()
+    expect(page.locator(".not-guaranteed-hidden")).to_have_text(
+        "1 run hidden: not guaranteed (their ledger does not cover every release)."
+    )
+    drawn = f"{CHART}.data.filter(t => t.meta?.role === 'mean').flatMap(t => t.customdata.flatMap(c => c[2]))"
+    page.wait_for_function(f"() => {drawn}.join() === '{fixed}'")
+    assert hash_params(page)["guaranteed"] == "1"

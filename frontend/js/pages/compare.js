@@ -1,7 +1,8 @@
 // Compare: final accuracy against ε for any sweeps and hand-picked runs on one chart (one panel per
 // privacy notion), the runs behind each point, accuracy against ε spent for the picked runs, and,
 // for one sweep, its own panel. The view's state lives in the URL (`sweeps=a,b`, `runs=x,y`,
-// `log`; an old link's `sweep=a` is read as `sweeps=a`); export PNG, and CSV and JSON of one sweep.
+// `log`, `guaranteed` to hide runs whose guarantee is broken; an old link's `sweep=a` is read as
+// `sweeps=a`); export PNG, and CSV and JSON of one sweep.
 import { api } from "../api.js";
 import { draw, exportPng, onPointClick, preloadCharts } from "../charts.js";
 import { banner, download, h, replace, setTitle } from "../dom.js";
@@ -34,13 +35,14 @@ export async function render(root) {
   const params = current().params;
   if (params.sweep || params.sweeps || params.runs) preloadCharts();
   // `sweep=` is how links made before multi-sweep compare name their sweep
-  const state = { sweeps: list([params.sweep, params.sweeps].filter(Boolean).join(",")), runs: list(params.runs), log: params.log ?? "1" };
-  const url = () => ({ log: state.log, sweeps: state.sweeps.join(","), runs: state.runs.join(",") });
+  const state = { sweeps: list([params.sweep, params.sweeps].filter(Boolean).join(",")), runs: list(params.runs), log: params.log ?? "1", guaranteed: params.guaranteed ?? "0" };
+  const url = () => ({ log: state.log, guaranteed: state.guaranteed, sweeps: state.sweeps.join(","), runs: state.runs.join(",") });
 
   const tradeoff = h("div", { class: "chart tall", id: "chart-tradeoff" });
   const warning = h("p", { class: "notion-warning", role: "status", hidden: true });
   const leftOut = h("p", { class: "left-out muted", hidden: true });
-  const chartCard = h("div", { class: "card" }, warning, leftOut, tradeoff);
+  const hiddenNote = h("p", { class: "not-guaranteed-hidden muted", hidden: true });
+  const chartCard = h("div", { class: "card" }, warning, leftOut, hiddenNote, tradeoff);
   const hint = h("p", { class: "muted" }, "Pick one or more sweeps above, or runs from the Runs list (“Compare selected”).");
   const points = h("section", { class: "card points-card", "aria-label": "plotted points" });
   const drilldown = h("section", { class: "card drilldown", "aria-label": "runs of a point", hidden: true });
@@ -83,7 +85,7 @@ export async function render(root) {
       }
       if (!any) return;
       const seen = await counts();
-      const figure = await api.tradeoffFigure({ sweeps: state.sweeps.join(","), runs: state.runs.join(","), log: state.log });
+      const figure = await api.tradeoffFigure({ sweeps: state.sweeps.join(","), runs: state.runs.join(","), log: state.log, guaranteed: state.guaranteed });
       if (stale()) return;
       lastCounts = seen;
       await draw(tradeoff, figure);
@@ -91,6 +93,9 @@ export async function render(root) {
       const meta = figure.layout.meta ?? {};
       warning.textContent = meta.warning ?? "";
       warning.hidden = !meta.warning;
+      const hiddenRuns = meta.not_guaranteed ?? [];
+      hiddenNote.textContent = `${hiddenRuns.length} run${hiddenRuns.length === 1 ? "" : "s"} hidden: not guaranteed (their ledger does not cover every release).`;
+      hiddenNote.hidden = !hiddenRuns.length;
       const rows = plottedPoints(figure);
       replace(points, h("h2", {}, "Plotted points"),
         rows.length ? pointsTable(rows, openPoint) : h("p", { class: "muted" }, "No private points yet."));
@@ -108,12 +113,13 @@ export async function render(root) {
 
   const picker = sweepPicker(state.sweeps, (ids) => { state.sweeps = ids; load({ selectionChanged: true }); });
   const logBox = h("input", { type: "checkbox", name: "log", checked: state.log === "1", onchange: (e) => { state.log = e.target.checked ? "1" : "0"; load(); } });
+  const guaranteedBox = h("input", { type: "checkbox", name: "guaranteed", checked: state.guaranteed === "1", onchange: (e) => { state.guaranteed = e.target.checked ? "1" : "0"; load(); } });
   const csv = h("button", { onclick: () => oneSweep() && (location.href = api.summaryCsvUrl(oneSweep())) }, "Export CSV");
   const json = h("button", { onclick: async () => oneSweep() && download(`sweep-${oneSweep()}.json`, JSON.stringify(await api.summary(oneSweep()), null, 1), "application/json") }, "Export JSON");
   exportButtons.push(csv, json);
 
   replace(root, h("h1", {}, "Compare"),
-    h("div", { class: "toolbar" }, h("label", {}, "log-scale ε", logBox),
+    h("div", { class: "toolbar" }, h("label", {}, "log-scale ε", logBox), h("label", {}, "hide not guaranteed", guaranteedBox),
       h("button", { onclick: () => exportPng(tradeoff, "tradeoff") }, "Export PNG"), csv, json,
       h("a", { href: "#/new?mode=sweep" }, "new sweep")),
     picker.el, hint, chartCard, points, drilldown, spentCard, sweepPanel);

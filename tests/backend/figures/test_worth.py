@@ -53,3 +53,12 @@ def test_a_run_its_ledger_does_not_cover_is_hollow_named_and_off_the_frontier(cl
     assert not covered["marker"]["symbol"][0].endswith("-open")
     (frontier,) = [t for t in fig["data"] if t["meta"]["role"] == "pareto"]
     assert frontier["x"] == covered["x"]  # the fitted run has the lower ε, yet is not on it
+    assert fig["layout"]["meta"]["not_guaranteed"] == []
+
+    # the toggle: runs whose guarantee is broken are left out, and named
+    shown = client.get("/api/figures/tradeoff", params={"runs": ",".join(ids), "guaranteed": 1}).json()
+    assert [t["name"] for t in _mean(shown)] == ["isrl_mbsgd"]  # one configuration left: no label
+    assert shown["layout"]["meta"]["not_guaranteed"] == [ids[1]]
+    assert shown["layout"]["meta"]["left_out"] == []
+    bad = client.get("/api/figures/tradeoff", params={"runs": ids[0], "guaranteed": 2})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "guaranteed"]
