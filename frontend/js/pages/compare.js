@@ -36,7 +36,7 @@ export async function render(root) {
   if (params.sweep || params.sweeps || params.runs) preloadCharts();
   // `sweep=` is how links made before multi-sweep compare name their sweep
   const state = { sweeps: list([params.sweep, params.sweeps].filter(Boolean).join(",")), runs: list(params.runs), log: params.log ?? "1", guaranteed: params.guaranteed ?? "0" };
-  const url = () => ({ log: state.log, guaranteed: state.guaranteed, sweeps: state.sweeps.join(","), runs: state.runs.join(",") });
+  const url = () => ({ log: state.log, guaranteed: state.guaranteed === "1" ? "1" : "", sweeps: state.sweeps.join(","), runs: state.runs.join(",") });
 
   const tradeoff = h("div", { class: "chart tall", id: "chart-tradeoff" });
   const warning = h("p", { class: "notion-warning", role: "status", hidden: true });
