@@ -24,7 +24,7 @@ from dpfl.plots.notions import epsilon_title, faceted_figure, notions_in
 __all__ = ["tradeoff"]
 
 _BAND_ALPHA = 0.18
-_FRONTIER_COLOUR = "#000000"
+_FRONTIER_COLOUR = "#8c8c8c"  # light: a guide under the series, not a series of its own
 _GUESSING_SYMBOL = "x"
 
 Point = Mapping[str, Any]
@@ -308,8 +308,8 @@ def _frontier(pareto: Sequence[Point], *, first: bool) -> go.Scatter:
         x=_floats(c["epsilon"] for c in cells),
         y=_floats(c["mean"] for c in cells),
         mode="lines+markers",
-        line={"color": _FRONTIER_COLOUR, "width": 3, "shape": "hv"},
-        marker={"symbol": "circle-open", "size": 15, "color": _FRONTIER_COLOUR, "line": {"width": 2}},
+        line={"color": _FRONTIER_COLOUR, "width": 1.5, "shape": "hv"},
+        marker={"symbol": "circle-open", "size": 12, "color": _FRONTIER_COLOUR, "line": {"width": 1.5}},
         name="Pareto frontier",
         legendgroup="pareto",
         showlegend=first,

@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.axe import serious_violations
-from tests.browser.conftest import create_run
+from tests.browser.conftest import create_run, shoot
 
 pytestmark = pytest.mark.browser
 
@@ -374,3 +374,60 @@ def test_a_line_search_run_is_hollow_named_off_the_frontier_and_hidden_by_the_to
     drawn = f"{CHART}.data.filter(t => t.meta?.role === 'mean').flatMap(t => t.customdata.flatMap(c => c[2]))"
     page.wait_for_function(f"() => {drawn}.join() === '{fixed}'")
     assert hash_params(page)["guaranteed"] == "1"
+
+
+def _layout_facts(page: Page) -> dict:
+    """Each panel's plot width in px and its ε axis title's box, and the legend's box."""
+    return page.evaluate(
+        f"""() => {{
+          const c = {CHART}, full = c._fullLayout;
+          const axes = Object.keys(full).filter(k => /^xaxis\\d*$/.test(k)).sort();
+          const box = (el) => {{
+            const r = el.getBoundingClientRect();
+            return [r.left, r.top, r.right, r.bottom];
+          }};
+          return {{
+            widths: axes.map(k => full[k]._length),
+            titles: [...c.querySelectorAll("[class^='g-x'][class$='title'] text")].map(box),
+            legend: c.querySelector(".legend") ? box(c.querySelector(".legend")) : null,
+          }};
+        }}"""
+    )
+
+
+def _overlap(a: list[float], b: list[float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "name"), [(1440, 900, "compare-desktop"), (390, 844, "compare-phone")]
+)
+def test_the_panels_are_legible_on_a_desktop_and_a_phone(browser, server, sweeps, width, height, name):
+    context = browser.new_context(base_url=server, viewport={"width": width, "height": height})
+    try:
+        page = context.new_page()
+        page.goto(f"/#/compare?sweeps={sweeps['record']},{sweeps['user']}")
+        wait_drawn(page, 2)
+        page.wait_for_timeout(300)  # charts size themselves after the first draw
+        facts = _layout_facts(page)
+        assert len(facts["widths"]) == 2 and min(facts["widths"]) >= 300, facts  # stacked on the phone
+        assert len(facts["titles"]) == 2 and not _overlap(*facts["titles"]), facts
+        if width < 700:  # the legend under the plots, clear of the axis titles
+            assert facts["legend"][1] >= max(t[3] for t in facts["titles"]) - 1, facts
+        shoot(page, name)
+    finally:
+        context.close()
+
+
+def test_sigma_per_silo_reads_as_its_mean_and_range_not_a_raw_array(page: Page):
+    page.goto("/")
+    words = page.evaluate(
+        """async () => {
+          const m = await import("/js/pages/compare/drilldown.js");
+          return [m.sigmaText(1.0811956543171695), m.sigmaText([1.5, 1.25, 1.0]), m.sigmaText(null)];
+        }"""
+    )
+    one, many, none = words
+    assert len(one) <= 6 and one.startswith("1.08"), one
+    assert re.fullmatch(r"1\.25 \(per silo 1–1\.5\)", many), many
+    assert none == "–"

@@ -32,8 +32,8 @@ export function pointsTable(points, open) {
   const label = (p) => `runs of ${p.series} at ε = ${fmt(p.epsilon)}`;
   return h("div", { class: "table-scroll" }, h("table", { class: "grid points" },
     h("caption", { class: "visually-hidden" }, "The plotted points: mean final accuracy over seeds"),
-    h("thead", {}, h("tr", {}, ["algorithm", "ε", "accuracy (mean ± std)", "n", "notion", ""].map((c) =>
-      h("th", { scope: "col" }, c || h("span", { class: "visually-hidden" }, "runs"))))),
+    h("thead", {}, h("tr", {}, ["algorithm", "ε", "accuracy (mean ± std)", "n", "notion", ""].map((c, i) =>
+      h("th", { scope: "col", class: [1, 2, 3].includes(i) ? "num" : null }, c || h("span", { class: "visually-hidden" }, "runs"))))),
     h("tbody", {}, points.map((p) => h("tr", {},
       h("td", {}, p.series),
       h("td", { class: "num" }, fmt(p.epsilon)),
@@ -43,9 +43,17 @@ export function pointsTable(points, open) {
       h("td", {}, h("button", { type: "button", "aria-label": label(p), onclick: () => open([p.algorithm, p.epsilon, p.runIds]) }, "runs")))))));
 }
 
+/** Returns σ in words: one number, or per silo as "mean (per silo min–max)", never a raw array. */
+export function sigmaText(sigma) {
+  if (typeof sigma === "number") return fmt(sigma);
+  if (!Array.isArray(sigma) || !sigma.length) return "–";
+  const mean = sigma.reduce((a, b) => a + b, 0) / sigma.length;
+  return `${fmt(mean)} (per silo ${fmt(Math.min(...sigma))}–${fmt(Math.max(...sigma))})`;
+}
+
 /** One run's privacy in a line: ε spent, δ, accountant and σ (the run's own figures, from the ledger). */
 function ledgerLine(run) {
-  const sigma = typeof run.noise_multiplier === "number" ? fmt(run.noise_multiplier) : JSON.stringify(run.noise_multiplier ?? "–");
+  const sigma = sigmaText(run.noise_multiplier);
   return h("li", {}, `${run.id.slice(0, 8)}: ε = ${fmt(run.epsilon)}, δ = ${DELTA(run.delta)}, accountant ${run.accountant ?? "–"}, σ = ${sigma}`);
 }
 
