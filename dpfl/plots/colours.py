@@ -27,7 +27,7 @@ _PALETTE = (
     "#E69F00",  # orange
     "#56B4E9",  # sky blue
     "#009E73",  # bluish green
-    "#F0E442",  # yellow
+    "#B59B00",  # dark yellow (Okabe & Ito's #F0E442 is unreadable as a line on white)
     "#0072B2",  # blue
     "#D55E00",  # vermillion
     "#CC79A7",  # reddish purple
@@ -78,8 +78,10 @@ _CATALOGUE = (
     "isrl_spider_alt",
 )
 
-# Colours of the figures that show no algorithm: a run's test and train curves, a highlighted summary.
+# Colours of the figures that show no algorithm: a run's test accuracy, test loss and train curves,
+# a highlighted summary.
 TEST_COLOUR = _PALETTE[4]
+LOSS_COLOUR = _PALETTE[6]
 TRAIN_COLOUR = _PALETTE[0]
 HIGHLIGHT_COLOUR = _PALETTE[5]
 FAINT_GREY = "#808080"

@@ -9,7 +9,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dpfl.plots.colours import TEST_COLOUR, TRAIN_COLOUR, algorithm_colour
+from dpfl.plots.colours import LOSS_COLOUR, TEST_COLOUR, TRAIN_COLOUR, algorithm_colour
 from dpfl.plots.layout import _DASHES, _epsilon_axis, _floats, _hover, _layout, _no_data
 from dpfl.plots.notions import epsilon_title, faceted_figure, notions_in
 
@@ -152,7 +152,7 @@ def learning_curves(rounds: Sequence[Mapping[str, Any]]) -> go.Figure:
         )
     )
     ordered = sorted(rounds, key=lambda r: r["round"])
-    curves = [("test accuracy", "accuracy", TEST_COLOUR, 1), ("test loss", "loss", TEST_COLOUR, 2)]
+    curves = [("test accuracy", "accuracy", TEST_COLOUR, 1), ("test loss", "loss", LOSS_COLOUR, 2)]
     if any(r.get("train_loss") is not None for r in ordered):
         curves.append(("train loss (not private)", "train_loss", TRAIN_COLOUR, 2))
     for name, key, colour, row in curves:

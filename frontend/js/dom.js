@@ -40,6 +40,18 @@ export function fmt(value, digits = 3) {
   return Number(value.toPrecision(digits)).toString();
 }
 
+/**
+ * Returns δ as people write it, the way the server's figures do (`dpfl.plots.delta_text`, Python's
+ * `%.3g`): 1e-5, 2.5e-6, 0.001, 0.5; never 0.00001 or 1e-05.
+ * @param {number | null | undefined} d
+ */
+export function deltaText(d) {
+  if (d === null || d === undefined || Number.isNaN(d)) return "–";
+  const rounded = Number(d.toPrecision(3));
+  const exponent = rounded === 0 ? 0 : Math.floor(Math.log10(Math.abs(rounded)));
+  return exponent < -4 || exponent >= 3 ? rounded.toExponential() : rounded.toString();
+}
+
 /** Returns a status chip. */
 export function chip(status) {
   return setChip(h("span"), status);

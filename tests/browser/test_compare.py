@@ -431,3 +431,14 @@ def test_sigma_per_silo_reads_as_its_mean_and_range_not_a_raw_array(page: Page):
     assert len(one) <= 6 and one.startswith("1.08"), one
     assert re.fullmatch(r"1\.25 \(per silo 1–1\.5\)", many), many
     assert none == "–"
+
+
+def test_delta_reads_one_way_everywhere(page: Page):
+    page.goto("/")
+    written = page.evaluate(
+        """async () => {
+          const { deltaText } = await import("/js/dom.js");
+          return [1e-5, 0.00001, 2.5e-6, 0.001, 0.0001, 0.5, null].map(deltaText);
+        }"""
+    )
+    assert written == ["1e-5", "1e-5", "2.5e-6", "0.001", "0.0001", "0.5", "–"]  # as the figures' δ

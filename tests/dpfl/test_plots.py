@@ -215,6 +215,7 @@ def test_learning_curves_draw_train_loss_only_when_present():
         ("train loss (not private)", "y2"),
     ]
     assert with_train[2]["y"] == pytest.approx([1.5, 0.75, 0.5])
+    assert len({t["line"]["color"] for t in with_train}) == 3  # accuracy, loss and train loss apart
     without = to_json(learning_curves([{k: v for k, v in r.items() if k != "train_loss"} for r in rounds]))
     assert [t["name"] for t in without["data"]] == ["test accuracy", "test loss"]
 

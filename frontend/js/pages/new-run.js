@@ -3,7 +3,7 @@
 // beside the submit button.
 import { ApiError, api } from "../api.js";
 import { draw } from "../charts.js";
-import { fmt, h, replace, setTitle } from "../dom.js";
+import { deltaText, fmt, h, replace, setTitle } from "../dom.js";
 import { clearError, field, formErrors, kindOptionFields, NO_USERS, number, paramInputs, readSpec, select, showErrors, showRelevant } from "../spec-form.js";
 import { merge, parseFragment, unmodelled } from "../spec-fragment.js";
 import { current, go } from "../state.js";
@@ -179,7 +179,7 @@ const specReader = (form, advanced, algorithms) => () => {
 function projectionText(p, datasetName) {
   const parts = p.notion === "none" ? ["not private: no ε is spent"]
     : [`σ = ${fmt(p.noise_multiplier?.length ? Math.max(...p.noise_multiplier) : p.noise_multiplier, 4)}`,
-       `projected ε = ${fmt(p.epsilon, 4)} at δ = ${p.delta} (${p.accountant}, ${p.notion}-level)`];
+       `projected ε = ${fmt(p.epsilon, 4)} at δ = ${deltaText(p.delta)} (${p.accountant}, ${p.notion}-level)`];
   if (p.budget !== null && p.budget !== undefined) parts.push(`budget: this run needs ${fmt(p.epsilon)} of ${fmt(p.budget)} remaining on ${datasetName}`);
   return parts.join(" · ");
 }

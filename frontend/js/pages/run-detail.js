@@ -4,7 +4,7 @@
 import { annotationEditor } from "../annotations.js";
 import { api, subscribe } from "../api.js";
 import { draw, preloadCharts } from "../charts.js";
-import { banner, chip, fmt, h, replace, setTitle } from "../dom.js";
+import { banner, chip, deltaText, fmt, h, replace, setTitle } from "../dom.js";
 import { setParams } from "../state.js";
 import { runHeader } from "./run-header.js";
 
@@ -20,7 +20,7 @@ export function describeEvent(ev) {
     case "parallel": return `parallel over ${ev.events.length} disjoint parts: ${[...new Set(ev.events.map(describeEvent))].join(" | ")}`;
     case "vote": return `noisy-argmax vote σ = ${fmt(ev.noise_std, 4)}, sensitivity ${fmt(ev.sensitivity, 4)}`;
     case "shuffle": return `shuffle of ${ev.num_users} reports, each ε₀ = ${fmt(ev.local_epsilon, 4)}`;
-    case "approx_dp": return `(${fmt(ev.epsilon, 4)}, ${fmt(ev.delta, 3)})-DP release`;
+    case "approx_dp": return `(${fmt(ev.epsilon, 4)}, ${deltaText(ev.delta)})-DP release`;
     case "group": return `group of ${ev.group_size}: ${describeEvent(ev.event)}`;
     default: return JSON.stringify(ev);
   }
@@ -167,7 +167,7 @@ export async function render(root, { id, params }) {
       // gdp's CLT or pate's data-dependent bound is not a guarantee: label it, never a plain ε
       const caveats = [ledger.approximate && "approximate", ledger.data_dependent && "data-dependent"].filter(Boolean);
       replace(ledgerBox, h("div", { class: "toolbar" }, h("label", {}, "accountant", select),
-        h("span", { class: "ledger-eps" }, `ε = ${fmt(ledger.epsilon, 5)} at δ = ${ledger.delta} (${ledger.accountant})`
+        h("span", { class: "ledger-eps" }, `ε = ${fmt(ledger.epsilon, 5)} at δ = ${deltaText(ledger.delta)} (${ledger.accountant})`
           + (caveats.length ? ` — ${caveats.join(", ")}, not the run's guarantee` : ""))),
         caveats.length ? h("p", { class: "muted ledger-notes" }, ledger.notes.join("; ")) : null,
         h("div", { class: "table-scroll" }, h("table", { class: "grid ledger" }, h("thead", {}, h("tr", {}, ["round", "party", "releases", "ε after"].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows))),

@@ -3,7 +3,7 @@
 // once and updated in place on every event (several a second while a run is live), so the
 // buttons keep keyboard focus.
 import { api } from "../api.js";
-import { banner, chip, fmt, h, progressBar, replace, setChip, setProgress, setTitle } from "../dom.js";
+import { banner, chip, deltaText, fmt, h, progressBar, replace, setChip, setProgress, setTitle } from "../dom.js";
 import { go } from "../state.js";
 
 const FINISHED = ["succeeded", "failed", "cancelled"];
@@ -105,7 +105,7 @@ export function runHeader(id, onChanged) {
     warning.hidden = !run.warning;
     const caveatKey = JSON.stringify(run.caveats ?? null);
     if (caveatKey !== shownCaveats) { replace(caveats, caveatList(run.caveats)); shownCaveats = caveatKey; }
-    dd.privacy.textContent = run.notion === "none" ? "not private" : `${run.notion}-level, δ = ${run.delta}, ${run.accountant}`;
+    dd.privacy.textContent = run.notion === "none" ? "not private" : `${run.notion}-level, δ = ${deltaText(run.delta)}, ${run.accountant}`;
     dd.eps.textContent = `${fmt(run.target_epsilon)} / ${fmt(run.epsilon, 4)}`;
     dd.sigma.textContent = noiseMultiplier(run.noise_multiplier);
     dd["noise-source"].textContent = run.protected ? "protected: OS entropy, never stored" : "simulation: seeded from the spec";

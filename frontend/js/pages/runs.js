@@ -2,7 +2,7 @@
 // algorithm, dataset, tags, sweep, archived), sort, paging; bulk compare, archive, delete and tag;
 // CSV export.
 import { api, subscribe } from "../api.js";
-import { banner, chip, fmt, h, progressBar, replace, setChip, setProgress, setTitle } from "../dom.js";
+import { banner, chip, deltaText, fmt, h, progressBar, replace, setChip, setProgress, setTitle } from "../dom.js";
 import { current, go, setParams } from "../state.js";
 
 const LIMIT = 25;
@@ -29,7 +29,7 @@ const COLUMNS = {
   notion: { label: "notion", sort: "notion", cell: (r) => (r.notion === "none" ? "not private" : r.notion) },
   target_epsilon: { label: "ε target", sort: "target_epsilon", cls: "num", cell: (r) => fmt(r.target_epsilon) },
   epsilon: { label: "ε spent", sort: "epsilon", cls: "num eps", cell: (r) => fmt(r.epsilon) },
-  delta: { label: "δ", sort: "delta", cls: "num", cell: (r) => fmt(r.delta) },
+  delta: { label: "δ", sort: "delta", cls: "num", cell: (r) => deltaText(r.delta) },
   accountant: { label: "accountant", sort: "accountant", cell: (r) => r.accountant ?? "–" },
   sigma: { label: "σ", sort: null, cls: "num", cell: (r) => (Array.isArray(r.noise_multiplier) ? "per silo" : fmt(r.noise_multiplier, 4)) },
   seed: { label: "seed", sort: null, cls: "num", cell: (r) => r.seed ?? "–" },

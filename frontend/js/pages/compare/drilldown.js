@@ -3,10 +3,9 @@
 // curves and one ledger line each.
 import { api } from "../../api.js";
 import { draw } from "../../charts.js";
-import { fmt, h, replace } from "../../dom.js";
+import { deltaText, fmt, h, replace } from "../../dom.js";
 
 // δ as people write it: 1e-5, 2.5e-6 (as the figures' axis titles do)
-const DELTA = (d) => (d == null ? "–" : Number(d.toPrecision(3)).toExponential());
 
 /**
  * Returns the plotted points of a trade-off figure, in panel and legend order:
@@ -54,7 +53,7 @@ export function sigmaText(sigma) {
 /** One run's privacy in a line: ε spent, δ, accountant and σ (the run's own figures, from the ledger). */
 function ledgerLine(run) {
   const sigma = sigmaText(run.noise_multiplier);
-  return h("li", {}, `${run.id.slice(0, 8)}: ε = ${fmt(run.epsilon)}, δ = ${DELTA(run.delta)}, accountant ${run.accountant ?? "–"}, σ = ${sigma}`);
+  return h("li", {}, `${run.id.slice(0, 8)}: ε = ${fmt(run.epsilon)}, δ = ${deltaText(run.delta)}, accountant ${run.accountant ?? "–"}, σ = ${sigma}`);
 }
 
 // two quick clicks: only the last point opened may fill the panel, whichever answer comes last
