@@ -121,7 +121,8 @@ def tradeoff(
     for line in baselines or ():
         _add_baseline(fig, line, _columns(panels, line))
     if not points:
-        _no_data(fig, "no finished runs yet")
+        # finished non-private runs are the dashed lines: what is missing is a private one
+        _no_data(fig, "no private run has finished yet" if references else "no finished runs yet")
     return fig
 
 

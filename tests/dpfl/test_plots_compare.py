@@ -401,3 +401,9 @@ def test_flatten_gives_dotted_keys_and_keeps_lists_whole():
 def test_compare_figures_round_trip_through_strict_json(build):
     fig = to_json(build())
     assert json.loads(json.dumps(fig, allow_nan=False)) == fig
+
+
+def test_a_chart_with_only_non_private_runs_says_no_private_run_has_finished():
+    ref = {"algorithm": "fedavg", "mean": 0.9, "std": None, "n": 2}
+    fig = to_json(tradeoff([], reference=ref))
+    assert [a["text"] for a in fig["layout"]["annotations"]][-1] == "no private run has finished yet"

@@ -69,7 +69,10 @@ export async function render(root) {
     const any = state.sweeps.length + state.runs.length > 0;
     hint.hidden = any;
     chartCard.hidden = points.hidden = !any;
-    for (const b of exportButtons) b.disabled = !oneSweep();
+    for (const b of exportButtons) {
+      b.disabled = !oneSweep();
+      b.title = oneSweep() ? "" : "CSV and JSON export one sweep's summary: pick exactly one sweep (PNG exports any view)";
+    }
     if (selectionChanged) drilldown.hidden = true;
     try {
       if (oneSweep() !== shownSweep) {
