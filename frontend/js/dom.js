@@ -28,7 +28,7 @@ export function h(tag, attrs = {}, ...children) {
 /** Removes every child of `el` and appends `children`. */
 export function replace(el, ...children) {
   el.replaceChildren();
-  for (const child of children.flat()) if (child) el.append(child);
+  for (const child of children.flat(Infinity)) if (child) el.append(child);
   return el;
 }
 

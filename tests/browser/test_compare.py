@@ -118,12 +118,20 @@ def test_an_old_sweep_link_still_draws_that_sweep_alone(page: Page, sweeps):
 def test_runs_left_out_are_named_with_their_status(page: Page, server, sweeps):
     spec = {**BASE, "algorithm": "isrl_mbsgd", "rounds": 1500, "privacy": {"epsilon": 1, "delta": 1e-5}}
     run_id = create_run(server, spec)
+    page.goto(f"/#/compare?sweeps={sweeps['user']}&runs={run_id}")
+    wait_drawn(page, 1)
+    # still on its way: not "left out", drawn once it succeeds
+    expect(page.locator(".left-out")).to_have_text(
+        re.compile(
+            rf"Not finished yet \(drawn when they succeed\): {run_id[:8]} \((queued|preparing|running)\)"
+        )
+    )
     assert httpx.post(f"{server}/api/runs/{run_id}/cancel").status_code == 200
     deadline = time.time() + 60
     while httpx.get(f"{server}/api/runs/{run_id}").json()["status"] != "cancelled":
         assert time.time() < deadline
         time.sleep(0.3)
-    page.goto(f"/#/compare?sweeps={sweeps['user']}&runs={run_id}")
+    page.reload()
     wait_drawn(page, 1)
     expect(page.locator(".left-out")).to_have_text(
         f"Left out (not succeeded, so nothing to plot): {run_id[:8]} (cancelled)"

@@ -18,6 +18,7 @@ const POLL_MS = 2000;
 const list = (csv) => (csv ? csv.split(",").filter(Boolean) : []);
 
 /** Why a run is not on the chart, from its status: "cancelled", "succeeded, never evaluated". */
+const LIVE = ["queued", "preparing", "running"];
 const notDrawnBecause = (run) => (run.status === "succeeded" ? "succeeded, never evaluated" : run.status);
 
 async function showLeftOut(el, ids) {
@@ -25,8 +26,13 @@ async function showLeftOut(el, ids) {
   if (!ids.length) return;
   const runs = await Promise.all(ids.slice(0, LEFT_OUT_NAMED).map((id) => api.getRun(id).catch(() => ({ id, status: "unknown" }))));
   const more = ids.length - runs.length;
-  replace(el, "Left out (not succeeded, so nothing to plot): ",
-    runs.flatMap((r, i) => [i ? ", " : "", h("a", { href: `#/runs/${r.id}` }, r.id.slice(0, 8)), ` (${notDrawnBecause(r)})`]),
+  const link = (r, i) => [i ? ", " : "", h("a", { href: `#/runs/${r.id}` }, r.id.slice(0, 8)), ` (${notDrawnBecause(r)})`];
+  // a run still on its way is not left out: it is drawn once it finishes
+  const waiting = runs.filter((r) => LIVE.includes(r.status));
+  const gone = runs.filter((r) => !LIVE.includes(r.status));
+  replace(el,
+    waiting.length ? ["Not finished yet (drawn when they succeed): ", waiting.flatMap(link), gone.length ? ". " : ""] : "",
+    gone.length ? ["Left out (not succeeded, so nothing to plot): ", gone.flatMap(link)] : "",
     more > 0 ? ` and ${more} more` : "");
 }
 
