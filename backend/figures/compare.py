@@ -176,9 +176,12 @@ def tradeoff_figure(
     run_ids: Sequence[str],
     log_x: bool,
     guaranteed_only: bool = False,
+    band: str = "std",
+    individual: bool = False,
 ) -> dict[str, Any]:
     """Returns final accuracy against ε for the sweeps' and picked runs' succeeded runs (only those
-    whose guarantee holds when `guaranteed_only`; the others' ids in `layout.meta.not_guaranteed`).
+    whose guarantee holds when `guaranteed_only`; the others' ids in `layout.meta.not_guaranteed`),
+    each mean with its `band` (`dpfl.plots.BANDS`), and each run as a point when `individual`.
 
     Raises:
         ParameterError: neither sweeps nor runs were given (422).
@@ -217,6 +220,7 @@ def tradeoff_figure(
             "std": cell["accuracy_std"],
             "n": cell["n"],
             "run_ids": cell["run_ids"],
+            "members": cell["members"],
         }
         if cell["notion"] == "none":
             # drawn only in the panels of the notions its dataset's private runs are in
@@ -244,6 +248,8 @@ def tradeoff_figure(
         no_frontier=_no_frontier(runs),
         baselines=_baselines(runs) or None,
         log_x=log_x,
+        band=band,
+        individual=individual,
         subtitle=plots.compare_subtitle(r.setting() for r in runs) or None,
     )
     out = plots.to_json(fig)

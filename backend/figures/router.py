@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query
 
 from backend.deps import SessionDep
 from backend.figures import compare, hyperparams, service
+from dpfl import plots
 
 router = APIRouter(tags=["figures"])
 
@@ -37,6 +38,11 @@ def tradeoff(
     guaranteed: Annotated[
         int, Query(ge=0, le=1, description="1: leave out runs whose ledger does not cover every release")
     ] = 0,
+    band: Annotated[
+        plots.Band,
+        Query(description="the band around each mean: ± std, ± standard error, 95 % CI or min–max"),
+    ] = "std",
+    individual: Annotated[int, Query(ge=0, le=1, description="1: draw each run as a point too")] = 0,
 ) -> dict[str, Any]:
     """Final accuracy against ε for any sweeps and hand-picked runs, on one chart.
 
@@ -58,6 +64,8 @@ def tradeoff(
         run_ids=compare.ids(runs, name="runs"),
         log_x=bool(log),
         guaranteed_only=bool(guaranteed),
+        band=band,
+        individual=bool(individual),
     )
 
 

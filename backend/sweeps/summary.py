@@ -117,13 +117,18 @@ def summary_rows(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
 
 
 def compare_cells(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
-    """Returns `summary_rows` per series, each row with its ``series`` and ``run_ids`` (sorted).
+    """Returns `summary_rows` per series, each row with its ``series``, ``run_ids`` (sorted) and
+    ``members``: ``[run_id, ε spent, accuracy]`` of each evaluated run, for bands and single runs.
 
     Sorted by series, then as `summary_rows`.
     """
     cells = [
         _row(members)
-        | {"series": members[0].series, "run_ids": sorted(o.run_id for o in members if o.run_id)}
+        | {
+            "series": members[0].series,
+            "run_ids": sorted(o.run_id for o in members if o.run_id),
+            "members": sorted([o.run_id, o.epsilon, o.accuracy] for o in members if o.accuracy is not None),
+        }
         for members in _groups(outcomes).values()
     ]
     return sorted(cells, key=lambda c: (c["series"], *_row_key(c)))

@@ -32,15 +32,18 @@ from dpfl.plots.layout import to_json
 from dpfl.plots.notions import compare_subtitle
 from dpfl.plots.parties import epsilon_per_party, label_histogram, user_distribution
 from dpfl.plots.runs import accuracy_per_round, accuracy_vs_spent, learning_curves
-from dpfl.plots.tradeoff import tradeoff
+from dpfl.plots.tradeoff import BANDS, Band, band_limits, tradeoff
 
 __all__ = [
+    "BANDS",
     "GUESSING_MARGIN",
     "NEUTRAL_COLOUR",
     "NOT_HYPERPARAMETERS",
+    "Band",
     "accuracy_per_round",
     "accuracy_vs_spent",
     "algorithm_colour",
+    "band_limits",
     "compare_subtitle",
     "epsilon_per_party",
     "flatten",

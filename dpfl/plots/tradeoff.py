@@ -1,10 +1,10 @@
 """The compare page's figure: final test accuracy against ε, one curve per algorithm (and series).
 
-Every trace carries ``meta = {"role": …, "algorithm": …}`` with role ``mean``, ``band``,
-``pareto`` (and ``series``, ``notion`` on mean and band); points carry ``customdata =
-[algorithm, epsilon, run_ids]``, so the browser maps a click back to the runs behind it (the
-seeds) without parsing hover text. Runs of different privacy notions are drawn in one panel per
-notion (``dpfl.plots.notions``).
+Every trace carries ``meta = {"role": …, "algorithm": …}`` with role ``mean``, ``band``, ``run``
+(each run of a point, when asked for), ``pareto`` (and ``series``, ``notion`` on mean and band);
+points carry ``customdata = [algorithm, epsilon, run_ids]``, so the browser maps a click back to
+the runs behind it (the seeds) without parsing hover text. Runs of different privacy notions are
+drawn in one panel per notion (``dpfl.plots.notions``).
 """
 
 from __future__ import annotations
@@ -12,16 +12,26 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import plotly.graph_objects as go
+from scipy import stats
 
 from dpfl.plots.baseline import no_better_than_guessing
 from dpfl.plots.colours import FAINT_GREY, _translucent, algorithm_colour
 from dpfl.plots.layout import _DASHES, _epsilon_axis, _floats, _no_data
 from dpfl.plots.notions import epsilon_title, faceted_figure, notions_in
 
-__all__ = ["tradeoff"]
+__all__ = ["BANDS", "Band", "band_limits", "tradeoff"]
+
+Band = Literal["std", "se", "ci95", "minmax"]
+BANDS: dict[str, str] = {
+    "std": "± 1 std",
+    "se": "± 1 standard error",
+    "ci95": "95 % CI of the mean",
+    "minmax": "min–max",
+}
+"""The bands a mean can carry, as the legend and hover name them."""
 
 _BAND_ALPHA = 0.18
 _FRONTIER_COLOUR = "#8c8c8c"  # light: a guide under the series, not a series of its own
@@ -37,6 +47,8 @@ def tradeoff(
     pareto: Sequence[Point] | None = None,
     baselines: Sequence[Point] | None = None,
     no_frontier: Mapping[str, str] | None = None,
+    band: Band = "std",
+    individual: bool = False,
     log_x: bool = True,
     title: str = "Final test accuracy against ε",
     subtitle: str | None = None,
@@ -62,6 +74,8 @@ def tradeoff(
             across every panel and labelled "not private" (the rate reads the evaluation labels).
         no_frontier: why a notion's panel has no frontier, written in that panel (e.g. its runs
             are on several datasets, whose accuracies a frontier must not rank together).
+        band: the band around each mean (`BANDS`, `band_limits`).
+        individual: draw each run of a point too (from the points' ``members``).
         log_x: draw ε on a log axis (sweeps usually span ε = 0.1 … 10).
         title: the figure's title.
         subtitle: the title's second line (datasets, δ, rounds, accountants).
@@ -95,9 +109,11 @@ def tradeoff(
         for series in sorted({_series(p) for p in mine}):
             cells = sorted((p for p in mine if _series(p) == series), key=lambda p: p["epsilon"])
             dash = next(dashes.setdefault(cells[0]["algorithm"], itertools.cycle(_DASHES)))
-            band = _band(series, notion, cells)
-            if band is not None:
-                fig.add_trace(band, row=1, col=col)  # before its line, so the line is drawn on top
+            area = _band(series, notion, cells, band)
+            if area is not None:
+                fig.add_trace(area, row=1, col=col)  # before its line, so the line is drawn on top
+            if individual:
+                fig.add_trace(_runs(series, notion, cells), row=1, col=col)
             fig.add_trace(_mean_line(series, notion, cells, dash), row=1, col=col)
         frontier = [c for c in pareto or () if c.get("notion") == notion]
         if frontier:
@@ -141,18 +157,38 @@ def _check_log_epsilons(points: Sequence[Point]) -> None:
             )
 
 
-def _band(series: str, notion: str | None, cells: Sequence[Point]) -> go.Scatter | None:
-    """Returns the filled mean ± std area of one series, or None if no cell has a std.
+def band_limits(point: Point, band: Band) -> tuple[float, float]:
+    """Returns (low, high) of the `band` around a point's mean, from its ``std`` and ``n`` (its
+    runs' sample std and count) or its ``members`` (``[run_id, ε, accuracy]``, for min–max); the
+    mean itself when one run leaves no spread.
+
+    std: mean ± s; se: mean ± s/√n; ci95: mean ± t(0.975, n − 1)·s/√n (Student's t, the interval
+    that covers the true mean of normal runs 95 % of the time); minmax: the runs' extremes.
+    """
+    mean, std, n = point["mean"], point.get("std"), int(point.get("n") or 1)
+    if band == "minmax":
+        values = [m[2] for m in point.get("members") or ()]
+        return (min(values), max(values)) if values else (mean, mean)
+    if std is None or n < 2:
+        return mean, mean
+    error = std / math.sqrt(n)
+    half = {"std": std, "se": error, "ci95": stats.t.ppf(0.975, n - 1) * error}[band]
+    return mean - float(half), mean + float(half)
+
+
+def _band(series: str, notion: str | None, cells: Sequence[Point], band: Band = "std") -> go.Scatter | None:
+    """Returns the filled `band` area (`band_limits`) of one series, or None if no cell has a spread.
 
     One closed polygon (upper edge left to right, lower edge back) rather than two traces joined
     by ``fill="tonexty"``, which would depend on the order of every other trace in the figure.
     """
-    if all(c.get("std") is None for c in cells):
+    limits = [band_limits(c, band) for c in cells]
+    if all(low == high for low, high in limits):
         return None
     algorithm = cells[0]["algorithm"]
     eps = _floats(c["epsilon"] for c in cells)
-    upper = [c["mean"] + (c.get("std") or 0.0) for c in cells]
-    lower = [c["mean"] - (c.get("std") or 0.0) for c in cells]
+    upper = [high for _, high in limits]
+    lower = [low for low, _ in limits]
     return go.Scatter(
         x=eps + eps[::-1],
         y=_floats(upper + lower[::-1]),
@@ -160,11 +196,30 @@ def _band(series: str, notion: str | None, cells: Sequence[Point]) -> go.Scatter
         fill="toself",
         fillcolor=_translucent(algorithm_colour(algorithm), _BAND_ALPHA),
         line={"width": 0},
-        name=f"{series} ± 1 std",
+        name=f"{series} {BANDS[band]}",
         legendgroup=series,
         showlegend=False,
         hoverinfo="skip",
-        meta={"role": "band", "algorithm": algorithm, "series": series, "notion": notion},
+        meta={"role": "band", "algorithm": algorithm, "series": series, "notion": notion, "band": band},
+    )
+
+
+def _runs(series: str, notion: str | None, cells: Sequence[Point]) -> go.Scatter:
+    """Returns every run of one series as a small translucent point at its own ε spent."""
+    members = [(c, m) for c in cells for m in c.get("members") or ()]
+    algorithm = cells[0]["algorithm"]
+    return go.Scatter(
+        x=_floats(m[1] if m[1] is not None else c["epsilon"] for c, m in members),
+        y=_floats(m[2] for _, m in members),
+        mode="markers",
+        marker={"color": _translucent(algorithm_colour(algorithm), 0.55), "size": 6},
+        name=f"{series}: each run",
+        legendgroup=series,
+        showlegend=False,
+        customdata=[[algorithm, c["epsilon"], [m[0]]] for c, m in members],
+        hovertext=[f"{series}<br>run {m[0][:8]}: accuracy {m[2]:.3f} at ε {m[1]:.3g}" for _, m in members],
+        hovertemplate="%{hovertext}<extra></extra>",
+        meta={"role": "run", "algorithm": algorithm, "series": series, "notion": notion},
     )
 
 

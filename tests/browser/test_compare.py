@@ -450,3 +450,20 @@ def test_delta_reads_one_way_everywhere(page: Page):
         }"""
     )
     assert written == ["1e-5", "1e-5", "2.5e-6", "0.001", "0.0001", "0.5", "–"]  # as the figures' δ
+
+
+def test_the_band_and_each_run_are_chosen_on_the_page_and_kept_in_the_url(page: Page, sweeps):
+    page.goto(f"/#/compare?sweeps={sweeps['record']}")
+    wait_drawn(page, 1)
+    page.get_by_label("band").select_option("ci95")
+    page.wait_for_function(f"() => {CHART}.data.some(t => t.meta?.role === 'band' && t.meta.band === 'ci95')")
+    page.get_by_role("checkbox", name="each run").check()
+    page.wait_for_function(f"() => {CHART}.data.some(t => t.meta?.role === 'run')")
+    runs = page.evaluate(
+        f"{CHART}.data.filter(t => t.meta?.role === 'run').flatMap(t => t.customdata.map(c => c[2][0]))"
+    )
+    assert len(runs) == 4  # isrl_mbsgd at ε 1 and 8, two seeds each; fedavg is the reference line
+    assert {k: hash_params(page)[k] for k in ("band", "individual")} == {"band": "ci95", "individual": "1"}
+    page.reload()
+    wait_drawn(page, 1)
+    expect(page.get_by_label("band")).to_have_value("ci95")

@@ -13,6 +13,7 @@ from dpfl.plots import (
     accuracy_per_round,
     accuracy_vs_spent,
     algorithm_colour,
+    band_limits,
     compare_subtitle,
     flatten,
     guessing_margin,
@@ -407,3 +408,38 @@ def test_a_chart_with_only_non_private_runs_says_no_private_run_has_finished():
     ref = {"algorithm": "fedavg", "mean": 0.9, "std": None, "n": 2}
     fig = to_json(tradeoff([], reference=ref))
     assert [a["text"] for a in fig["layout"]["annotations"]][-1] == "no private run has finished yet"
+
+
+def test_each_band_is_computed_from_the_points_runs():
+    point = {
+        "algorithm": "isrl_mbsgd",
+        "mean": 0.5,
+        "std": 0.1,
+        "n": 4,
+        "members": [["a", 1.0, 0.4], ["b", 1.0, 0.45], ["c", 1.1, 0.55], ["d", 1.0, 0.6]],
+    }
+    assert band_limits(point, "std") == pytest.approx((0.4, 0.6))
+    assert band_limits(point, "se") == pytest.approx((0.45, 0.55))
+    assert band_limits(point, "ci95") == pytest.approx((0.5 - 3.182446 * 0.05, 0.5 + 3.182446 * 0.05))  # t₃
+    assert band_limits(point, "minmax") == (0.4, 0.6)
+    assert band_limits({**point, "std": None, "n": 1, "members": point["members"][:1]}, "ci95") == (0.5, 0.5)
+
+
+def test_a_chosen_band_and_each_run_are_drawn():
+    cells = [
+        {
+            **p,
+            "notion": "record",
+            "members": [
+                [f"r{p['epsilon']}{i}", p["epsilon"], p["mean"] + d] for i, d in ((0, -0.01), (1, 0.01))
+            ],
+        }
+        for p in RECORD
+    ]
+    fig = to_json(tradeoff(cells, band="minmax", individual=True))
+    (band,) = _traces(fig, "band")
+    assert (band["name"], band["meta"]["band"]) == ("isrl_mbsgd min–max", "minmax")
+    assert band["y"] == pytest.approx([0.61, 0.81, 0.79, 0.59])  # upper edge, then the lower edge back
+    (runs,) = _traces(fig, "run")
+    assert runs["y"] == pytest.approx([0.59, 0.61, 0.79, 0.81]) and runs["mode"] == "markers"
+    assert runs["customdata"][0] == ["isrl_mbsgd", 1.0, ["r1.00"]]

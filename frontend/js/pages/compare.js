@@ -1,7 +1,7 @@
 // Compare: final accuracy against ε for any sweeps and hand-picked runs on one chart (one panel per
 // privacy notion), the runs behind each point, accuracy against ε spent for the picked runs, and,
 // for one sweep, its own panel. The view's state lives in the URL (`sweeps=a,b`, `runs=x,y`,
-// `log`, `guaranteed` to hide runs whose guarantee is broken; an old link's `sweep=a` is read as
+// `log`, `guaranteed` to hide runs whose guarantee is broken, `band`, `individual` to draw each run; an old link's `sweep=a` is read as
 // `sweeps=a`); export PNG, and CSV and JSON of one sweep.
 import { api } from "../api.js";
 import { draw, exportPng, onPointClick, preloadCharts } from "../charts.js";
@@ -19,6 +19,8 @@ const list = (csv) => (csv ? csv.split(",").filter(Boolean) : []);
 
 /** Why a run is not on the chart, from its status: "cancelled", "succeeded, never evaluated". */
 const LIVE = ["queued", "preparing", "running"];
+// the bands the server draws (`dpfl.plots.BANDS`), as the legend names them
+const BANDS = { std: "± 1 std", se: "± 1 standard error", ci95: "95 % CI of the mean", minmax: "min–max" };
 const notDrawnBecause = (run) => (run.status === "succeeded" ? "succeeded, never evaluated" : run.status);
 
 async function showLeftOut(el, ids) {
@@ -41,8 +43,11 @@ export async function render(root) {
   const params = current().params;
   if (params.sweep || params.sweeps || params.runs) preloadCharts();
   // `sweep=` is how links made before multi-sweep compare name their sweep
-  const state = { sweeps: list([params.sweep, params.sweeps].filter(Boolean).join(",")), runs: list(params.runs), log: params.log ?? "1", guaranteed: params.guaranteed ?? "0" };
-  const url = () => ({ log: state.log, guaranteed: state.guaranteed === "1" ? "1" : "", sweeps: state.sweeps.join(","), runs: state.runs.join(",") });
+  const state = { sweeps: list([params.sweep, params.sweeps].filter(Boolean).join(",")), runs: list(params.runs), log: params.log ?? "1", guaranteed: params.guaranteed ?? "0", band: params.band ?? "std", individual: params.individual ?? "0" };
+  const url = () => ({
+    log: state.log, guaranteed: state.guaranteed === "1" ? "1" : "", band: state.band === "std" ? "" : state.band,
+    individual: state.individual === "1" ? "1" : "", sweeps: state.sweeps.join(","), runs: state.runs.join(","),
+  });
 
   const tradeoff = h("div", { class: "chart tall", id: "chart-tradeoff" });
   const warning = h("p", { class: "notion-warning", role: "status", hidden: true });
@@ -94,7 +99,7 @@ export async function render(root) {
       }
       if (!any) return;
       const seen = await counts();
-      const figure = await api.tradeoffFigure({ sweeps: state.sweeps.join(","), runs: state.runs.join(","), log: state.log, guaranteed: state.guaranteed });
+      const figure = await api.tradeoffFigure({ sweeps: state.sweeps.join(","), runs: state.runs.join(","), log: state.log, guaranteed: state.guaranteed, band: state.band, individual: state.individual });
       if (stale()) return;
       lastCounts = seen;
       await draw(tradeoff, figure);
@@ -122,6 +127,9 @@ export async function render(root) {
 
   const picker = sweepPicker(state.sweeps, (ids) => { state.sweeps = ids; load({ selectionChanged: true }); });
   const logBox = h("input", { type: "checkbox", name: "log", checked: state.log === "1", onchange: (e) => { state.log = e.target.checked ? "1" : "0"; load(); } });
+  const bandSelect = h("select", { name: "band", onchange: (e) => { state.band = e.target.value; load(); } },
+    Object.entries(BANDS).map(([value, label]) => h("option", { value, selected: value === state.band }, label)));
+  const individualBox = h("input", { type: "checkbox", name: "individual", checked: state.individual === "1", onchange: (e) => { state.individual = e.target.checked ? "1" : "0"; load(); } });
   const guaranteedBox = h("input", { type: "checkbox", name: "guaranteed", checked: state.guaranteed === "1", onchange: (e) => { state.guaranteed = e.target.checked ? "1" : "0"; load(); } });
   const csv = h("button", { onclick: () => oneSweep() && (location.href = api.summaryCsvUrl(oneSweep())) }, "Export CSV");
   const json = h("button", { onclick: async () => oneSweep() && download(`sweep-${oneSweep()}.json`, JSON.stringify(await api.summary(oneSweep()), null, 1), "application/json") }, "Export JSON");
@@ -129,6 +137,7 @@ export async function render(root) {
 
   replace(root, h("h1", {}, "Compare"),
     h("div", { class: "toolbar" }, h("label", {}, "log-scale ε", logBox), h("label", {}, "hide not guaranteed", guaranteedBox),
+      h("label", {}, "band", bandSelect), h("label", {}, "each run", individualBox),
       h("button", { onclick: () => exportPng(tradeoff, "tradeoff") }, "Export PNG"), csv, json,
       h("a", { href: "#/new?mode=sweep" }, "new sweep")),
     picker.el, hint, chartCard, points, drilldown, spentCard, sweepPanel);

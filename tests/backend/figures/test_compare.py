@@ -332,3 +332,22 @@ def test_reference_lines_appear_only_in_the_panels_of_their_datasets_runs(world)
     (note,) = [a for a in fig["layout"]["annotations"] if a.get("name") == "no-frontier"]
     assert note["text"] == "no Pareto frontier: runs on 2 datasets (digits, logistic) are not ranked together"
     assert note["xref"] == panel["record"]
+
+
+def test_the_band_is_chosen_and_each_run_can_be_drawn(world):
+    client = world["client"]
+    fig = client.get(
+        "/api/figures/tradeoff", params={"sweep": world["eps"], "band": "minmax", "individual": 1}
+    ).json()
+    bands = _traces(fig, "band")
+    assert bands and {b["meta"]["band"] for b in bands} == {"minmax"}
+    runs = _traces(fig, "run")
+    drawn = {c[2][0]: y for t in runs for c, y in zip(t["customdata"], t["y"], strict=True)}
+    isrl = _ids(world, sweep="eps", algorithm="isrl_mbsgd")
+    assert sorted(drawn) == isrl  # every private run once; the non-private ones are the reference
+    assert all(drawn[i] == pytest.approx(world["runs"][i]["final_accuracy"]) for i in isrl)
+    (band,) = [b for b in bands if b["meta"]["algorithm"] == "isrl_mbsgd"]
+    low = min(drawn[i] for i in _ids(world, sweep="eps", algorithm="isrl_mbsgd", epsilon=1))
+    assert band["y"][-1] == pytest.approx(low)  # the lower edge at ε 1 is the worse seed
+    bad = client.get("/api/figures/tradeoff", params={"sweep": world["eps"], "band": "iqr"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "band"]
