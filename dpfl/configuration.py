@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from dpfl.algorithms import algorithm_class
 from dpfl.errors import DpflError
+from dpfl.formats import number_text
 from dpfl.spec import parse_spec
 
 __all__ = ["AXIS", "Configuration", "configurations"]
@@ -88,11 +89,13 @@ def _canonical(value: Any) -> str:
 
 
 def _text(value: Any) -> str:
-    """Returns a value as a legend shows it: numbers in one format (1e-05, 0.1, 2)."""
+    """Returns a value as a legend shows it: numbers in one format (1e-5, 0.1, 2)."""
     if value is None:
         return "none"
     if isinstance(value, bool):
         return json.dumps(value)
-    if isinstance(value, int | float):
-        return f"{value:g}"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return number_text(value)
     return value if isinstance(value, str) else _canonical(value)

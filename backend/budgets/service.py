@@ -39,6 +39,7 @@ from backend.settings import Settings
 from dpfl.algorithms import algorithm_class
 from dpfl.data import dataset_info, registered_datasets
 from dpfl.data.identity import data_digests, file_digest
+from dpfl.formats import number_text
 from dpfl.spec import RunSpec
 
 __all__ = [
@@ -195,9 +196,9 @@ def _neighbouring(run: Run) -> str:
 def _unit_of(budget: Budget) -> str:
     """Returns the budget's unit in words."""
     if budget.notion is None:  # no run charged yet, or a budget charged before units were kept
-        return f"ε at δ = {budget.delta:g}"
+        return f"ε at δ = {number_text(budget.delta)}"
     relation = (budget.neighbouring or "add_remove").replace("_", "/")
-    return f"ε at δ = {budget.delta:g} per {budget.notion}, {relation} neighbours"
+    return f"ε at δ = {number_text(budget.delta)} per {budget.notion}, {relation} neighbours"
 
 
 def _check_unit(budget: Budget, run: Run) -> None:
@@ -209,8 +210,9 @@ def _check_unit(budget: Budget, run: Run) -> None:
         )
     if run.delta is None or run.delta > budget.delta * (1 + 1e-12):
         raise Conflict(
-            f"dataset {budget.dataset!r}'s budget is in ε at δ = {budget.delta:g}; this run's ε holds at "
-            f"δ = {run.delta:g}, above it: give privacy.delta ≤ {budget.delta:g}"
+            f"dataset {budget.dataset!r}'s budget is in ε at δ = {number_text(budget.delta)}; this run's "
+            f"ε holds at δ = {number_text(run.delta)}, above it: give privacy.delta ≤ "
+            f"{number_text(budget.delta)}"
         )
 
 

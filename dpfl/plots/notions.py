@@ -15,6 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dpfl.formats import number_text
 from dpfl.plots.layout import _layout
 
 __all__ = [
@@ -40,8 +41,8 @@ _PANEL_GAP = 0.06
 
 
 def delta_text(delta: float) -> str:
-    """Returns δ as people write it: 1e-5, 2.5e-6, 0.001 (not Python's 1e-05)."""
-    return f"{delta:.3g}".replace("e-0", "e-").replace("e+0", "e+")
+    """Returns δ as people write it: 1e-5, 2.5e-6, 0.001 (not Python's 1e-05; `number_text`)."""
+    return number_text(delta)
 
 
 def _notion_label(notion: str) -> str:

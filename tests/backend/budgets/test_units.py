@@ -95,8 +95,8 @@ def test_a_run_whose_delta_is_above_the_budgets_is_refused_and_a_smaller_one_set
     res = client.post("/api/runs", json=loose | {"privacy": {"epsilon": 0.45, "delta": 0.9}})
     assert res.status_code == 409
     assert res.json()["detail"] == (
-        "dataset 'breast_cancer''s budget is in ε at δ = 1e-05; this run's ε holds at δ = 0.9, above it: "
-        "give privacy.delta ≤ 1e-05"
+        "dataset 'breast_cancer''s budget is in ε at δ = 1e-5; this run's ε holds at δ = 0.9, above it: "
+        "give privacy.delta ≤ 1e-5"
     )
     strict = client.post("/api/runs", json=loose | {"privacy": {"noise_multiplier": 8.0, "delta": 1e-7}})
     assert strict.status_code == 201, strict.text
@@ -105,7 +105,7 @@ def test_a_run_whose_delta_is_above_the_budgets_is_refused_and_a_smaller_one_set
     at_budget = client.get(f"/api/runs/{run['id']}/ledger", params={"delta": 1e-5}).json()["epsilon"]
     budget = client.get("/api/budgets/breast_cancer").json()
     assert budget["spent"] == pytest.approx(at_budget) and at_budget < 0.9 * run["epsilon"]
-    assert budget["unit"] == "ε at δ = 1e-05 per record, add/remove neighbours"
+    assert budget["unit"] == "ε at δ = 1e-5 per record, add/remove neighbours"
 
 
 def test_runs_of_another_notion_or_relation_are_refused(client):
@@ -114,7 +114,7 @@ def test_runs_of_another_notion_or_relation_are_refused(client):
     user = client.post("/api/runs", json=USER)
     assert user.status_code == 409
     assert user.json()["detail"] == (
-        "dataset 'digits''s budget is in ε at δ = 1e-05 per record, add/remove neighbours; uldp_avg's ε "
+        "dataset 'digits''s budget is in ε at δ = 1e-5 per record, add/remove neighbours; uldp_avg's ε "
         "is per user, add/remove neighbours: ε of different units do not add, so it cannot be charged "
         "to this budget"
     )

@@ -160,7 +160,7 @@ def test_runs_of_two_configurations_are_two_rows_named_by_what_differs():
         )
         for i in specs
     )
-    assert [(r["setting"], r["n"]) for r in rows] == [("δ = 0.1", 2), ("δ = 1e-05", 2)]
+    assert [(r["setting"], r["n"]) for r in rows] == [("δ = 0.1", 2), ("δ = 1e-5", 2)]
     assert rows[0]["accuracy_mean"] == pytest.approx(0.14) and rows[1]["accuracy_mean"] == pytest.approx(0.15)
     same = configurations({i: s for i, s in specs.items() if s["privacy"]["delta"] == 1e-5})
     assert same["r0"] == same["r1"] and same["r0"].label == ""  # seeds of one configuration
