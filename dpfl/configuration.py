@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dpfl.algorithms import algorithm_class
@@ -19,7 +19,7 @@ from dpfl.errors import DpflError
 from dpfl.formats import number_text
 from dpfl.spec import parse_spec
 
-__all__ = ["AXIS", "Configuration", "configurations"]
+__all__ = ["AXIS", "Configuration", "configurations", "varying_fields"]
 
 AXIS = frozenset({"seed", "privacy.epsilon", "privacy.noise_multiplier", "privacy.mu"})
 """The fields a comparison varies along its x axis or averages over: never part of a configuration."""
@@ -36,25 +36,48 @@ class Configuration(NamedTuple):
     label: str
 
 
-def configurations(specs: Mapping[str, Mapping[str, Any]]) -> dict[str, Configuration]:
+def configurations(
+    specs: Mapping[str, Mapping[str, Any]], *, averaged: Collection[str] = ()
+) -> dict[str, Configuration]:
     """Returns run id ↦ its configuration, for the runs of `specs` (run id ↦ stored spec).
 
     The label names the fields whose values differ among the runs of the same algorithm, e.g.
-    "δ = 0.1 · lr = 2"; fields another algorithm has are not a difference.
+    "δ = 0.1 · lr = 2"; fields another algorithm has are not a difference. `averaged`: fields the
+    user chose to average over, as over seeds; they then join no key, and the label of runs that
+    differ in them ends "averaged over lr" (never averaged over silently).
     """
-    fields = {run_id: _fields(spec) for run_id, spec in specs.items()}
+    every = {run_id: _fields(spec) for run_id, spec in specs.items()}
+    fields = {run_id: {k: v for k, v in f.items() if k not in averaged} for run_id, f in every.items()}
     by_algorithm: dict[str, list[str]] = defaultdict(list)
     for run_id, spec in specs.items():
         by_algorithm[str(spec.get("algorithm"))].append(run_id)
     out = {}
     for run_ids in by_algorithm.values():
-        keys = sorted({k for i in run_ids for k in fields[i]})
-        varying = [k for k in keys if len({_canonical(fields[i].get(k)) for i in run_ids}) > 1]
+        varying = _varying(fields, run_ids)
+        over = [k for k in _varying(every, run_ids) if k in averaged]
         for run_id in run_ids:
             own = fields[run_id]
-            label = " · ".join(f"{_name(k)} = {_text(own.get(k))}" for k in varying)
-            out[run_id] = Configuration(_canonical(own), label)
+            parts = [f"{_name(k)} = {_text(own.get(k))}" for k in varying]
+            if over:
+                parts.append("averaged over " + ", ".join(_name(k) for k in over))
+            out[run_id] = Configuration(_canonical(own), " · ".join(parts))
     return out
+
+
+def varying_fields(specs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Returns the fields (dotted, sorted) that differ among some algorithm's runs of `specs`: the
+    ones a comparison can be told to average over."""
+    fields = {run_id: _fields(spec) for run_id, spec in specs.items()}
+    by_algorithm: dict[str, list[str]] = defaultdict(list)
+    for run_id, spec in specs.items():
+        by_algorithm[str(spec.get("algorithm"))].append(run_id)
+    return sorted({k for run_ids in by_algorithm.values() for k in _varying(fields, run_ids)})
+
+
+def _varying(fields: Mapping[str, Mapping[str, Any]], run_ids: Sequence[str]) -> list[str]:
+    """Returns the fields whose values differ among `run_ids`, sorted."""
+    keys = sorted({k for i in run_ids for k in fields[i]})
+    return [k for k in keys if len({_canonical(fields[i].get(k)) for i in run_ids}) > 1]
 
 
 def _fields(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from backend.errors import NotFound, ParameterError
 from backend.models import RoundMetric, Run, RunStatus, Sweep
 from backend.sweeps.summary import Outcome, compare_cells, front
 from dpfl import plots
-from dpfl.configuration import Configuration, configurations
+from dpfl.configuration import Configuration, configurations, varying_fields
 
 __all__ = ["curves_figure", "ids", "spent_figure", "tradeoff_figure"]
 
@@ -178,10 +178,13 @@ def tradeoff_figure(
     guaranteed_only: bool = False,
     band: str = "std",
     individual: bool = False,
+    average: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Returns final accuracy against ε for the sweeps' and picked runs' succeeded runs (only those
     whose guarantee holds when `guaranteed_only`; the others' ids in `layout.meta.not_guaranteed`),
     each mean with its `band` (`dpfl.plots.BANDS`), and each run as a point when `individual`.
+    A point averages over seeds only, and over the fields in `average` the user chose (which must
+    vary between the runs: `layout.meta.varying` lists those that do).
 
     Raises:
         ParameterError: neither sweeps nor runs were given (422).
@@ -194,7 +197,17 @@ def tradeoff_figure(
     hidden = [r.id for r in runs if guaranteed_only and r.not_guaranteed]
     runs = [r for r in runs if r.id not in hidden]
     by_id = {r.id: r for r in runs}
-    configs = configurations({r.id: r.spec for r in runs})
+    specs = {r.id: r.spec for r in runs}
+    varying = varying_fields(specs)
+    unknown = [f for f in average if f not in varying]
+    if unknown:
+        raise ParameterError(
+            "query",
+            "average",
+            f"must name fields that vary between these runs ({', '.join(varying) or 'none does'}); "
+            f"got {', '.join(unknown)}",
+        )
+    configs = configurations(specs, averaged=average)
     series = _series(runs, sweeps, configs)
     cells = compare_cells(
         Outcome(
@@ -256,6 +269,7 @@ def tradeoff_figure(
     # runs asked for that are not drawn (not succeeded yet, or never evaluated), for the browser to list
     out["layout"]["meta"]["left_out"] = [r.id for r in every if r.id not in by_id and r.id not in hidden]
     out["layout"]["meta"]["not_guaranteed"] = hidden
+    out["layout"]["meta"] |= {"varying": varying, "averaged": list(average)}
     return out
 
 

@@ -43,6 +43,12 @@ def tradeoff(
         Query(description="the band around each mean: ± std, ± standard error, 95 % CI or min–max"),
     ] = "std",
     individual: Annotated[int, Query(ge=0, le=1, description="1: draw each run as a point too")] = 0,
+    average: Annotated[
+        str | None,
+        Query(
+            description="comma-separated spec fields to average over, as over seeds (`layout.meta.varying`)"
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Final accuracy against ε for any sweeps and hand-picked runs, on one chart.
 
@@ -66,6 +72,7 @@ def tradeoff(
         guaranteed_only=bool(guaranteed),
         band=band,
         individual=bool(individual),
+        average=[f for f in (average or "").split(",") if f],
     )
 
 

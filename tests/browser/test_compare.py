@@ -467,3 +467,26 @@ def test_the_band_and_each_run_are_chosen_on_the_page_and_kept_in_the_url(page: 
     page.reload()
     wait_drawn(page, 1)
     expect(page.get_by_label("band")).to_have_value("ci95")
+
+
+def test_a_field_that_varies_splits_the_series_until_the_user_averages_over_it(page: Page, server):
+    body = {
+        "name": "cmp lr",
+        "base": BASE | {"algorithm": "isrl_mbsgd", "privacy": {"epsilon": 8, "delta": 1e-5}},
+        "grid": {"params.lr": [0.05, 0.5]},
+    }
+    res = httpx.post(f"{server}/api/sweeps", json=body, timeout=60)
+    assert res.status_code == 201, res.text
+    sweep_id = res.json()["id"]
+    deadline = time.time() + 120
+    while httpx.get(f"{server}/api/sweeps/{sweep_id}").json()["counts"].get("succeeded", 0) < 2:
+        assert time.time() < deadline
+        time.sleep(0.5)
+    page.goto(f"/#/compare?sweeps={sweep_id}")
+    names = f"{CHART}.data.filter(t => t.meta?.role === 'mean').map(t => t.name).sort().join('|')"
+    page.wait_for_function(
+        f"() => {CHART}?.data && {names} === 'isrl_mbsgd · lr = 0.05|isrl_mbsgd · lr = 0.5'"
+    )
+    page.locator(".average-over").get_by_role("checkbox", name="params.lr").check()
+    page.wait_for_function(f"() => {names} === 'isrl_mbsgd · averaged over lr'")
+    assert hash_params(page)["average"] == "params.lr"

@@ -43,17 +43,29 @@ export async function render(root) {
   const params = current().params;
   if (params.sweep || params.sweeps || params.runs) preloadCharts();
   // `sweep=` is how links made before multi-sweep compare name their sweep
-  const state = { sweeps: list([params.sweep, params.sweeps].filter(Boolean).join(",")), runs: list(params.runs), log: params.log ?? "1", guaranteed: params.guaranteed ?? "0", band: params.band ?? "std", individual: params.individual ?? "0" };
+  const state = { sweeps: list([params.sweep, params.sweeps].filter(Boolean).join(",")), runs: list(params.runs), log: params.log ?? "1", guaranteed: params.guaranteed ?? "0", band: params.band ?? "std", individual: params.individual ?? "0", average: list(params.average) };
   const url = () => ({
     log: state.log, guaranteed: state.guaranteed === "1" ? "1" : "", band: state.band === "std" ? "" : state.band,
-    individual: state.individual === "1" ? "1" : "", sweeps: state.sweeps.join(","), runs: state.runs.join(","),
+    individual: state.individual === "1" ? "1" : "", average: state.average.join(","), sweeps: state.sweeps.join(","), runs: state.runs.join(","),
   });
 
   const tradeoff = h("div", { class: "chart tall", id: "chart-tradeoff" });
   const warning = h("p", { class: "notion-warning", role: "status", hidden: true });
   const leftOut = h("p", { class: "left-out muted", hidden: true });
   const hiddenNote = h("p", { class: "not-guaranteed-hidden muted", hidden: true });
-  const chartCard = h("div", { class: "card" }, warning, leftOut, hiddenNote, tradeoff);
+  // Fields that vary between the runs: each splits the points into series unless the user asks
+  // to average over it (never silently).
+  const averageBox = h("fieldset", { class: "average-over", hidden: true });
+  const chartCard = h("div", { class: "card" }, warning, leftOut, hiddenNote, averageBox, tradeoff);
+  function showAverage(varying) {
+    state.average = state.average.filter((f) => varying.includes(f));
+    averageBox.hidden = !varying.length;
+    replace(averageBox, h("legend", {}, "Average over (as over seeds)"), varying.map((field) => h("label", {},
+      h("input", { type: "checkbox", name: "average", value: field, checked: state.average.includes(field), onchange: (e) => {
+        state.average = e.target.checked ? [...state.average, field] : state.average.filter((f) => f !== field);
+        load();
+      } }), ` ${field}`)));
+  }
   const hint = h("p", { class: "muted" }, "Pick one or more sweeps above, or runs from the Runs list (“Compare selected”).");
   const points = h("section", { class: "card points-card", "aria-label": "plotted points" });
   const drilldown = h("section", { class: "card drilldown", "aria-label": "runs of a point", hidden: true });
@@ -99,7 +111,7 @@ export async function render(root) {
       }
       if (!any) return;
       const seen = await counts();
-      const figure = await api.tradeoffFigure({ sweeps: state.sweeps.join(","), runs: state.runs.join(","), log: state.log, guaranteed: state.guaranteed, band: state.band, individual: state.individual });
+      const figure = await api.tradeoffFigure({ sweeps: state.sweeps.join(","), runs: state.runs.join(","), log: state.log, guaranteed: state.guaranteed, band: state.band, individual: state.individual, average: state.average.join(",") });
       if (stale()) return;
       lastCounts = seen;
       await draw(tradeoff, figure);
@@ -107,6 +119,7 @@ export async function render(root) {
       const meta = figure.layout.meta ?? {};
       warning.textContent = meta.warning ?? "";
       warning.hidden = !meta.warning;
+      showAverage(meta.varying ?? []);
       const hiddenRuns = meta.not_guaranteed ?? [];
       hiddenNote.textContent = `${hiddenRuns.length} run${hiddenRuns.length === 1 ? "" : "s"} hidden: not guaranteed (their ledger does not cover every release).`;
       hiddenNote.hidden = !hiddenRuns.length;

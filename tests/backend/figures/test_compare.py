@@ -351,3 +351,27 @@ def test_the_band_is_chosen_and_each_run_can_be_drawn(world):
     assert band["y"][-1] == pytest.approx(low)  # the lower edge at ε 1 is the worse seed
     bad = client.get("/api/figures/tradeoff", params={"sweep": world["eps"], "band": "iqr"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "band"]
+
+
+def test_a_field_is_averaged_over_only_when_the_user_asks(world):
+    client = world["client"]
+    fig = client.get("/api/figures/tradeoff", params={"sweep": world["lr"]}).json()
+    assert fig["layout"]["meta"]["varying"] == ["params.lr"] and fig["layout"]["meta"]["averaged"] == []
+    assert sorted((t["name"], len(t["customdata"][0][2])) for t in _mean(fig)) == [
+        ("isrl_mbsgd · lr = 0.05", 2),
+        ("isrl_mbsgd · lr = 0.5", 2),
+    ]
+    merged = client.get("/api/figures/tradeoff", params={"sweep": world["lr"], "average": "params.lr"}).json()
+    (mean,) = _mean(merged)
+    assert mean["name"] == "isrl_mbsgd · averaged over lr" and len(mean["customdata"][0][2]) == 4
+    assert merged["layout"]["meta"]["averaged"] == ["params.lr"]
+    bad = client.get("/api/figures/tradeoff", params={"sweep": world["lr"], "average": "params.clip"})
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"] == ["query", "average"]
+    assert bad.json()["detail"][0]["msg"].startswith(
+        "must name fields that vary between these runs (params.lr)"
+    )
+
+
+def _mean(fig: dict) -> list[dict]:
+    return _traces(fig, "mean")
