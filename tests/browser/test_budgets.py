@@ -46,7 +46,7 @@ def test_an_empty_dataset_is_refused_beside_the_field_and_a_success_clears_it(pa
     page.click("button:has-text('Set budget')")
     expect(page.locator(".card[data-dataset=adult] .remaining")).to_have_text("7")
     expect(page.locator(".card[data-dataset=adult] .unit")).to_have_text(
-        "ε at δ = 1e-06, per the notion of the first run charged"
+        "ε at δ = 1e-6, per the notion of the first run charged"
     )
     assert httpx.get(f"{server}/api/budgets/adult").json()["delta"] == 1e-6
     expect(page.locator(".card[data-dataset=adult] .test-split")).to_have_text(

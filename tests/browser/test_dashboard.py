@@ -244,7 +244,7 @@ def test_ledger_events_and_per_silo_noise_read_as_words(page: Page):
     assert described == [
         "3 × Poisson-sampled (q = 0.01) Gaussian σ = 1.5",
         "group of 4: parallel over 2 disjoint parts: Gaussian σ = 1.5",
-        "0.5-GDP + (1, 0.000001)-DP release",
+        "0.5-GDP + (1, 1e-6)-DP release",  # δ written one way (deltaText)
         "noisy-argmax vote σ = 40, sensitivity 1.414",
         "shuffle of 100 reports, each ε₀ = 2",
         '{"kind":"new_kind","x":1}',
