@@ -54,6 +54,7 @@ class _Compared:
     status: str
     spec: dict[str, Any]
     caveats: list[dict[str, Any]] | None
+    protected: bool
     baseline: dict[str, float] | None
 
     @property
@@ -97,7 +98,7 @@ def _load(session: Session, where: Any) -> list[_Compared]:
     ).all()
     return [
         _Compared(
-            *row[:16],
+            *row[:17],
             # a protected run's diagnostics are withheld; its dataset's labels are not shown either
             baseline=None if row[16] else plots.majority_accuracy(row[17]),
         )
@@ -157,6 +158,8 @@ def _series(
             parts.append(source(r))
         if configs[r.id].label:
             parts.append(configs[r.id].label)
+        if r.protected:  # charged to a budget, noise from a secret key: never averaged with simulations
+            parts.append("protected")
         names[r.id] = " · ".join(parts)
     return names
 
@@ -252,6 +255,7 @@ def tradeoff_figure(
                 "delta": max((r.delta for r in members if r.delta is not None), default=None),
                 "baseline": _cell_baseline(members),
                 "not_guaranteed": sorted({text for r in members for text in r.not_guaranteed}),
+                "protected": all(r.protected for r in members),
             }
         )
     fig = plots.tradeoff(

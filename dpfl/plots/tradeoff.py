@@ -231,7 +231,10 @@ def _mean_line(series: str, notion: str | None, cells: Sequence[Point], dash: st
     algorithm = cells[0]["algorithm"]
     guessing = [bool(no_better_than_guessing(c["mean"], c.get("baseline"))) for c in cells]
     uncovered = [bool(c.get("not_guaranteed")) for c in cells]
-    symbols = [_GUESSING_SYMBOL if g else "circle" for g in guessing]
+    # a protected run's ε bounds its data's budget; a simulation's describes a mechanism whose
+    # noise anyone with the spec can replay: diamonds and circles tell them apart
+    shape = "diamond" if all(c.get("protected") for c in cells) else "circle"
+    symbols = [_GUESSING_SYMBOL if g else shape for g in guessing]
     return go.Scatter(
         x=_floats(c["epsilon"] for c in cells),
         y=_floats(c["mean"] for c in cells),
@@ -270,6 +273,12 @@ def _cell_text(cell: Point) -> str:
     text = f"<b>{_series(cell)}</b><br>{privacy}<br>accuracy {cell['mean']:.3f}{spread}{seeds}"
     if cell.get("not_guaranteed"):
         text += "<br>not guaranteed: " + "; ".join(cell["not_guaranteed"])
+    if "protected" in cell:  # private points say what their ε is worth
+        text += (
+            "<br>protected: charged to its data's budget, noise from a secret key"
+            if cell["protected"]
+            else "<br>simulation: its noise can be replayed from the spec"
+        )
     baseline = cell.get("baseline")
     if eps is not None and no_better_than_guessing(cell["mean"], baseline):
         text += f"<br>no better than guessing: majority class {baseline['accuracy']:.3f} (not private)"

@@ -62,3 +62,23 @@ def test_a_run_its_ledger_does_not_cover_is_hollow_named_and_off_the_frontier(cl
     assert shown["layout"]["meta"]["left_out"] == []
     bad = client.get("/api/figures/tradeoff", params={"runs": ids[0], "guaranteed": 2})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "guaranteed"]
+
+
+def test_a_protected_run_is_a_series_of_its_own_drawn_as_diamonds(client, settings):
+    spec = service_spec(dataset={"name": "digits", "silos": 4}, privacy={"epsilon": 4.0, "delta": 1e-5})
+    simulation = client.post("/api/runs", json=spec).json()["id"]
+    run_here(settings, simulation)  # finished before the budget: a simulation
+    # the test split declared public, so the protected run's accuracy may be shown
+    budget = client.put("/api/budgets/digits", json={"total_epsilon": 50.0, "public_test": True})
+    assert budget.status_code == 200
+    protected = client.post("/api/runs", json=spec).json()["id"]
+    run_here(settings, protected)
+    flags = [client.get(f"/api/runs/{i}").json()["protected"] for i in (simulation, protected)]
+    assert flags == [False, True]
+    fig = client.get("/api/figures/tradeoff", params={"runs": f"{simulation},{protected}"}).json()
+    by_name = {t["name"]: t for t in _mean(fig)}
+    assert sorted(by_name) == ["isrl_mbsgd", "isrl_mbsgd · protected"]  # never averaged together
+    assert by_name["isrl_mbsgd · protected"]["marker"]["symbol"] == ["diamond"]
+    assert "protected: charged to its data's budget" in by_name["isrl_mbsgd · protected"]["hovertext"][0]
+    assert by_name["isrl_mbsgd"]["marker"]["symbol"] in (["circle"], ["x"])  # × if no better than guessing
+    assert "simulation: its noise can be replayed from the spec" in by_name["isrl_mbsgd"]["hovertext"][0]
