@@ -39,24 +39,24 @@ const PANEL_ROW_PX = 320; // the height of one stacked panel
 /**
  * Returns `layout` fitted to the element's width: with three panels or more, or on a narrow
  * screen, the legend goes under the plot (on the right it took 45 % of the width); on a narrow
- * screen, notion panels side by side are stacked one per row, each with the whole width and its
- * own ε axis title and accuracy ticks, and the element grows to hold them. Reference lines and
- * notes follow their panel: they are drawn in its axes' coordinates.
+ * screen, notion panels side by side (`meta.notions`, the only figures laid out in columns) are
+ * stacked one per row, each with the whole width and its own ε axis title and accuracy ticks, and
+ * the element grows to hold them. Reference lines and notes follow their panel: they are drawn in
+ * its axes' coordinates. Other figures (rows sharing an x axis, one panel) keep their axes.
  * @param {HTMLElement} el @param {Record<string, any>} layout
  */
 export function fitted(el, layout) {
   const out = { ...layout, autosize: true };
   const axes = Object.keys(layout).filter((k) => /^xaxis\d*$/.test(k)).sort((a, b) => (a.length - b.length) || a.localeCompare(b));
+  const panels = (layout.meta?.notions ?? []).length;
   const narrow = el.clientWidth < NARROW_PX;
-  if (narrow || axes.length >= 3) {
+  if (narrow || panels >= 3) {
     out.legend = { ...layout.legend, orientation: "h", x: 0, xanchor: "left", y: -0.12, yanchor: "top" };
   }
-  if (narrow) {
-    // every pixel to the plot: the y title goes (the chart's title says what y is), thin margins
-    out.margin = { ...layout.margin, l: 30, r: 4 };
-    for (const y of Object.keys(layout).filter((k) => /^yaxis\d*$/.test(k))) out[y] = { ...layout[y], title: { text: "" } };
-  }
-  if (!narrow || axes.length < 2) return out;
+  el.style.height = "";
+  if (!narrow || panels < 2) return out;
+  // every pixel to the plot: the y title goes (the chart's title says what y is), thin margins
+  out.margin = { ...layout.margin, l: 30, r: 4 };
   const rows = axes.length;
   const gap = 0.12 / rows;
   axes.forEach((x, i) => {
@@ -64,7 +64,7 @@ export function fitted(el, layout) {
     const top = 1 - i / rows;
     const domain = [Math.max(0, top - 1 / rows + gap), top - (i === 0 ? 0 : gap / 2)];
     out[x] = { ...layout[x], domain: [0, 1], anchor: `y${n}` };
-    out[`yaxis${n}`] = { ...out[`yaxis${n}`], ...out.yaxis, domain, anchor: `x${n}`, showticklabels: true, matches: undefined };
+    out[`yaxis${n}`] = { ...layout[`yaxis${n}`], ...layout.yaxis, title: { text: "" }, domain, anchor: `x${n}`, showticklabels: true, matches: undefined };
   });
   el.style.height = `${rows * PANEL_ROW_PX}px`;
   return out;

@@ -216,3 +216,26 @@ def test_the_run_page_with_its_new_controls_fits_a_phone(browser, server, own_ru
         assert serious_violations(page) == []
     finally:
         context.close()
+
+
+def test_the_learning_curves_keep_their_loss_axis_in_a_narrow_card(page: Page, server):
+    # a chart card narrower than 700 px is not a notion-faceted figure: its rows keep their own axes
+    from tests.browser.conftest import create_run, wait_finished
+
+    run_id = create_run(
+        server,
+        {
+            "algorithm": "isrl_mbsgd",
+            "dataset": {"name": "digits", "silos": 2},
+            "rounds": 2,
+            "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+        },
+    )
+    assert wait_finished(server, run_id)["status"] == "succeeded"
+    page.goto(f"/#/runs/{run_id}")
+    chart = "document.getElementById('chart-learning')"
+    page.wait_for_function(f"() => {chart}?._fullLayout?.yaxis2")
+    loss = httpx.get(f"{server}/api/runs/{run_id}/metrics").json()[-1]["loss"]
+    assert page.evaluate(f"{chart}.clientWidth") < 700
+    top = page.evaluate(f"{chart}._fullLayout.yaxis2.range[1]")
+    assert top >= loss > 1, (top, loss)  # the loss axis is the loss's, not accuracy's [0, 1]
