@@ -182,7 +182,7 @@ export async function render(root, { id, params }) {
     clearTimeout(auditTimer);
     if (run.notion === "none") { replace(auditCard); return; }
     if (run.protected) {
-      replace(auditCard, h("h2", {}, "Audit of round 1"), h("p", { class: "muted audit-status" }, "Not audited: an audit releases round 1 many times without accounting, so runs on a dataset with a privacy budget are not audited."));
+      replace(auditCard, h("h2", {}, "Audit"), h("p", { class: "muted audit-status" }, "Not audited: an audit releases round 1 many times without accounting, so runs on a dataset with a privacy budget are not audited."));
       return;
     }
     let audit = null;
@@ -199,8 +199,10 @@ export async function render(root, { id, params }) {
     // sub-sampling amplification the ledger table above includes (dpfl/audit/rounds.py)
     const note = audit?.status === "succeeded" ? h("p", { class: "muted audit-note" },
       `Each round-1 release with its sample fixed (no sub-sampling amplification), ${audit.trials.toLocaleString("en")} trials per side; `
-      + "ledger ε is that one release's ε at the run's δ. ✗ means the audit contradicts the ledger.") : null;
-    replace(auditCard, h("h2", {}, "Audit of round 1 (not private) ", button), note, auditBox(audit));
+      + "ledger ε is that one release's ε at the run's δ."
+      + (audit.result?.black_box ? " The black box: whole runs of the first rounds, their own sampling and noise, against the ledger's privacy profile." : "")
+      + " ✗ means the audit contradicts the ledger.") : null;
+    replace(auditCard, h("h2", {}, "Audit (not private) ", button), note, auditBox(audit));
     if (live) auditTimer = setTimeout(() => loadAudit(run).catch(() => {}), AUDIT_POLL_MS);
   }
 
