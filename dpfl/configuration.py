@@ -48,11 +48,8 @@ def configurations(
     """
     every = {run_id: _fields(spec) for run_id, spec in specs.items()}
     fields = {run_id: {k: v for k, v in f.items() if k not in averaged} for run_id, f in every.items()}
-    by_algorithm: dict[str, list[str]] = defaultdict(list)
-    for run_id, spec in specs.items():
-        by_algorithm[str(spec.get("algorithm"))].append(run_id)
     out = {}
-    for run_ids in by_algorithm.values():
+    for run_ids in _by_algorithm(specs):
         varying = _varying(fields, run_ids)
         over = [k for k in _varying(every, run_ids) if k in averaged]
         for run_id in run_ids:
@@ -68,10 +65,15 @@ def varying_fields(specs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Returns the fields (dotted, sorted) that differ among some algorithm's runs of `specs`: the
     ones a comparison can be told to average over."""
     fields = {run_id: _fields(spec) for run_id, spec in specs.items()}
-    by_algorithm: dict[str, list[str]] = defaultdict(list)
+    return sorted({k for run_ids in _by_algorithm(specs) for k in _varying(fields, run_ids)})
+
+
+def _by_algorithm(specs: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
+    """Returns the run ids of each algorithm: fields only differ among one algorithm's runs."""
+    groups: dict[str, list[str]] = defaultdict(list)
     for run_id, spec in specs.items():
-        by_algorithm[str(spec.get("algorithm"))].append(run_id)
-    return sorted({k for run_ids in by_algorithm.values() for k in _varying(fields, run_ids)})
+        groups[str(spec.get("algorithm"))].append(run_id)
+    return list(groups.values())
 
 
 def _varying(fields: Mapping[str, Mapping[str, Any]], run_ids: Sequence[str]) -> list[str]:
