@@ -292,12 +292,16 @@ def _frontier(points: Sequence[dict[str, Any]], runs: Sequence[_Compared]) -> li
 
 
 def _no_frontier(runs: Sequence[_Compared]) -> dict[str, str]:
-    """Returns why each notion drawn without a frontier has none: its runs are on several datasets."""
+    """Returns why each notion drawn without a frontier has none: its runs are on several datasets,
+    or none of them is guaranteed (a frontier ranks only points whose ε bounds what they leak)."""
     out = {}
     for notion in {r.notion for r in runs if r.notion != "none"}:
-        datasets = sorted({r.dataset for r in runs if r.notion == notion})
+        mine = [r for r in runs if r.notion == notion]
+        datasets = sorted({r.dataset for r in mine})
         if len(datasets) > 1:
             out[notion] = f"runs on {len(datasets)} datasets ({', '.join(datasets)}) are not ranked together"
+        elif all(r.not_guaranteed for r in mine):
+            out[notion] = "no run here is guaranteed (its ledger does not cover every release)"
     return out
 
 

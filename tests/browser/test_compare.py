@@ -407,21 +407,75 @@ def _overlap(a: list[float], b: list[float]) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+AGENT = {
+    "name": "cmp agent",
+    "base": BASE
+    | {
+        "dataset": {"name": "breast_cancer", "silos": 10, "options": {"standardise": "none"}},
+        "params": {"lr": 0.5, "batch_size": 16},
+    },
+    "grid": {"algorithm": ["dp_fedavg", "dp_fedsgd"], "privacy.epsilon": [1, 8], "seed": [0]},
+}
+
+
+@pytest.fixture(scope="module")
+def agent_sweep(server) -> str:
+    """A third sweep, on another dataset, in two more notions (agent- and instance-level DP)."""
+    res = httpx.post(f"{server}/api/sweeps", json=AGENT, timeout=60)
+    assert res.status_code == 201, res.text
+    sweep_id = res.json()["id"]
+    deadline = time.time() + 180
+    while (counts := httpx.get(f"{server}/api/sweeps/{sweep_id}").json()["counts"]).get("succeeded", 0) < 4:
+        assert counts.get("failed", 0) == 0 and time.time() < deadline, counts
+        time.sleep(0.5)
+    return sweep_id
+
+
+def _panel_lines(page: Page) -> list[dict]:
+    """Each panel's notion, the series drawn in it, whether it has a frontier, and its reference lines."""
+    return page.evaluate(
+        f"""() => {{
+          const c = {CHART}, notions = c.layout.meta.notions;
+          const panel = (ref) => Number((ref.match(/^x(\\d*)/)[1]) || 1) - 1;
+          return notions.map((notion, i) => ({{
+            notion,
+            series: c.data.filter(t => t.meta?.role === "mean" && (t.xaxis || "x") === (i ? `x${{i + 1}}` : "x"))
+              .map(t => t.meta.series),
+            frontier: c.data.some(t => t.meta?.role === "pareto" && t.meta.notion === notion),
+            lines: (c.layout.shapes || []).filter(s => s.name && panel(s.xref) === i).map(s => s.name),
+          }}));
+        }}"""
+    )
+
+
 @pytest.mark.parametrize(
     ("width", "height", "name"), [(1440, 900, "compare-desktop"), (390, 844, "compare-phone")]
 )
-def test_the_panels_are_legible_on_a_desktop_and_a_phone(browser, server, sweeps, width, height, name):
+def test_the_panels_are_legible_on_a_desktop_and_a_phone(browser, server, sweeps, agent_sweep, width, height, name):
+    """3 sweeps over 4 notions and 2 datasets: no axis title overlaps another, every plot area is
+    at least 300 px wide (stacked on the phone), and each panel's reference lines are its own
+    datasets' only."""
     context = browser.new_context(base_url=server, viewport={"width": width, "height": height})
     try:
         page = context.new_page()
-        page.goto(f"/#/compare?sweeps={sweeps['record']},{sweeps['user']}")
-        wait_drawn(page, 2)
+        page.goto(f"/#/compare?sweeps={sweeps['record']},{sweeps['user']},{agent_sweep}")
+        wait_drawn(page, 4)
         page.wait_for_timeout(300)  # charts size themselves after the first draw
         facts = _layout_facts(page)
-        assert len(facts["widths"]) == 2 and min(facts["widths"]) >= 300, facts  # stacked on the phone
-        assert len(facts["titles"]) == 2 and not _overlap(*facts["titles"]), facts
+        assert len(facts["widths"]) == 4 and min(facts["widths"]) >= 300, facts
+        titles = facts["titles"]
+        assert len(titles) == 4, facts
+        assert not [(a, b) for i, a in enumerate(titles) for b in titles[i + 1 :] if _overlap(a, b)], facts
         if width < 700:  # the legend under the plots, clear of the axis titles
-            assert facts["legend"][1] >= max(t[3] for t in facts["titles"]) - 1, facts
+            assert facts["legend"][1] >= max(t[3] for t in titles) - 1, facts
+        panels = _panel_lines(page)
+        assert [p["notion"] for p in panels] == ["record", "instance", "agent", "user"], panels
+        for p in panels:
+            datasets = {s.split(" · ")[1] for s in p["series"]}
+            assert datasets == ({"breast_cancer"} if p["notion"] in ("instance", "agent") else {"digits"}), p
+            drawn = {d for line in p["lines"] for d in ("digits", "breast_cancer") if d in line}
+            assert drawn == datasets, p  # its own datasets' lines, and every one of them
+            assert p["frontier"], p  # one dataset per panel, every run guaranteed
         shoot(page, name)
     finally:
         context.close()

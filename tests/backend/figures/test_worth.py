@@ -64,6 +64,19 @@ def test_a_run_its_ledger_does_not_cover_is_hollow_named_and_off_the_frontier(cl
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "guaranteed"]
 
 
+def test_a_panel_of_runs_none_guaranteed_says_why_it_has_no_frontier(client, settings):
+    fitted = service_spec(
+        dataset={"name": "digits", "silos": 4, "features": {"pca": 10}},
+        privacy={"epsilon": 2.0, "delta": 1e-5},
+    )
+    run_id = client.post("/api/runs", json=fitted).json()["id"]
+    run_here(settings, run_id)
+    fig = client.get("/api/figures/tradeoff", params={"runs": run_id}).json()
+    assert [t for t in fig["data"] if t["meta"]["role"] == "pareto"] == []
+    (note,) = [a for a in fig["layout"]["annotations"] if a.get("name") == "no-frontier"]
+    assert note["text"] == "no Pareto frontier: no run here is guaranteed (its ledger does not cover every release)"
+
+
 def test_a_protected_run_is_a_series_of_its_own_drawn_as_diamonds(client, settings):
     spec = service_spec(dataset={"name": "digits", "silos": 4}, privacy={"epsilon": 4.0, "delta": 1e-5})
     simulation = client.post("/api/runs", json=spec).json()["id"]
