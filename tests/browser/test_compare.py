@@ -439,7 +439,7 @@ def _panel_lines(page: Page) -> list[dict]:
           const panel = (ref) => Number((ref.match(/^x(\\d*)/)[1]) || 1) - 1;
           return notions.map((notion, i) => ({{
             notion,
-            series: c.data.filter(t => t.meta?.role === "mean" && (t.xaxis || "x") === (i ? `x${{i + 1}}` : "x"))
+            series: c.data.filter(t => t.meta?.role === "mean" && t.meta.notion === notion)
               .map(t => t.meta.series),
             frontier: c.data.some(t => t.meta?.role === "pareto" && t.meta.notion === notion),
             lines: (c.layout.shapes || []).filter(s => s.name && panel(s.xref) === i).map(s => s.name),
@@ -451,7 +451,9 @@ def _panel_lines(page: Page) -> list[dict]:
 @pytest.mark.parametrize(
     ("width", "height", "name"), [(1440, 900, "compare-desktop"), (390, 844, "compare-phone")]
 )
-def test_the_panels_are_legible_on_a_desktop_and_a_phone(browser, server, sweeps, agent_sweep, width, height, name):
+def test_the_panels_are_legible_on_a_desktop_and_a_phone(
+    browser, server, sweeps, agent_sweep, width, height, name
+):
     """3 sweeps over 4 notions and 2 datasets: no axis title overlaps another, every plot area is
     at least 300 px wide (stacked on the phone), and each panel's reference lines are its own
     datasets' only."""
