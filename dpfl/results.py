@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dpfl.formats import number_text
 from dpfl.privacy.accountants import make_accountant
 from dpfl.privacy.accountants.group import describe_group_conversion
 from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL, Caveat
@@ -100,7 +101,7 @@ class Privacy:
         if epsilon is not None and target is not None and epsilon > target * (1 + 1e-9):
             notes.append(
                 f"the {self.calibration} calibration under-protects: the ledger gives ε = {epsilon:.4g} "
-                f"({self.accountant}, δ = {self.delta:g}) for a target of {self.target_epsilon:g}"
+                f"({self.accountant}, δ = {number_text(self.delta)}) for a target of {self.target_epsilon:g}"
             )
         return "; ".join(notes) or None
 

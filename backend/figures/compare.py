@@ -21,7 +21,16 @@ from backend.sweeps.summary import Outcome, compare_cells, front
 from dpfl import plots
 from dpfl.configuration import Configuration, configurations, varying_fields
 
-__all__ = ["curves_figure", "ids", "spent_figure", "tradeoff_figure"]
+__all__ = [
+    "TRADEOFF_COLUMNS",
+    "TradeoffView",
+    "curves_figure",
+    "ids",
+    "spent_figure",
+    "tradeoff_figure",
+    "tradeoff_rows",
+    "tradeoff_view",
+]
 
 _MAX_RUNS = 500  # hand-picked ids in one request: a URL's worth
 
@@ -172,25 +181,39 @@ def _cell_baseline(members: Iterable[_Compared]) -> dict[str, float] | None:
     return max(baselines, key=lambda b: b["accuracy"])  # type: ignore[arg-type, return-value]
 
 
-def tradeoff_figure(
+@dataclass(frozen=True)
+class TradeoffView:
+    """What a Compare view shows, before it is drawn or exported."""
+
+    points: list[dict[str, Any]]
+    """one per (series, ε) cell of private runs (`tradeoff_figure`'s points)"""
+    reference: list[dict[str, Any]]
+    """the non-private cells, each with the notions (panels) of its dataset's private runs"""
+    runs: list[_Compared]
+    """the runs drawn"""
+    left_out: list[str]
+    """runs asked for but not drawn: not succeeded yet, or never evaluated"""
+    not_guaranteed: list[str]
+    """runs left out because their guarantee is broken (only when asked to)"""
+    varying: list[str]
+    """the spec fields that vary between the runs drawn"""
+
+
+def tradeoff_view(
     session: Session,
     *,
     sweep_ids: Sequence[str],
     run_ids: Sequence[str],
-    log_x: bool,
     guaranteed_only: bool = False,
-    band: str = "std",
-    individual: bool = False,
     average: Sequence[str] = (),
-) -> dict[str, Any]:
-    """Returns final accuracy against ε for the sweeps' and picked runs' succeeded runs (only those
-    whose guarantee holds when `guaranteed_only`; the others' ids in `layout.meta.not_guaranteed`),
-    each mean with its `band` (`dpfl.plots.BANDS`), and each run as a point when `individual`.
-    A point averages over seeds only, and over the fields in `average` the user chose (which must
-    vary between the runs: `layout.meta.varying` lists those that do).
+) -> TradeoffView:
+    """Returns the sweeps' and picked runs' succeeded runs (only those whose guarantee holds when
+    `guaranteed_only`) grouped into points: a point averages over seeds only, and over the fields
+    in `average` the user chose (which must vary between the runs).
 
     Raises:
-        ParameterError: neither sweeps nor runs were given (422).
+        ParameterError: neither sweeps nor runs were given, or `average` names a field that does
+            not vary (422).
         NotFound: a sweep or run does not exist (404).
     """
     if not sweep_ids and not run_ids:
@@ -229,9 +252,11 @@ def tradeoff_figure(
     points, reference = [], []
     for cell in cells:
         members = [by_id[i] for i in cell["run_ids"]]
+        datasets = {r.dataset for r in members}
         common = {
             "algorithm": cell["algorithm"],
             "series": cell["series"],
+            "datasets": sorted(datasets),
             "mean": cell["accuracy_mean"],
             "std": cell["accuracy_std"],
             "n": cell["n"],
@@ -240,7 +265,6 @@ def tradeoff_figure(
         }
         if cell["notion"] == "none":
             # drawn only in the panels of the notions its dataset's private runs are in
-            datasets = {r.dataset for r in members}
             reference.append(common | {"notions": _notions_of(runs, datasets)})
             continue
         # The x axis is the ε its ledger spent (a paper calibration may spend far more than its
@@ -258,10 +282,36 @@ def tradeoff_figure(
                 "protected": all(r.protected for r in members),
             }
         )
+    left_out = [r.id for r in every if r.id not in by_id and r.id not in hidden]
+    return TradeoffView(points, reference, runs, left_out, hidden, varying)
+
+
+def tradeoff_figure(
+    session: Session,
+    *,
+    sweep_ids: Sequence[str],
+    run_ids: Sequence[str],
+    log_x: bool,
+    guaranteed_only: bool = False,
+    band: str = "std",
+    individual: bool = False,
+    average: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Returns final accuracy against ε of a `tradeoff_view`: each mean with its `band`
+    (`dpfl.plots.BANDS`), each run as a point when `individual`; ``layout.meta`` lists the runs
+    `left_out`, those hidden as `not_guaranteed`, and the fields `varying` and `averaged`.
+
+    Raises:
+        ParameterError, NotFound: as `tradeoff_view`.
+    """
+    view = tradeoff_view(
+        session, sweep_ids=sweep_ids, run_ids=run_ids, guaranteed_only=guaranteed_only, average=average
+    )
+    runs = view.runs
     fig = plots.tradeoff(
-        points,
-        reference=reference or None,
-        pareto=_frontier(points, runs) or None,
+        view.points,
+        reference=view.reference or None,
+        pareto=_frontier(view.points, runs) or None,
         no_frontier=_no_frontier(runs),
         baselines=_baselines(runs) or None,
         log_x=log_x,
@@ -270,11 +320,67 @@ def tradeoff_figure(
         subtitle=plots.compare_subtitle(r.setting() for r in runs) or None,
     )
     out = plots.to_json(fig)
-    # runs asked for that are not drawn (not succeeded yet, or never evaluated), for the browser to list
-    out["layout"]["meta"]["left_out"] = [r.id for r in every if r.id not in by_id and r.id not in hidden]
-    out["layout"]["meta"]["not_guaranteed"] = hidden
-    out["layout"]["meta"] |= {"varying": varying, "averaged": list(average)}
+    out["layout"]["meta"] |= {
+        "left_out": view.left_out,
+        "not_guaranteed": view.not_guaranteed,
+        "varying": view.varying,
+        "averaged": list(average),
+    }
     return out
+
+
+def tradeoff_rows(view: TradeoffView, band: str = "std") -> list[dict[str, Any]]:
+    """Returns the view's points as export rows (`TRADEOFF_COLUMNS`), private ones first, with the
+    `band`'s limits and whether each is on its panel's Pareto frontier."""
+    on_front = {(p["series"], p["epsilon"]) for p in _frontier(view.points, view.runs)}
+    rows = []
+    for p in [*view.points, *view.reference]:
+        private = "notion" in p
+        low, high = plots.band_limits(p, band)  # type: ignore[arg-type]
+        rows.append(
+            {
+                "series": p["series"],
+                "algorithm": p["algorithm"],
+                "datasets": " ".join(p["datasets"]),
+                "notion": p["notion"] if private else "none",
+                "epsilon": p.get("epsilon"),
+                "target_epsilon": p.get("target_epsilon"),
+                "delta": p.get("delta"),
+                "n": p["n"],
+                "accuracy_mean": p["mean"],
+                "accuracy_std": p["std"],
+                "band": band,
+                "band_low": low,
+                "band_high": high,
+                "guaranteed": (not p["not_guaranteed"]) if private else None,
+                "protected": p.get("protected"),
+                "pareto": (p["series"], p.get("epsilon")) in on_front if private else None,
+                "run_ids": " ".join(p["run_ids"]),
+            }
+        )
+    return rows
+
+
+TRADEOFF_COLUMNS = (
+    "series",
+    "algorithm",
+    "datasets",
+    "notion",
+    "epsilon",
+    "target_epsilon",
+    "delta",
+    "n",
+    "accuracy_mean",
+    "accuracy_std",
+    "band",
+    "band_low",
+    "band_high",
+    "guaranteed",
+    "protected",
+    "pareto",
+    "run_ids",
+)
+"""The columns of an exported Compare view: ``epsilon`` is the mean ε spent, never the target."""
 
 
 def _frontier(points: Sequence[dict[str, Any]], runs: Sequence[_Compared]) -> list[dict[str, Any]]:

@@ -8,12 +8,15 @@ figures also carry ``layout.meta.notions`` (the privacy notions drawn, one panel
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query, Response
+from sqlalchemy.orm import Session
 
 from backend.deps import SessionDep
 from backend.figures import compare, hyperparams, service
+from backend.sweeps.export import csv_text
 from dpfl import plots
 
 router = APIRouter(tags=["figures"])
@@ -26,53 +29,92 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 RunIds = Annotated[str | None, Query(description="comma-separated run ids", examples=["3f2a…,9c1b…"])]
 
 
-@router.get("/figures/tradeoff", responses=ERRORS)
-def tradeoff(
-    session: SessionDep,
-    sweep: Annotated[
-        str | None, Query(description="one sweep id (kept for old links; same as `sweeps`)")
-    ] = None,
-    sweeps: Annotated[str | None, Query(description="comma-separated sweep ids, drawn on one chart")] = None,
-    runs: RunIds = None,
-    log: Annotated[int, Query(ge=0, le=1, description="1: ε on a log axis")] = 1,
+@dataclass
+class TradeoffQuery:
+    """Which runs a Compare view shows and how its points are grouped (the figure and its exports)."""
+
+    sweep: Annotated[str | None, Query(description="one sweep id (kept for old links; same as `sweeps`)")] = (
+        None
+    )
+    sweeps: Annotated[str | None, Query(description="comma-separated sweep ids, drawn on one chart")] = None
+    runs: RunIds = None
     guaranteed: Annotated[
         int, Query(ge=0, le=1, description="1: leave out runs whose ledger does not cover every release")
-    ] = 0,
+    ] = 0
     band: Annotated[
         plots.Band,
         Query(description="the band around each mean: ± std, ± standard error, 95 % CI or min–max"),
-    ] = "std",
-    individual: Annotated[int, Query(ge=0, le=1, description="1: draw each run as a point too")] = 0,
+    ] = "std"
     average: Annotated[
         str | None,
         Query(
             description="comma-separated spec fields to average over, as over seeds (`layout.meta.varying`)"
         ),
-    ] = None,
+    ] = None
+
+    def view(self, session: Session) -> compare.TradeoffView:
+        return compare.tradeoff_view(session, **self.selection())
+
+    def selection(self) -> dict[str, Any]:
+        return {
+            "sweep_ids": compare.ids(",".join(filter(None, (self.sweep, self.sweeps))), name="sweeps"),
+            "run_ids": compare.ids(self.runs, name="runs"),
+            "guaranteed_only": bool(self.guaranteed),
+            "average": [f for f in (self.average or "").split(",") if f],
+        }
+
+
+TradeoffDep = Annotated[TradeoffQuery, Depends()]
+
+
+@router.get("/figures/tradeoff", responses=ERRORS)
+def tradeoff(
+    session: SessionDep,
+    view: TradeoffDep,
+    log: Annotated[int, Query(ge=0, le=1, description="1: ε on a log axis")] = 1,
+    individual: Annotated[int, Query(ge=0, le=1, description="1: draw each run as a point too")] = 0,
 ) -> dict[str, Any]:
     """Final accuracy against ε for any sweeps and hand-picked runs, on one chart.
 
-    Succeeded runs are grouped by (algorithm, notion, ε target, or σ placed at the mean ε spent)
-    and by the dataset and source (sweep or "picked runs") when one algorithm comes from several;
-    each point is the mean over seeds with a ±1 std band. Runs of different privacy notions go to
-    separate panels, each ε axis titled with its notion and δ. Each point's `customdata` is
-    `[algorithm, epsilon, run_ids]` (trace `meta.role` "mean" or "pareto"). Non-private runs are
-    dashed reference lines; the dotted "majority class" line is the accuracy of always predicting
-    the evaluation set's commonest label (not private; not shown for protected datasets), and a
-    point within the guessing margin of it is drawn as × ("no better than guessing"). A point whose
-    runs' guarantee is broken is hollow and never on the frontier; `guaranteed=1` leaves such
-    runs out (listed in `layout.meta.not_guaranteed`).
+    A point is one configuration: succeeded runs identical in everything but their seed (and the
+    fields named in `average`), at one ε target or σ, placed at the mean ε their ledgers spent.
+    Configurations of one algorithm that differ are separate series named by what differs
+    ("isrl_mbsgd · δ = 0.1"), as are the dataset and source (a sweep or "picked runs") when one
+    algorithm comes from several; `layout.meta.varying` lists the fields that vary. Each point has
+    its `band` over its runs. Runs of different privacy notions go to separate panels, each ε axis
+    titled with its notion and δ. Each point's `customdata` is `[algorithm, epsilon, run_ids]`
+    (trace `meta.role` "mean" or "pareto"). Non-private runs are dashed reference lines; the dotted
+    "majority class" line is the accuracy of always predicting the evaluation set's commonest
+    label (not private; not shown for protected datasets), and a point within the guessing margin
+    of it is drawn as × ("no better than guessing"). A point whose runs' guarantee is broken is
+    hollow and never on the frontier; `guaranteed=1` leaves such runs out (listed in
+    `layout.meta.not_guaranteed`). The same points as a table: `/figures/tradeoff/points`.
     """
-    sweep_ids = compare.ids(",".join(filter(None, (sweep, sweeps))), name="sweeps")
     return compare.tradeoff_figure(
-        session,
-        sweep_ids=sweep_ids,
-        run_ids=compare.ids(runs, name="runs"),
-        log_x=bool(log),
-        guaranteed_only=bool(guaranteed),
-        band=band,
-        individual=bool(individual),
-        average=[f for f in (average or "").split(",") if f],
+        session, **view.selection(), log_x=bool(log), band=view.band, individual=bool(individual)
+    )
+
+
+@router.get("/figures/tradeoff/points", responses=ERRORS)
+def tradeoff_points(session: SessionDep, view: TradeoffDep) -> list[dict[str, Any]]:
+    """The points of a Compare view (same query as `/figures/tradeoff`), one row per point:
+    its series, the ε its runs spent (`epsilon`, a mean) and their target, δ, n, accuracy mean and
+    std, the band's limits, whether it is guaranteed, protected and on its panel's Pareto
+    frontier, and its runs. Non-private reference rows come last (notion "none")."""
+    return compare.tradeoff_rows(view.view(session), view.band)
+
+
+@router.get(
+    "/figures/tradeoff/points.csv",
+    response_class=Response,
+    responses={**ERRORS, 200: {"content": {"text/csv": {}}, "description": "one line per point"}},
+)
+def tradeoff_points_csv(session: SessionDep, view: TradeoffDep) -> Response:
+    """The points of a Compare view as CSV: the columns of `/figures/tradeoff/points`."""
+    return Response(
+        csv_text(compare.tradeoff_rows(view.view(session), view.band), compare.TRADEOFF_COLUMNS),
+        media_type="text/csv",
+        headers={"Content-Disposition": 'attachment; filename="compare-points.csv"'},
     )
 
 

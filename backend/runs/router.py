@@ -21,6 +21,7 @@ from backend.models import Run
 from backend.runs import listing, pages, service
 from backend.runs.listing import SORTS, Archived, RunQuery
 from backend.runs.schemas import LedgerRead, MetricRead, RunDetail, RunPage, RunPatch, RunRead
+from dpfl.formats import cell_text
 from dpfl.spec import parse_spec
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -213,7 +214,7 @@ def _csv_cells(run: Run) -> list[Any]:
     cells["tags"] = ",".join(run.tags)  # tags hold no commas (backend/runs/schemas.py)
     if isinstance(run.noise_multiplier, list | dict):  # σ per silo
         cells["noise_multiplier"] = json.dumps(run.noise_multiplier)
-    return list(cells.values())
+    return [cell_text(v) for v in cells.values()]
 
 
 @router.get("/{run_id}", response_model=RunDetail, responses=ERRORS)

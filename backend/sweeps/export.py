@@ -1,13 +1,16 @@
-"""A sweep summary as CSV: a header row, then one line per (algorithm, privacy target)."""
+"""Tables as CSV: a header row, then one line per row, every number as `dpfl.formats.cell_text`
+writes it (a sweep summary: one line per (algorithm, configuration, privacy target))."""
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["SUMMARY_COLUMNS", "summary_csv"]
+from dpfl.formats import cell_text
+
+__all__ = ["SUMMARY_COLUMNS", "csv_text", "summary_csv"]
 
 SUMMARY_COLUMNS = (
     "algorithm",
@@ -23,10 +26,15 @@ SUMMARY_COLUMNS = (
 )
 
 
-def summary_csv(rows: Iterable[Mapping[str, Any]]) -> str:
-    """Returns the summary rows as CSV text; a missing value (None) is an empty cell."""
+def csv_text(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """Returns the rows' `columns` as CSV text; a missing value (None) is an empty cell."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(SUMMARY_COLUMNS)
-    writer.writerows([row[c] for c in SUMMARY_COLUMNS] for row in rows)
+    writer.writerow(columns)
+    writer.writerows([cell_text(row[c]) for c in columns] for row in rows)
     return out.getvalue()
+
+
+def summary_csv(rows: Iterable[Mapping[str, Any]]) -> str:
+    """Returns a sweep's summary rows as CSV text."""
+    return csv_text(rows, SUMMARY_COLUMNS)

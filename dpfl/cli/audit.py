@@ -12,6 +12,7 @@ from rich.table import Table
 
 from dpfl.cli.run import _read_spec
 from dpfl.cli.settings import data_dirs
+from dpfl.formats import number_text
 
 __all__ = ["audit"]
 
@@ -61,7 +62,8 @@ def audit(
         typer.echo(json.dumps(audit_json(results, black), indent=1))
         return
     table = Table(
-        title=f"{spec.algorithm}: round 1 (ε at δ = {spec.privacy.delta:g}, {spec.privacy.accountant})"
+        title=f"{spec.algorithm}: round 1 "
+        f"(ε at δ = {number_text(spec.privacy.delta)}, {spec.privacy.accountant})"
     )
     for column in (
         "release",

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from dpfl.cli.settings import cache_dir, data_dirs
 from dpfl.errors import DatasetUnavailable, SpecError
+from dpfl.formats import number_text
 
 if TYPE_CHECKING:
     from dpfl import runner
@@ -74,7 +75,7 @@ def run(
     eps = (
         "not private"
         if privacy["epsilon"] is None
-        else f"ε = {privacy['epsilon']:.4g} (δ = {privacy['delta']:g}, {privacy['accountant']})"
+        else f"ε = {privacy['epsilon']:.4g} (δ = {number_text(privacy['delta'])}, {privacy['accountant']})"
     )
     threads = data["timings"]["threads"]
     console.print(

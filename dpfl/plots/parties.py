@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dpfl.formats import number_text
 from dpfl.plots.colours import FAINT_GREY, HIGHLIGHT_COLOUR, _translucent
 from dpfl.plots.layout import _floats, _hover, _layout, _no_data
 from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL
@@ -50,7 +51,7 @@ def epsilon_per_party(
     fig = go.Figure(
         layout=_layout(
             kind="epsilon_per_party",
-            title=f"ε spent per party ({accountant}, δ = {delta:g})",
+            title=f"ε spent per party ({accountant}, δ = {number_text(delta)})",
             xaxis={"title": {"text": "round"}},
             yaxis={"title": {"text": "ε spent so far"}, "rangemode": "tozero"},
         )

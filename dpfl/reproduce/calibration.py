@@ -26,6 +26,7 @@ from typing import Any
 from dpfl import runner
 from dpfl.algorithms import Algorithm, algorithm_class
 from dpfl.errors import DpflError, SpecError
+from dpfl.formats import number_text
 from dpfl.reproduce.manifest import Sweep
 from dpfl.reproduce.summary import Variant, variant_label
 from dpfl.spec import parse_spec
@@ -62,7 +63,7 @@ class PaperCalibration:
         verdict = "under-protects" if self.under_protects else "over-protects"
         return (
             f"{self.setting} {self.algorithm}{variant}: the paper's σ for ε = {self.target_epsilon:g} "
-            f"gives ε = {self.epsilon:.4g} ({self.accountant}, δ = {self.delta:g}): it {verdict}"
+            f"gives ε = {self.epsilon:.4g} ({self.accountant}, δ = {number_text(self.delta)}): it {verdict}"
         )
 
 

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dpfl.formats import number_text
 from dpfl.reproduce.calibration import PaperCalibration
 from dpfl.reproduce.manifest import CEILING, Setting, Sweep
 from dpfl.reproduce.report import Report
@@ -343,7 +344,7 @@ def _calibration_table(calibrations: Sequence[PaperCalibration]) -> list[str]:
     ]
     groups: dict[tuple, dict[float, PaperCalibration]] = {}
     for c in calibrations:
-        key = (c.setting, variant_label(c.variant), c.algorithm, f"{c.accountant}, {c.delta:g}")
+        key = (c.setting, variant_label(c.variant), c.algorithm, f"{c.accountant}, {number_text(c.delta)}")
         groups.setdefault(key, {})[c.target_epsilon] = c
     # candidates that differ in what the paper's σ does not depend on (a step size) spend alike:
     # one line for each method's candidates with the same numbers

@@ -24,6 +24,7 @@ import plotly.io as pio
 import torch
 from plotly.offline import get_plotlyjs
 
+from dpfl.formats import cell_text
 from dpfl.plots import algorithm_colour, tradeoff
 from dpfl.reproduce.calibration import PaperCalibration
 from dpfl.reproduce.manifest import SENSITIVITY, PaperInfo, Setting, Sweep
@@ -103,12 +104,13 @@ def machine() -> dict[str, str]:
 
 
 def write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
-    """Writes the summary rows, one line per cell; empty fields for None, floats at full precision."""
+    """Writes the summary rows, one line per cell, as every CSV export writes its cells
+    (`dpfl.formats.cell_text`: empty for None, floats at full precision)."""
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: "" if row.get(k) is None else row[k] for k in CSV_COLUMNS})
+            writer.writerow({k: cell_text(row.get(k)) for k in CSV_COLUMNS})
 
 
 def figure(setting: Setting, variant: str, rows: Sequence[Mapping[str, Any]]) -> go.Figure:

@@ -7,6 +7,9 @@ fedavg, seeds 0 and 1) and "user" (uldp_avg_w at ε 1 and 8, seeds 0 and 1), so 
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import re
 import time
 from pathlib import Path
@@ -307,6 +310,23 @@ def test_export_png_downloads_the_chart_with_its_subtitle(page: Page, sweeps):
         "{format: 'svg', width: 1200, height: 700}))"
     )
     assert subtitle in svg
+
+
+def test_csv_and_json_export_the_points_of_a_view_of_several_sweeps(page: Page, sweeps):
+    page.goto(f"/#/compare?sweeps={sweeps['record']},{sweeps['user']}&band=minmax")
+    wait_drawn(page, 2)
+    drawn = sorted((c[0], round(c[1], 9)) for c in mean_points(page))
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Export CSV").click()
+    assert info.value.suggested_filename == "compare-points.csv"
+    table = list(csv.DictReader(io.StringIO(Path(info.value.path()).read_text())))
+    private = [r for r in table if r["notion"] != "none"]
+    assert sorted((r["algorithm"], round(float(r["epsilon"]), 9)) for r in private) == drawn
+    assert {r["band"] for r in table} == {"minmax"} and {r["n"] for r in private} == {"2"}
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Export JSON").click()
+    rows = json.loads(Path(info.value.path()).read_text())
+    assert [r["series"] for r in rows] == [r["series"] for r in table]
 
 
 def page_width(page: Page) -> tuple[int, list[str]]:

@@ -232,7 +232,7 @@ def test_epsilon_per_party_with_100_parties_adds_their_elementwise_max():
     assert top["x"] == list(range(1, 51))
     assert sum(t["showlegend"] is not False for t in party_lines) == 1
     assert {t["line"]["width"] for t in party_lines} == {0.8}
-    assert fig["layout"]["title"]["text"] == "ε spent per party (rdp, δ = 1e-05)"
+    assert fig["layout"]["title"]["text"] == "ε spent per party (rdp, δ = 1e-5)"
 
 
 def test_epsilon_per_party_with_few_parties_draws_each_in_its_own_colour():

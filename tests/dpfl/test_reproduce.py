@@ -380,7 +380,7 @@ def test_markdown_section_has_the_table_verdicts_and_the_papers_calibration(repr
     ]
     low, high = (r.epsilon for r in paper)
     assert low < 1.0 and high > 4.0  # over-protects at ε = 1, under-protects at ε = 4
-    assert f"| isrl_tiny | isrl_mbsgd | rdp, 1e-05 | {low:.4g} | **{high:.4g}** |" in text
+    assert f"| isrl_tiny | isrl_mbsgd | rdp, 1e-5 | {low:.4g} | **{high:.4g}** |" in text
     assert "the paper's own σ under-protects in 2 of 4 cells" in err
     assert (
         html.escape(f"isrl_tiny isrl_mbsgd: the paper's σ for ε = 4 gives ε = {high:.4g}")

@@ -261,9 +261,9 @@ def test_the_paper_sigma_table_gives_candidates_that_spend_alike_one_line():
     assert table[2:] == [
         "| setting | method | accountant, δ | stated ε = 1 | stated ε = 3 |",
         "|---|---|---|---|---|",
-        "| s | m (every candidate: 2) | rdp, 1e-05 | 0.5 | 1.5 |",
-        "| s | n (3 candidates: a … c) | rdp, 1e-05 | 0.5 | – |",
-        "| s | n (d) | rdp, 1e-05 | **2** | – |",
-        "| s | o | rdp, 1e-05 | 0.25 | – |",
+        "| s | m (every candidate: 2) | rdp, 1e-5 | 0.5 | 1.5 |",
+        "| s | n (3 candidates: a … c) | rdp, 1e-5 | 0.5 | – |",
+        "| s | n (d) | rdp, 1e-5 | **2** | – |",
+        "| s | o | rdp, 1e-5 | 0.25 | – |",
         "",
     ]

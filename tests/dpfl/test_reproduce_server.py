@@ -65,7 +65,7 @@ def test_reproduce_on_a_server_gives_the_same_numbers(capsys, tmp_path, server):
         parse_spec(SPEC | {"privacy": SPEC["privacy"] | {"epsilon": 4.0, "calibration": "paper"}})
     )
     assert (
-        f"| isrl_tiny | isrl_mbsgd | rdp, 1e-05 | **{paper.epsilon:.4g}** |"
+        f"| isrl_tiny | isrl_mbsgd | rdp, 1e-5 | **{paper.epsilon:.4g}** |"
         in (tmp_path / "o" / "reproduction.md").read_text()
     )
 

@@ -86,7 +86,7 @@ def test_paper_calibration_that_under_protects_says_so():
     )
     assert result.epsilon > 18.0
     assert result.to_json()["privacy"]["warning"] == (
-        f"the paper calibration under-protects: the ledger gives ε = {result.epsilon:.4g} (rdp, δ = 1e-05) "
+        f"the paper calibration under-protects: the ledger gives ε = {result.epsilon:.4g} (rdp, δ = 1e-5) "
         "for a target of 18"
     )
     assert run(isrl_digits_spec(rounds=3, eval_every=3)).to_json()["privacy"]["warning"] is None

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import special
 
 from dpfl.errors import AccountingError
+from dpfl.formats import number_text
 from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
 from dpfl.privacy.events import (
     ComposedEvent,
@@ -133,7 +134,7 @@ class GDPAccountant(Accountant):
             return 0.0
         eps = float(gdp_epsilon(self.mu, delta=delta))
         if not math.isfinite(eps):
-            raise AccountingError(f"gdp: no finite ε for μ={self.mu:g} at δ={delta:g}")
+            raise AccountingError(f"gdp: no finite ε for μ={self.mu:g} at δ = {number_text(delta)}")
         return eps
 
     def epsilon_curve(self, events, counts: np.ndarray, *, delta: float) -> np.ndarray:

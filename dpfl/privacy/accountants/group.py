@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpfl.errors import AccountingError
+from dpfl.formats import number_text
 from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
 from dpfl.privacy.accountants.rdp import DEFAULT_ORDERS, RDPAccountant
 from dpfl.privacy.conversion import rdp_to_epsilon
@@ -135,7 +136,9 @@ class GroupAccountant(Accountant):
         """Returns the smaller route's ε; raises AccountingError if neither is finite."""
         eps = min(self.routes(delta).values())
         if not math.isfinite(eps):
-            raise AccountingError(f"group: neither route bounds groups of {self.group_size} at δ={delta:g}")
+            raise AccountingError(
+                f"group: neither route bounds groups of {self.group_size} at δ = {number_text(delta)}"
+            )
         return eps
 
 

@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING
 
 from dpfl.errors import AccountingError
+from dpfl.formats import number_text
 from dpfl.privacy import dpa, shuffle
 from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
 from dpfl.privacy.events import (
@@ -132,7 +133,8 @@ class PLDAccountant(Accountant):
         eps = self.pld.get_epsilon_for_delta(delta)
         if not math.isfinite(eps):
             raise AccountingError(
-                f"pld: δ={delta:g} is below the mass of infinite privacy loss of this ledger, so no "
+                f"pld: δ = {number_text(delta)} is below the mass of infinite privacy loss of this ledger, "
+                "so no "
                 "finite ε exists in the PLD's range; use a larger δ or the rdp accountant"
             )
         return max(float(eps), 0.0)

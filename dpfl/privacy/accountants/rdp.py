@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpfl.errors import AccountingError
+from dpfl.formats import number_text
 from dpfl.privacy import gnmax, shuffle
 from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
 from dpfl.privacy.conversion import CONVERSIONS, rdp_to_epsilon
@@ -181,7 +182,8 @@ class RDPAccountant(Accountant):
     def _finite(self, eps: np.ndarray, delta: float) -> np.ndarray:
         if np.any(~np.isfinite(eps)):
             raise AccountingError(
-                f"{self.name}: no tracked RDP order gives a finite ε at δ={delta:g}; the releases are too "
+                f"{self.name}: no tracked RDP order gives a finite ε at δ = {number_text(delta)}; "
+                "the releases are too "
                 "weak for RDP accounting at these orders (try the pld accountant, or more noise)"
             )
         return eps

@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from dpfl.errors import AccountingError
+from dpfl.formats import number_text
 from dpfl.privacy.accountants import rdp
 from dpfl.privacy.accountants.base import accountant_class
 from dpfl.privacy.accountants.rdp import DEFAULT_ORDERS, RDPAccountant, event_rdp
@@ -362,7 +363,8 @@ def _minimum(
         best, where = np.where(zero, 0.0, best), np.where(zero, np.argmax(passes, axis=1), where)
     if not np.all(np.isfinite(best)):
         raise AccountingError(
-            f"rdp: no tracked RDP order gives a finite ε at δ={delta:g}; the releases are too weak for "
+            f"rdp: no tracked RDP order gives a finite ε at δ = {number_text(delta)}; "
+            "the releases are too weak for "
             "RDP accounting at these orders (try the pld accountant, or more noise)"
         )
     return np.maximum(best, 0.0), where

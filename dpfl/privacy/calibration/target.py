@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpfl.errors import AccountingError, SpecError
+from dpfl.formats import number_text
 from dpfl.privacy.accountants import accountant_class, rdp_pruned
 from dpfl.privacy.calibration.accounting import NoiseOutOfRange, epsilon
 from dpfl.privacy.events import Event, gaussian_noise_multipliers
@@ -116,7 +117,7 @@ class Target:
     def below_minimum(self) -> SpecError:
         return SpecError(
             "privacy.epsilon",
-            f"{self.epsilon:g} at δ={self.delta:g} is met at a noise multiplier below "
+            f"{self.epsilon:g} at δ = {number_text(self.delta)} is met at a noise multiplier below "
             f"{self.min_sigma:g}, the smallest the {self.accountant} accountant evaluates in bounded "
             "time and memory; give a smaller ε or use the rdp accountant.",
         )
@@ -124,7 +125,7 @@ class Target:
     def unreachable(self) -> SpecError:
         return SpecError(
             "target_epsilon",
-            f"{self.epsilon:g} cannot be met at δ={self.delta:g} "
+            f"{self.epsilon:g} cannot be met at δ = {number_text(self.delta)} "
             f"with a noise multiplier ≤ {SIGMA_MAX:g}; raise ε or δ.",
         )
 

@@ -1,8 +1,9 @@
 // Compare: final accuracy against ε for any sweeps and hand-picked runs on one chart (one panel per
 // privacy notion), the runs behind each point, accuracy against ε spent for the picked runs, and,
 // for one sweep, its own panel. The view's state lives in the URL (`sweeps=a,b`, `runs=x,y`,
-// `log`, `guaranteed` to hide runs whose guarantee is broken, `band`, `individual` to draw each run; an old link's `sweep=a` is read as
-// `sweeps=a`); export PNG, and CSV and JSON of one sweep.
+// `log`, `guaranteed` to hide runs whose guarantee is broken, `band`, `individual` to draw each
+// run, `average`; an old link's `sweep=a` is read as `sweeps=a`); export the chart as PNG and its
+// points as CSV or JSON, for any view.
 import { api } from "../api.js";
 import { draw, exportPng, onPointClick, preloadCharts } from "../charts.js";
 import { banner, download, h, replace, setTitle } from "../dom.js";
@@ -73,7 +74,8 @@ export async function render(root) {
   const spentCard = h("div", { class: "card", hidden: true }, h("h2", {}, "Accuracy against ε spent so far"), spent);
   const sweepPanel = h("section", { class: "card sweep-panel", "aria-label": "the sweep", hidden: true });
   const oneSweep = () => (state.sweeps.length === 1 ? state.sweeps[0] : null);
-  const exportButtons = [];
+  // the runs drawn and how they are grouped: the chart and its exports ask for the same points
+  const selection = () => ({ sweeps: state.sweeps.join(","), runs: state.runs.join(","), guaranteed: state.guaranteed, band: state.band, average: state.average.join(",") });
 
   let shownSweep = null;
   let clicks = false;
@@ -92,9 +94,9 @@ export async function render(root) {
     const any = state.sweeps.length + state.runs.length > 0;
     hint.hidden = any;
     chartCard.hidden = points.hidden = !any;
-    for (const b of exportButtons) {
-      b.disabled = !oneSweep();
-      b.title = oneSweep() ? "" : "CSV and JSON export one sweep's summary: pick exactly one sweep (PNG exports any view)";
+    for (const b of [csv, json]) {
+      b.disabled = !any;
+      b.title = any ? "the plotted points, at the ε spent, with their bands and runs" : "pick sweeps or runs to export their points";
     }
     if (selectionChanged) drilldown.hidden = true;
     try {
@@ -111,7 +113,7 @@ export async function render(root) {
       }
       if (!any) return;
       const seen = await counts();
-      const figure = await api.tradeoffFigure({ sweeps: state.sweeps.join(","), runs: state.runs.join(","), log: state.log, guaranteed: state.guaranteed, band: state.band, individual: state.individual, average: state.average.join(",") });
+      const figure = await api.tradeoffFigure({ ...selection(), log: state.log, individual: state.individual });
       if (stale()) return;
       lastCounts = seen;
       await draw(tradeoff, figure);
@@ -144,9 +146,12 @@ export async function render(root) {
     Object.entries(BANDS).map(([value, label]) => h("option", { value, selected: value === state.band }, label)));
   const individualBox = h("input", { type: "checkbox", name: "individual", checked: state.individual === "1", onchange: (e) => { state.individual = e.target.checked ? "1" : "0"; load(); } });
   const guaranteedBox = h("input", { type: "checkbox", name: "guaranteed", checked: state.guaranteed === "1", onchange: (e) => { state.guaranteed = e.target.checked ? "1" : "0"; load(); } });
-  const csv = h("button", { onclick: () => oneSweep() && (location.href = api.summaryCsvUrl(oneSweep())) }, "Export CSV");
-  const json = h("button", { onclick: async () => oneSweep() && download(`sweep-${oneSweep()}.json`, JSON.stringify(await api.summary(oneSweep()), null, 1), "application/json") }, "Export JSON");
-  exportButtons.push(csv, json);
+  const csv = h("button", { onclick: () => { location.href = api.tradeoffPointsCsvUrl(selection()); } }, "Export CSV");
+  const json = h("button", { onclick: async () => {
+    try {
+      download("compare-points.json", JSON.stringify(await api.tradeoffPoints(selection()), null, 1), "application/json");
+    } catch (err) { banner(`Could not export the points: ${err.message}`); }
+  } }, "Export JSON");
 
   replace(root, h("h1", {}, "Compare"),
     h("div", { class: "toolbar" }, h("label", {}, "log-scale ε", logBox), h("label", {}, "hide not guaranteed", guaranteedBox),

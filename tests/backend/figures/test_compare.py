@@ -6,6 +6,8 @@ One SQLite app for the module: two small sweeps and a user-level run on digits, 
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -371,3 +373,36 @@ def test_a_field_is_averaged_over_only_when_the_user_asks(world):
 
 def _mean(fig: dict) -> list[dict]:
     return _traces(fig, "mean")
+
+
+def test_any_view_exports_its_points_as_json_and_csv(world):
+    """Two sweeps and a picked run: one row per point the chart draws, at the ε spent, with its
+    band, its runs and whether it is on the frontier; the CSV has the same cells."""
+    client = world["client"]
+    query = {"sweeps": f"{world['eps']},{world['lr']}", "runs": world["user"], "band": "minmax"}
+    fig = client.get("/api/figures/tradeoff", params=query).json()
+    rows = client.get("/api/figures/tradeoff/points", params=query).json()
+    drawn = sorted((t["name"], x) for t in _traces(fig, "mean") for x in t["x"])
+    private = [r for r in rows if r["notion"] != "none"]
+    assert sorted((r["series"], r["epsilon"]) for r in private) == drawn
+    assert len(private) == 2 + 2 + 1  # isrl_mbsgd at ε 1 and 8 (eps), lr 0.05 and 0.5 (lr), uldp_avg
+    assert [r["series"] for r in rows if r["notion"] == "none"] == ["fedavg"]
+    for row in private:
+        runs = [world["runs"][i] for i in row["run_ids"].split()]
+        assert row["n"] == len(runs) == len({r["seed"] for r in runs})  # one configuration: seeds only
+        assert row["epsilon"] == pytest.approx(sum(r["epsilon"] for r in runs) / len(runs))
+        accuracies = [r["final_accuracy"] for r in runs]
+        assert (row["band_low"], row["band_high"]) == (min(accuracies), max(accuracies))
+        assert row["guaranteed"] is True and row["protected"] is False
+    frontier = {(t["meta"]["notion"], x) for t in _traces(fig, "pareto") for x in t["x"]}
+    assert {(r["notion"], r["epsilon"]) for r in private if r["pareto"]} == frontier
+
+    text = client.get("/api/figures/tradeoff/points.csv", params=query)
+    assert text.status_code == 200 and text.headers["content-type"].startswith("text/csv")
+    table = list(csv.DictReader(io.StringIO(text.text)))
+    assert [r["series"] for r in table] == [r["series"] for r in rows]
+    assert {r["delta"] for r in table} == {"1e-5", ""}  # as every page writes δ; none for fedavg
+    assert [float(r["epsilon"]) for r in table[: len(private)]] == [r["epsilon"] for r in private]
+
+    bad = client.get("/api/figures/tradeoff/points", params={"runs": world["user"], "average": "seed"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "average"]

@@ -89,7 +89,7 @@ def test_a_ledger_recomputed_by_gdp_or_pate_is_labelled(settings, client):
     pate = client.get(f"/api/runs/{run_id}/ledger", params={"accountant": "pate"}).json()
     assert (pate["approximate"], pate["data_dependent"], pate["notes"]) == (False, True, [PATE_NOTE])
     figure = client.get(f"/api/runs/{run_id}/figures", params={"accountant": "gdp"}).json()["epsilon"]
-    assert figure["layout"]["title"]["text"] == "ε spent per party (gdp, approximate, δ = 1e-05)"
+    assert figure["layout"]["title"]["text"] == "ε spent per party (gdp, approximate, δ = 1e-5)"
 
 
 def test_a_run_stored_with_pate_defaults_to_a_data_independent_ledger(settings, client):

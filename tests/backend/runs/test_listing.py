@@ -220,7 +220,7 @@ def test_csv_exports_every_match_with_its_columns(client, settings):
         "notion": "record",
         "target_epsilon": "",
         "epsilon": "2.0",
-        "delta": "1e-05",
+        "delta": "1e-5",
         "accountant": "rdp",
         "noise_multiplier": "",
         "final_accuracy": "",

@@ -123,7 +123,7 @@ REFUSED = [
             privacy={"epsilon": 1e-5, "delta": 1e-5, "accountant": "rdp"},
         ),
         ["privacy", "epsilon"],
-        "1e-05 cannot be met at δ=1e-05 with a noise multiplier ≤ 100000; raise ε or δ.",
+        "1e-05 cannot be met at δ = 1e-5 with a noise multiplier ≤ 100000; raise ε or δ.",
         id="isrl_mbsgd-unreachable-epsilon",
     ),
     pytest.param(

@@ -24,6 +24,6 @@ def test_an_under_protecting_paper_calibration_is_stored_and_shown(settings, cli
     assert body["epsilon"] > 18.0
     assert body["warning"] == (
         f"the paper calibration under-protects: the ledger gives ε = {body['epsilon']:.4g} "
-        "(rdp, δ = 1e-05) for a target of 18"
+        "(rdp, δ = 1e-5) for a target of 18"
     )
     assert client.get(f"/api/runs/{plain}").json()["warning"] is None

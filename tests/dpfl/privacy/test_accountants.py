@@ -104,7 +104,7 @@ def test_pld_gaussian_one_step_is_exact():
 def test_pld_says_when_delta_is_below_its_range():
     acc = make_accountant("pld")
     acc.compose(GaussianEvent(1.0))  # dp_accounting truncates the Gaussian PLD's tails at ~1e-15
-    with pytest.raises(AccountingError, match="δ=1e-20 is below the mass of infinite privacy loss"):
+    with pytest.raises(AccountingError, match="δ = 1e-20 is below the mass of infinite privacy loss"):
         acc.epsilon(1e-20)
 
 

@@ -50,7 +50,7 @@ def test_worst_party_decides():
 
 
 def test_unreachable_target_is_explained():
-    with pytest.raises(SpecError, match="`target_epsilon` 1e-06 cannot be met at δ=1e-05"):
+    with pytest.raises(SpecError, match="`target_epsilon` 1e-06 cannot be met at δ = 1e-5"):
         calibrate_noise_multiplier(
             lambda s: SelfComposedEvent(GaussianEvent(s), 10**6), target_epsilon=1e-6, target_delta=1e-5
         )

@@ -130,7 +130,7 @@ def test_parties_that_depend_on_each_others_noise_are_refused():
 
 
 def test_an_unreachable_target_is_explained():
-    with pytest.raises(SpecError, match="`target_epsilon` 1e-06 cannot be met at δ=1e-05"):
+    with pytest.raises(SpecError, match="`target_epsilon` 1e-06 cannot be met at δ = 1e-5"):
         _calibrate({"a": (1.0, 10**6), "b": (1.0, 10)}, target=1e-6)
 
 
