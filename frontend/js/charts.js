@@ -30,7 +30,7 @@ export function preloadCharts() {
 /** Draws (or redraws) a figure `{data, layout}` into `el`. */
 export async function draw(el, figure) {
   const Plotly = await loadPlotly();
-  return Plotly.react(el, figure.data, fitted(el, figure.layout), CONFIG);
+  return Plotly.react(el, figure.data, fitted(el, figure.layout, figure.data), CONFIG);
 }
 
 const NARROW_PX = 700; // below it, a legend on the right leaves no plot
@@ -48,45 +48,103 @@ export function panelColumns(width, panels) {
   return Math.ceil(panels / Math.ceil(panels / columns));
 }
 
+const AXIS_BELOW_PX = 52; // the x tick labels and the x title under the plot
+const LEGEND_ROW_PX = 21;
+const CHAR_PX = 7; // the width of one character of a legend entry or subtitle at 13 px
+const TITLE_CHAR_PX = 10;
+const TITLE_LINE_PX = 18;
+
+/** Returns the legend's entries: named traces and shapes that show in it. */
+function legendNames(layout, data) {
+  const traces = data.filter((t) => t.showlegend ?? (data.length > 1 && layout.showlegend !== false));
+  const shapes = (layout.shapes ?? []).filter((s) => s.showlegend);
+  return [...traces, ...shapes].map((t) => t.name ?? "");
+}
+
+/** Returns how many rows a horizontal legend of `names` takes in `width` px. */
+function legendRows(names, width) {
+  let rows = names.length ? 1 : 0;
+  let used = 0;
+  for (const name of names) {
+    const entry = 48 + CHAR_PX * name.length; // its line sample, gap and text
+    if (used && used + entry > width) { rows += 1; used = 0; }
+    used += entry;
+  }
+  return rows;
+}
+
+/** Returns `text` broken with <br> into lines of at most `chars` characters, at spaces. */
+function wrapped(text, chars) {
+  const lines = [];
+  for (const word of String(text).split(" ")) {
+    const last = lines.length - 1;
+    if (last >= 0 && (lines[last] + " " + word).length <= chars) lines[last] += " " + word;
+    else lines.push(word);
+  }
+  return lines;
+}
+
 /**
- * Returns `layout` fitted to the element's width: with three panels or more, or on a narrow
- * screen, the legend goes under the plot (on the right it took 45 % of the width). Notion panels
- * side by side (`meta.notions`, the only figures laid out in columns) that would be narrower
- * than MIN_PANEL_PX are laid out in a grid (one per row on a phone), each with its own ε axis
- * title and accuracy ticks, and the element grows to hold the rows. Reference lines and notes
- * follow their panel: they are drawn in its axes' coordinates. Other figures (rows sharing an x
- * axis, one panel) keep their axes.
- * @param {HTMLElement} el @param {Record<string, any>} layout
+ * Returns `layout` fitted to the element's width.
+ *
+ * - With three panels or more, or on a narrow screen, the legend goes under the plot (on the
+ *   right it took 45 % of the width), below the x axis title: it is placed in the container's
+ *   coordinates, the bottom margin holds its rows, and the element grows by as much, so the plot
+ *   keeps its height.
+ * - Notion panels side by side (`meta.notions`, the only figures laid out in columns) that would
+ *   be narrower than MIN_PANEL_PX go in a grid (one per row on a phone), each with its own ε axis
+ *   title and accuracy ticks, and the element grows to hold the rows. Reference lines and notes
+ *   follow their panel: they are drawn in its axes' coordinates. Other figures (rows sharing an
+ *   x axis, one panel) keep their axes.
+ * - On a narrow screen a title or subtitle too long for the width is wrapped, not clipped.
+ * @param {HTMLElement} el @param {Record<string, any>} layout @param {any[]} data
  */
-export function fitted(el, layout) {
-  const out = { ...layout, autosize: true };
+export function fitted(el, layout, data = []) {
+  const out = { ...layout, autosize: true, margin: { ...layout.margin } };
   const axes = Object.keys(layout).filter((k) => /^xaxis\d*$/.test(k)).sort((a, b) => (a.length - b.length) || a.localeCompare(b));
   const panels = (layout.meta?.notions ?? []).length;
   const width = el.clientWidth;
-  if (width < NARROW_PX || panels >= 3) {
-    out.legend = { ...layout.legend, orientation: "h", x: 0, xanchor: "left", y: -0.12, yanchor: "top" };
-  }
+  const narrow = width < NARROW_PX;
   el.style.height = "";
+  let height = el.clientHeight;
   const columns = panels < 2 ? panels : panelColumns(width, panels);
-  if (columns >= panels) return out;
-  const rows = Math.ceil(panels / columns);
-  // one column: every pixel to the plot, the y title goes (the chart's title says what y is)
-  if (columns === 1) out.margin = { ...layout.margin, l: 30, r: 4 };
-  const gap = 0.12 / rows;
-  axes.forEach((x, i) => {
-    const n = x.slice("xaxis".length);
-    const row = Math.floor(i / columns);
-    const col = i % columns;
-    const left = col / columns;
-    const top = 1 - row / rows;
-    const domain = [left + (col ? PANEL_GAP / 2 : 0), left + 1 / columns - (col < columns - 1 ? PANEL_GAP / 2 : 0)];
-    out[x] = { ...layout[x], domain, anchor: `y${n}` };
-    out[`yaxis${n}`] = {
-      ...layout[`yaxis${n}`], ...layout.yaxis, title: col === 0 && columns > 1 ? layout.yaxis?.title : { text: "" },
-      domain: [Math.max(0, top - 1 / rows + gap), top - (row === 0 ? 0 : gap / 2)], anchor: `x${n}`, showticklabels: true, matches: undefined,
-    };
-  });
-  el.style.height = `${rows * PANEL_ROW_PX}px`;
+  if (columns < panels) {
+    const rows = Math.ceil(panels / columns);
+    // one column: every pixel to the plot, the y title goes (the chart's title says what y is)
+    if (columns === 1) Object.assign(out.margin, { l: 30, r: 4 });
+    const gap = 0.12 / rows;
+    axes.forEach((x, i) => {
+      const n = x.slice("xaxis".length);
+      const row = Math.floor(i / columns);
+      const col = i % columns;
+      const left = col / columns;
+      const top = 1 - row / rows;
+      const domain = [left + (col ? PANEL_GAP / 2 : 0), left + 1 / columns - (col < columns - 1 ? PANEL_GAP / 2 : 0)];
+      out[x] = { ...layout[x], domain, anchor: `y${n}` };
+      out[`yaxis${n}`] = {
+        ...layout[`yaxis${n}`], ...layout.yaxis, title: col === 0 && columns > 1 ? layout.yaxis?.title : { text: "" },
+        domain: [Math.max(0, top - 1 / rows + gap), top - (row === 0 ? 0 : gap / 2)], anchor: `x${n}`, showticklabels: true, matches: undefined,
+      };
+    });
+    height = rows * PANEL_ROW_PX;
+  }
+  if (narrow && layout.title) {
+    const title = wrapped(layout.title.text ?? "", Math.floor(width / TITLE_CHAR_PX));
+    const subtitle = wrapped(layout.title.subtitle?.text ?? "", Math.floor(width / CHAR_PX));
+    out.title = { ...layout.title, text: title.join("<br>") };
+    if (layout.title.subtitle) out.title.subtitle = { ...layout.title.subtitle, text: subtitle.join("<br>") };
+    const extra = TITLE_LINE_PX * (Math.max(0, title.length - 1) + Math.max(0, subtitle.length - 1));
+    out.margin.t = (out.margin.t ?? 80) + extra;
+    height += extra;
+  }
+  if (narrow || panels >= 3) {
+    const rows = legendRows(legendNames(layout, data), width - 20);
+    out.legend = { ...layout.legend, orientation: "h", x: 0, xanchor: "left", xref: "container", y: 0, yanchor: "bottom", yref: "container" };
+    const below = rows * LEGEND_ROW_PX + 8;
+    out.margin.b = AXIS_BELOW_PX + below;
+    height += below;
+  }
+  if (height !== el.clientHeight) el.style.height = `${height}px`;
   return out;
 }
 

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.axe import serious_violations
-from tests.browser.conftest import SMALL_RUN, create_run, wait_finished
+from tests.browser.conftest import SMALL_RUN, create_run, shoot, wait_finished
 
 pytestmark = pytest.mark.browser
 
@@ -214,6 +214,8 @@ def test_the_run_page_with_its_new_controls_fits_a_phone(browser, server, own_ru
         width = page.evaluate("[document.scrollingElement.scrollWidth, window.innerWidth]")
         assert width[0] <= width[1], width
         assert serious_violations(page) == []
+        page.wait_for_function("() => document.getElementById('chart-learning')?._fullLayout")
+        shoot(page, "run-phone")
     finally:
         context.close()
 
