@@ -1,10 +1,11 @@
 """The compare page's figure: final test accuracy against ε, one curve per algorithm (and series).
 
 Every trace carries ``meta = {"role": …, "algorithm": …}`` with role ``mean``, ``band``, ``run``
-(each run of a point, when asked for), ``pareto`` (and ``series``, ``notion`` on mean and band);
-points carry ``customdata = [algorithm, epsilon, run_ids]``, so the browser maps a click back to
-the runs behind it (the seeds) without parsing hover text. Runs of different privacy notions are
-drawn in one panel per notion (``dpfl.plots.notions``).
+(each run of a point, when asked for), ``pareto`` or ``missed`` (from each ε target a point
+missed to the ε it spent) (and ``series``, ``notion`` on mean and band); points carry
+``customdata = [algorithm, epsilon, run_ids]``, so the browser maps a click back to the runs
+behind it (the seeds) without parsing hover text. Runs of different privacy notions are drawn in
+one panel per notion (``dpfl.plots.notions``).
 """
 
 from __future__ import annotations
@@ -95,12 +96,13 @@ def tradeoff(
         yaxis={"title": {"text": "test accuracy"}, "range": [0, 1]},
     )
     dashes: dict[str, itertools.cycle[str]] = {}
+    any_missed = False
     for col, notion in enumerate(panels, start=1):
         mine = [p for p in points if p.get("notion") == notion]
         fig.update_xaxes(
             _epsilon_axis(
                 epsilon_title(notion, (p.get("delta") for p in mine), log=log_x),
-                (p["epsilon"] for p in mine),
+                [*(p["epsilon"] for p in mine), *(p["target_epsilon"] for p in mine if _missed(p))],
                 log=log_x,
             ),
             row=1,
@@ -115,6 +117,10 @@ def tradeoff(
             if individual:
                 fig.add_trace(_runs(series, notion, cells), row=1, col=col)
             fig.add_trace(_mean_line(series, notion, cells, dash), row=1, col=col)
+        missed = [p for p in mine if _missed(p)]
+        if missed:
+            fig.add_trace(_targets(notion, missed, first=not any_missed), row=1, col=col)
+            any_missed = True
         frontier = [c for c in pareto or () if c.get("notion") == notion]
         if frontier:
             fig.add_trace(_frontier(frontier, first=col == 1), row=1, col=col)
@@ -267,9 +273,8 @@ def _cell_text(cell: Point) -> str:
     spread = "" if std is None else f" ± {std:.3f}"
     n = cell.get("n")
     seeds = "" if n is None else f"<br>{n} seed{'s' if n != 1 else ''}"
-    target = cell.get("target_epsilon")
-    if eps is not None and target is not None and eps > target * (1 + 1e-6):
-        privacy += f" spent (target {target:.3g}: missed)"
+    if _missed(cell):
+        privacy += f" spent (target {cell['target_epsilon']:.3g}: missed)"
     text = f"<b>{_series(cell)}</b><br>{privacy}<br>accuracy {cell['mean']:.3f}{spread}{seeds}"
     if cell.get("not_guaranteed"):
         text += "<br>not guaranteed: " + "; ".join(cell["not_guaranteed"])
@@ -283,6 +288,41 @@ def _cell_text(cell: Point) -> str:
     if eps is not None and no_better_than_guessing(cell["mean"], baseline):
         text += f"<br>no better than guessing: majority class {baseline['accuracy']:.3f} (not private)"
     return text
+
+
+def _missed(cell: Point) -> bool:
+    """Returns whether a point's runs spent more than their ε target (a paper calibration can)."""
+    eps, target = cell.get("epsilon"), cell.get("target_epsilon")
+    return eps is not None and target is not None and eps > target * (1 + 1e-6)
+
+
+def _targets(notion: str | None, cells: Sequence[Point], *, first: bool) -> go.Scatter:
+    """Returns one panel's missed targets: from each target ε (a tick) a dotted line to the ε its
+    point spent, at its accuracy, so an under-protecting calibration shows without a hover."""
+    x: list[float | None] = []
+    y: list[float | None] = []
+    sizes: list[int] = []
+    for c in cells:
+        x += [float(c["target_epsilon"]), float(c["epsilon"]), None]
+        y += [float(c["mean"]), float(c["mean"]), None]
+        sizes += [14, 0, 0]
+    return go.Scatter(
+        x=x,
+        y=y,
+        mode="lines+markers",
+        line={"color": FAINT_GREY, "width": 1, "dash": "dot"},
+        marker={"symbol": "line-ns-open", "size": sizes, "color": FAINT_GREY, "line": {"width": 1.5}},
+        name="ε target, missed",
+        legendgroup="missed",
+        showlegend=first,
+        hovertext=[
+            f"{_series(c)}: target ε {c['target_epsilon']:.3g}, spent {c['epsilon']:.3g}"
+            for c in cells
+            for _ in range(3)
+        ],
+        hovertemplate="%{hovertext}<extra></extra>",
+        meta={"role": "missed", "notion": notion},
+    )
 
 
 def _columns(panels: Sequence[str | None], line: Point) -> list[int]:

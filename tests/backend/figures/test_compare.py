@@ -406,15 +406,3 @@ def test_any_view_exports_its_points_as_json_and_csv(world):
 
     bad = client.get("/api/figures/tradeoff/points", params={"runs": world["user"], "average": "seed"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "average"]
-
-
-def test_one_algorithms_series_share_its_colour_and_differ_in_dash(world):
-    fig = (
-        world["client"]
-        .get("/api/figures/tradeoff", params={"sweeps": f"{world['eps']},{world['lr']}"})
-        .json()
-    )
-    mine = [t for t in _traces(fig, "mean") if t["meta"]["algorithm"] == "isrl_mbsgd"]
-    assert len(mine) == 3  # sweep eps; sweep lr at lr 0.05 and at 0.5
-    assert len({t["line"]["color"] for t in mine}) == 1
-    assert len({t["line"]["dash"] for t in mine}) == 3, [(t["name"], t["line"]["dash"]) for t in mine]

@@ -30,9 +30,15 @@ def test_a_paper_calibrated_point_sits_at_the_epsilon_it_spent(client, settings)
     run_here(settings, run_id)
     run = client.get(f"/api/runs/{run_id}").json()
     assert run["status"] == "succeeded" and run["epsilon"] > 1.5  # the paper's σ under-protects
-    (mean,) = _mean(client.get("/api/figures/tradeoff", params={"runs": run_id}).json())
+    fig = client.get("/api/figures/tradeoff", params={"runs": run_id}).json()
+    (mean,) = _mean(fig)
     assert mean["x"] == [pytest.approx(run["epsilon"], rel=1e-12)]
     assert f"ε = {run['epsilon']:.3g} spent (target 1: missed)" in mean["hovertext"][0]
+    # and without a hover: a dotted line from the target (a tick) to the ε spent
+    (missed,) = [t for t in fig["data"] if t["meta"]["role"] == "missed"]
+    assert missed["x"] == [1.0, pytest.approx(run["epsilon"], rel=1e-12), None]
+    assert missed["y"] == [mean["y"][0], mean["y"][0], None] and missed["marker"]["size"] == [14, 0, 0]
+    assert missed["name"] == "ε target, missed" and missed["showlegend"] is True
 
 
 def test_a_run_its_ledger_does_not_cover_is_hollow_named_and_off_the_frontier(client, settings):
