@@ -27,7 +27,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from backend.budgets.schemas import BudgetRead, BudgetUpdate, ChargeRead, SiloUsage
@@ -110,24 +110,19 @@ def _digests_of_name(name: str, settings: Settings, *, public_test: bool = False
 
 
 def usage(session: Session, dataset: str) -> dict[str, float]:
-    """Returns {"spent", "reserved"}: settled spending and open reservations of a dataset."""
-    spent = (
-        session.scalar(
-            select(func.coalesce(func.sum(BudgetCharge.spent), 0.0)).where(
-                BudgetCharge.dataset == dataset, BudgetCharge.settled_at.is_not(None)
-            )
-        )
-        or 0.0
-    )
-    reserved = (
-        session.scalar(
-            select(func.coalesce(func.sum(BudgetCharge.reserved), 0.0)).where(
-                BudgetCharge.dataset == dataset, BudgetCharge.settled_at.is_(None)
-            )
-        )
-        or 0.0
-    )
-    return {"spent": float(spent), "reserved": float(reserved)}
+    """Returns {"spent", "reserved"}: settled spending and open reservations of a dataset.
+
+    One statement, so one snapshot: read in two, a charge that settled between them (at READ
+    COMMITTED, Postgres's default) was counted in neither, and an admission overspent.
+    """
+    open_ = BudgetCharge.settled_at.is_(None)
+    spent, reserved = session.execute(
+        select(
+            func.coalesce(func.sum(case((open_, 0.0), else_=BudgetCharge.spent)), 0.0),
+            func.coalesce(func.sum(case((open_, BudgetCharge.reserved), else_=0.0)), 0.0),
+        ).where(BudgetCharge.dataset == dataset)
+    ).one()
+    return {"spent": float(spent or 0.0), "reserved": float(reserved or 0.0)}
 
 
 def check_bounded(session: Session, *, budget: str, spec: RunSpec, uncovered: str | None) -> None:
@@ -232,7 +227,12 @@ def settle(session: Session, *, run_id: str, spent: float) -> None:
     charge = session.get(BudgetCharge, run_id)
     if charge is None or charge.settled_at is not None:
         return
-    budget, run = session.get(Budget, charge.dataset), session.get(Run, run_id)
+    # the lock admissions hold while they add up the budget's use: a settle never lands between
+    budget = _locked(session, charge.dataset)
+    session.refresh(charge)
+    if charge.settled_at is not None:  # settled by another process while this one waited
+        return
+    run = session.get(Run, run_id)
     if spent > 0 and run.delta is not None and budget.delta > run.delta:
         spent = LedgerEventRow.run_ledger(session, run.id).headline_epsilon(
             accountant=run.accountant, delta=budget.delta

@@ -17,12 +17,15 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import update
+from sqlalchemy import event, text, update
+from sqlalchemy.exc import OperationalError
 
+from backend import migrate
+from backend.budgets import service as budgets
 from backend.db import Database
 from backend.main import create_app
 from backend.models import Run
-from tests.backend.conftest import run_here
+from tests.backend.conftest import _truncate, make_settings, run_here
 from tests.factories import service_spec
 
 pytestmark = pytest.mark.service
@@ -165,3 +168,55 @@ def test_a_run_stopped_early_is_charged_what_it_released(settings):
     assert budget["charges"][0]["spent"] == pytest.approx(spent) and budget["charges"][0]["settled"]
     assert (budget["reserved"], budget["spent"]) == (0.0, pytest.approx(spent))
     assert budget["remaining"] == pytest.approx(10.0 - spent)  # the unreleased part came back
+
+
+@pytest.fixture
+def pg_settings(request, tmp_path):
+    """Postgres + Redis only: the races below are READ COMMITTED's (SQLite serialises writers)."""
+    url = request.getfixturevalue("postgres_url")
+    migrate.upgrade(url)
+    _truncate(url)
+    return make_settings(tmp_path, url, request.getfixturevalue("redis_url"))
+
+
+def test_a_settle_waits_for_an_admission_that_holds_the_budget(pg_settings):
+    """An admission reads settled spending and open reservations while it holds the budget row; a
+    settle that committed in between was counted in neither (budget 1.0 charged 1.49). Settling
+    takes the same lock, so it cannot commit while an admission reads."""
+    with TestClient(create_app(pg_settings)) as client:
+        client.put("/api/budgets/digits", json={"total_epsilon": 1.0})
+        run_id = client.post("/api/runs", json=SPEC | {"privacy": {"epsilon": 0.5, "delta": 1e-5}}).json()[
+            "id"
+        ]
+    database = Database(pg_settings.database_url)
+    try:
+        with database.session() as admission, database.session() as settling:
+            assert budgets.usage(admission, "digits") == {"spent": 0.0, "reserved": 0.5}
+            assert budgets._locked(admission, "digits") is not None  # an admission holds the row
+            settling.execute(text("SET LOCAL lock_timeout = '300ms'"))
+            with pytest.raises(OperationalError, match="lock timeout"):
+                budgets.settle(settling, run_id=run_id, spent=0.49)
+                settling.flush()
+            settling.rollback()
+            admission.commit()
+            budgets.settle(settling, run_id=run_id, spent=0.49)  # once the admission is done, it settles
+            settling.commit()
+            assert budgets.usage(admission, "digits") == {"spent": 0.49, "reserved": 0.0}
+    finally:
+        database.engine.dispose()
+
+
+def test_usage_is_read_in_one_statement(pg_settings, monkeypatch):
+    """Spent and reserved come from one snapshot: a charge settling between two reads cannot vanish."""
+    with TestClient(create_app(pg_settings)) as client:
+        client.put("/api/budgets/digits", json={"total_epsilon": 1.0})
+        client.post("/api/runs", json=SPEC | {"privacy": {"epsilon": 0.5, "delta": 1e-5}})
+    database = Database(pg_settings.database_url)
+    statements: list[str] = []
+    try:
+        with database.session() as session:
+            event.listen(session.bind, "before_cursor_execute", lambda *a: statements.append(a[2]))
+            assert budgets.usage(session, "digits") == {"spent": 0.0, "reserved": 0.5}
+    finally:
+        database.engine.dispose()
+    assert len(statements) == 1, statements
