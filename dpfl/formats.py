@@ -22,11 +22,19 @@ def number_text(value: float) -> str:
     return _unpadded(f"{value:.3g}")
 
 
+# A spreadsheet reads a cell that starts with one of these as a formula (`=HYPERLINK(…)`,
+# `@SUM(…)`, `+cmd|…`): text a user typed (a run's name, its tags) must not run when opened.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def cell_text(value: Any) -> Any:
     """Returns a CSV cell: a float with every digit Python needs to read it back (exponents
-    unpadded, 1e-5), None as an empty cell, anything else as it is."""
+    unpadded, 1e-5), None as an empty cell, text that a spreadsheet would run as a formula
+    behind a quote (`'=1+1`), anything else as it is."""
     if value is None:
         return ""
     if isinstance(value, float):
         return _unpadded(repr(value))
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
     return value

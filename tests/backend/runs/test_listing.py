@@ -236,6 +236,17 @@ def test_csv_exports_every_match_with_its_columns(client, settings):
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "sort"]
 
 
+def test_csv_cells_a_spreadsheet_would_run_are_quoted(client, settings):
+    add_runs(settings)
+    typed = {"name": '=HYPERLINK("http://x.test","open")', "tags": ["@SUM(1+1)", "+cmd", "-x", "ok"]}
+    assert client.patch("/api/runs/a1", json=typed).status_code == 200
+    (row,) = [r for r in csv.DictReader(io.StringIO(client.get("/api/runs.csv").text)) if r["id"] == "a1"]
+    assert row["name"] == "'" + typed["name"]
+    assert row["tags"].startswith("'") and not row["tags"][1:].startswith("'")  # the cell, quoted once
+    assert sorted(row["tags"][1:].split(",")) == sorted(typed["tags"])
+    assert row["epsilon"] == "2.0"  # numbers are never quoted, negative or not
+
+
 def test_csv_is_not_cut_at_a_page(client, settings):
     database = Database(settings.database_url)
     with database.session() as session:
