@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.routing import APIRoute
@@ -73,19 +73,27 @@ def _require_loopback(request: Request) -> None:
 
     `dpfl up` refuses such a bind, but a server started another way (uvicorn directly, with
     --host 0.0.0.0) would serve writes to its network; the address a connection arrived on
-    (the ASGI `server`) tells, whatever the bind. Names that are not IP addresses (a test
-    client's) are let through.
+    (the ASGI `server`) tells, whatever the bind. A connection without one came over a Unix
+    socket (`uvicorn --uds`, behind a reverse proxy that forwards any network to it): refused.
+    Names that are not IP addresses (a test client's) are let through.
     """
-    host = (request.scope.get("server") or ("127.0.0.1", 0))[0]
+    server = request.scope.get("server")
+    if server is None or server[1] is None or request.scope.get("client") is None:
+        _refuse("a Unix socket")  # uvicorn's `server` is then (its path, None), its `client` None
+    host = server[0]
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return
     if not address.is_loopback:
-        raise Unauthorized(
-            f"this server has no tokens, so it takes writes only over loopback; this request came in "
-            f"on {host}: set DPFL_API_TOKENS (and send 'Authorization: Bearer <token>') or use 127.0.0.1"
-        )
+        _refuse(host)
+
+
+def _refuse(where: str) -> NoReturn:
+    raise Unauthorized(
+        f"this server has no tokens, so it takes writes only over loopback; this request came in "
+        f"on {where}: set DPFL_API_TOKENS (and send 'Authorization: Bearer <token>') or use 127.0.0.1"
+    )
 
 
 WriteGuard = Depends(require_token)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
+import httpx
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 from backend.main import create_app
@@ -90,3 +95,29 @@ def test_a_write_without_tokens_over_a_network_address_is_401(settings):
         assert remote.get("/api/runs").status_code == 200  # reads stay open
     with TestClient(create_app(settings), base_url="http://127.0.0.1:8000") as local:
         assert local.post("/api/runs", json={"algorithm": "nope"}).status_code == 422
+
+
+def test_a_write_without_tokens_over_a_unix_socket_is_401(settings, tmp_path):
+    """`uvicorn --uds`, the usual set-up behind a reverse proxy: the connection has no address, and
+    whatever the proxy forwards (any network) arrives on it, so it is not loopback."""
+    path = str(tmp_path / "dpfl.sock")
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), uds=path, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        with httpx.Client(transport=httpx.HTTPTransport(uds=path), base_url="http://dpfl") as http:
+            res = http.put("/api/budgets/digits", json={"total_epsilon": 1.0})
+            assert res.status_code == 401, res.text
+            assert res.json()["detail"] == (
+                "this server has no tokens, so it takes writes only over loopback; this request came in "
+                "on a Unix socket: set DPFL_API_TOKENS (and send 'Authorization: Bearer <token>') or use "
+                "127.0.0.1"
+            )
+            assert http.get("/api/budgets").status_code == 200  # reads stay open
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
