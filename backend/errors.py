@@ -87,9 +87,12 @@ def app_error_response(exc: AppError) -> JSONResponse:
 
 def spec_error_body(exc: SpecError | UnknownNameError, *, field: str | None = None) -> dict:
     """Returns the 422 body for a spec error: FastAPI's shape, with the dotted field as loc."""
-    loc_path = field or getattr(exc, "field", None) or exc.kind  # type: ignore[union-attr]
     msg = getattr(exc, "reason", None) or str(exc)
-    loc = [exc.location, loc_path] if isinstance(exc, ParameterError) else ["body", *loc_path.split(".")]
+    if isinstance(exc, ParameterError):
+        loc = [exc.location, exc.field]  # as sent, even empty (`?=x`)
+    else:
+        loc_path = field or getattr(exc, "field", None) or exc.kind  # type: ignore[union-attr]
+        loc = ["body", *loc_path.split(".")]
     return {
         "detail": [{"loc": loc, "msg": msg, "type": "value_error"}],
         "error": "SpecError" if isinstance(exc, SpecError) else type(exc).__name__,

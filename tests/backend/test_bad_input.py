@@ -53,6 +53,11 @@ def test_an_offset_beyond_the_databases_integers_is_a_422(quiet, path):
         ("GET", "/api/sweeps/a%00b/summary", ["path", "sweep_id"]),
         ("GET", "/api/figures/spent?runs=a%00b", ["query", "runs"]),
         ("GET", "/api/events?run=a%00b&timeout=0.01", ["query", "run"]),
+        # a parameter with no name: on every route, found by fuzzing
+        ("GET", "/api/health?=%00", ["query", ""]),
+        ("GET", "/api/runs?=%00", ["query", ""]),
+        ("GET", "/api/runs/x?=%00", ["query", ""]),
+        ("GET", "/api/runs?%00=1", ["query", "\\x00"]),
     ],
 )
 def test_a_nul_byte_in_an_id_or_filter_is_a_422_naming_it(quiet, method, url, loc):
