@@ -34,7 +34,7 @@ from backend.datasets.service import check_dataset_files
 from backend.db import Database, is_locked, utcnow
 from backend.errors import Conflict
 from backend.models import CLAIMED, Budget, BudgetCharge, LedgerEventRow, RoundMetric, Run, RunStatus
-from backend.runs.service import ATTEMPT_RESET
+from backend.runs.service import ATTEMPT_RESET, released_epsilon
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.errors import DpflError
@@ -425,7 +425,7 @@ def _record_finish(session: Session, run_id: str, attempt: int, *, status: RunSt
     if "epsilon" in values:
         spent = values["epsilon"]
     else:  # failed, or interrupted: what its ledger holds (a re-queued attempt's releases included)
-        spent = _spent_so_far(session, run)
+        spent = released_epsilon(session, run)
         if status == RunStatus.cancelled:
             values["epsilon"] = spent
     for key, value in values.items():
@@ -435,9 +435,3 @@ def _record_finish(session: Session, run_id: str, attempt: int, *, status: RunSt
     run.finished_at = utcnow()
     run.progress = 1.0 if status == RunStatus.succeeded else run.progress
     budgets.settle(session, run_id=run_id, spent=spent or 0.0)
-
-
-def _spent_so_far(session: Session, run: Run) -> float:
-    """Returns the ε of what a failed run released before it failed (its ledger, recomputed)."""
-    book = LedgerEventRow.run_ledger(session, run.id)
-    return book.headline_epsilon(accountant=run.accountant, delta=run.delta or 1e-5)

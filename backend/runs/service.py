@@ -41,6 +41,7 @@ __all__ = [
     "patch_run",
     "planned_privacy",
     "project",
+    "released_epsilon",
     "requeue_stale",
     "reservation",
 ]
@@ -380,7 +381,10 @@ def ledger(session: Session, run_id: str, *, accountant: str | None, delta: floa
 
 
 def requeue_stale(session: Session, *, settings: Settings) -> list[str]:
-    """Re-queues running runs whose worker stopped sending heartbeats; fails those tried too often.
+    """Re-queues running runs whose worker stopped sending heartbeats; fails those tried too often,
+    and protected runs that released anything: a new attempt would draw fresh noise from a secret
+    key, and its rows would take the place of releases already served (a simulation's re-run
+    replays the same noise from its seed). A failed run is charged what its ledger holds.
 
     Returns the ids to send to the queue again (after the caller commits).
     """
@@ -392,14 +396,23 @@ def requeue_stale(session: Session, *, settings: Settings) -> list[str]:
     ).all()
     again = []
     for run in stale:
-        if run.attempts >= settings.max_attempts:
+        released = run.protected and session.scalar(
+            select(LedgerEventRow.round).where(LedgerEventRow.run_id == run.id).limit(1)
+        )
+        if released or run.attempts >= settings.max_attempts:
+            spent = released_epsilon(session, run)
             run.status = RunStatus.failed
             run.finished_at = dt.datetime.now(dt.UTC)
+            run.epsilon = spent
             run.error = (
-                f"worker lost: {run.attempts} workers stopped sending heartbeats while running it "
+                f"worker lost after round {run.current_round} (last: {run.worker}): a protected run is "
+                "not re-run, since a new attempt would draw fresh noise; it is charged the ε its "
+                f"recorded rounds released ({spent:.4g})"
+                if released
+                else f"worker lost: {run.attempts} workers stopped sending heartbeats while running it "
                 f"(last: {run.worker})"
             )
-            budgets.settle(session, run_id=run.id, spent=run.epsilon or 0.0)
+            budgets.settle(session, run_id=run.id, spent=spent)
         else:
             session.execute(
                 update(Run)
@@ -415,3 +428,10 @@ def requeue_stale(session: Session, *, settings: Settings) -> list[str]:
             again.append(run.id)
     session.flush()
     return again
+
+
+def released_epsilon(session: Session, run: Run) -> float:
+    """Returns the ε of what a run that did not finish released (its ledger, recomputed); 0 when
+    it released nothing."""
+    book = LedgerEventRow.run_ledger(session, run.id)
+    return book.headline_epsilon(accountant=run.accountant, delta=run.delta or 1e-5) if book.rounds else 0.0

@@ -186,3 +186,28 @@ def test_killed_worker_leaves_the_run_requeued_and_finished_by_another(settings,
     assert body["attempts"] == 2 and body["worker"].startswith("w2@")
     assert [m["round"] for m in metrics] == list(range(1, 101))  # the re-run wrote nothing twice
     assert len(ledger["events"]) == 100 * 4
+
+
+@pytest.mark.slow
+def test_a_protected_run_killed_mid_run_ends_failed_and_charged_what_it_released(settings, tmp_path):
+    fast = settings.model_copy(update={"heartbeat_timeout_s": 10.0})
+    worker = WorkerProcess(fast, tmp_path / "w1.log", name="w1")
+    with TestClient(create_app(fast)) as client:
+        client.put("/api/budgets/digits", json={"total_epsilon": 10.0})
+        spec = SPEC | {"rounds": 100, "eval_every": 1, "privacy": {"epsilon": 4.0, "delta": 1e-5}}
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+        deadline = time.time() + 60
+        while client.get(f"/api/runs/{run_id}").json()["current_round"] < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        os.killpg(worker.proc.pid, signal.SIGKILL)
+        worker.proc.wait(timeout=10)
+        body = wait_for(client, run_id, {"failed", "queued"}, timeout=60)  # the reaper, after 10 s
+        ledger = client.get(f"/api/runs/{run_id}/ledger").json()
+        budget = client.get("/api/budgets/digits").json()
+    assert body["status"] == "failed" and body["attempts"] == 1, body
+    assert body["error"].startswith(f"worker lost after round {body['current_round']} (last: w1@")
+    rounds = {e["round"] for e in ledger["events"]}
+    assert min(rounds) == 1 and len(rounds) >= 2  # the releases it made before the kill, kept
+    assert 0 < ledger["epsilon"] < 4.0
+    assert body["epsilon"] == pytest.approx(ledger["epsilon"], rel=1e-12)
+    assert budget["spent"] == pytest.approx(ledger["epsilon"]) and budget["reserved"] == 0.0
