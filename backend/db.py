@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import DateTime, MetaData, create_engine, event
 from sqlalchemy.engine import Dialect, Engine
@@ -82,13 +83,15 @@ class Database:
     def __init__(self, url: str, *, sqlite_busy_timeout_s: float = 30.0):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        # More connections than the 40 threads FastAPI runs sync endpoints on, SQLite's included
+        # (5 + 10 by default: 50 clients got "QueuePool limit reached"): a request holds its
+        # connection until after its response is serialised on another thread, so a smaller
+        # pool can leave every thread waiting for a connection that a waiting thread holds.
+        pool: dict[str, Any] = {"pool_size": 20, "max_overflow": 40}
         kwargs = (
-            {"connect_args": {"check_same_thread": False, "timeout": sqlite_busy_timeout_s}}
+            pool | {"connect_args": {"check_same_thread": False, "timeout": sqlite_busy_timeout_s}}
             if self.is_sqlite
-            # More connections than the 40 threads FastAPI runs sync endpoints on: a request holds its
-            # connection until after its response is serialised on another thread, so a smaller
-            # pool can leave every thread waiting for a connection that a waiting thread holds.
-            else {"pool_size": 20, "max_overflow": 40, "pool_pre_ping": True}
+            else pool | {"pool_pre_ping": True}
         )
         self.engine: Engine = create_engine(url, **kwargs)
         if self.is_sqlite:

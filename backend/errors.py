@@ -12,13 +12,17 @@ from typing import ClassVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from backend.db import is_locked
 from dpfl.errors import DatasetUnavailable, DpflError, SpecError, UnknownNameError
 
 __all__ = [
     "AppError",
     "BudgetExceeded",
+    "Busy",
     "Conflict",
     "MethodNotAllowed",
     "NotFound",
@@ -53,6 +57,21 @@ class Conflict(AppError):
 
 class BudgetExceeded(Conflict):
     pass
+
+
+class Busy(AppError):
+    """The database could not take the request in time (SQLite's one writer is busy, or every
+    pooled connection is taken): nothing was saved, and sending it again works."""
+
+    status_code = 503
+    headers: ClassVar[dict[str, str] | None] = {"Retry-After": "1"}
+
+
+BUSY_LOCKED = (
+    "the database is busy with another write (SQLite allows one at a time); "
+    "nothing was saved: send the request again"
+)
+BUSY_POOL = "every database connection is in use; nothing was saved: send the request again"
 
 
 class MethodNotAllowed(AppError):
@@ -135,6 +154,16 @@ def install(app: FastAPI) -> None:
             status_code=exc.status_code,
             headers=getattr(exc, "headers", None),
         )
+
+    @app.exception_handler(OperationalError)
+    async def _operational(_: Request, exc: OperationalError) -> JSONResponse:
+        if not is_locked(exc):
+            raise exc  # a fault of ours or of the database: the server error it is (500)
+        return app_error_response(Busy(BUSY_LOCKED))
+
+    @app.exception_handler(PoolTimeout)
+    async def _pool(_: Request, exc: PoolTimeout) -> JSONResponse:
+        return app_error_response(Busy(BUSY_POOL))
 
     @app.exception_handler(DpflError)
     async def _dpfl(_: Request, exc: DpflError) -> JSONResponse:

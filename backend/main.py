@@ -47,15 +47,21 @@ def check_migrated(database: Database) -> None:
         )
 
 
+def _reap(app: FastAPI) -> None:
+    with app.state.database.session() as session:
+        again = runs.requeue_stale(session, settings=app.state.settings)
+    for run_id in again:
+        log.warning("%s: worker stopped sending heartbeats; re-queued", run_id)
+    dispatch.send(app.state.database, app.state.celery, again)
+
+
 async def _reaper(app: FastAPI, every_s: float) -> None:
+    # Off the event loop, like the dispatcher: its writes may wait for SQLite's lock (up to the
+    # busy timeout), and every request, static files included, would wait with them.
     while True:
         await asyncio.sleep(every_s)
         try:
-            with app.state.database.session() as session:
-                again = runs.requeue_stale(session, settings=app.state.settings)
-            for run_id in again:
-                log.warning("%s: worker stopped sending heartbeats; re-queued", run_id)
-            dispatch.send(app.state.database, app.state.celery, again)
+            await asyncio.to_thread(_reap, app)
         except Exception:  # the reaper must outlive a passing database error
             log.exception("re-queueing stale runs failed")
 
