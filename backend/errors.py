@@ -6,6 +6,7 @@ Body: {"detail": message, "error": ClassName}. A dpfl SpecError becomes 422 with
 
 from __future__ import annotations
 
+import errno
 import logging
 from typing import ClassVar
 
@@ -24,6 +25,7 @@ __all__ = [
     "BudgetExceeded",
     "Busy",
     "Conflict",
+    "InsufficientStorage",
     "MethodNotAllowed",
     "NotFound",
     "ParameterError",
@@ -72,6 +74,25 @@ BUSY_LOCKED = (
     "nothing was saved: send the request again"
 )
 BUSY_POOL = "every database connection is in use; nothing was saved: send the request again"
+
+
+class InsufficientStorage(AppError):
+    """The server could not write what the request asked it to keep (a full or read-only disk)."""
+
+    status_code = 507
+
+
+# What a full, read-only or forbidden disk answers a write with (not a network error's errno).
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
+# SQLite's words for the same (SQLITE_FULL, SQLITE_READONLY)
+_SQLITE_STORAGE = ("database or disk is full", "readonly database")
+
+
+def storage_error(cause: str) -> InsufficientStorage:
+    return InsufficientStorage(
+        f"the server could not write to its disk ({cause}); nothing was saved: free space or make its "
+        "folders writable (DPFL_HOME), then send the request again"
+    )
 
 
 class MethodNotAllowed(AppError):
@@ -157,9 +178,18 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(OperationalError)
     async def _operational(_: Request, exc: OperationalError) -> JSONResponse:
-        if not is_locked(exc):
-            raise exc  # a fault of ours or of the database: the server error it is (500)
-        return app_error_response(Busy(BUSY_LOCKED))
+        if is_locked(exc):
+            return app_error_response(Busy(BUSY_LOCKED))
+        if any(words in str(exc.orig) for words in _SQLITE_STORAGE):
+            return app_error_response(storage_error(f"the database: {exc.orig}"))
+        raise exc  # a fault of ours or of the database: the server error it is (500)
+
+    @app.exception_handler(OSError)
+    async def _storage(_: Request, exc: OSError) -> JSONResponse:
+        if exc.errno not in STORAGE_ERRNOS:
+            raise exc
+        where = f"{exc.filename}: " if exc.filename else ""
+        return app_error_response(storage_error(f"{where}{exc.strerror}"))
 
     @app.exception_handler(PoolTimeout)
     async def _pool(_: Request, exc: PoolTimeout) -> JSONResponse:

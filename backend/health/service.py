@@ -1,4 +1,5 @@
-"""Health checks: SELECT 1 on the database, a connection to the broker, and live workers.
+"""Health checks: SELECT 1 on the database, a connection to the broker (for the embedded one, a
+file written in its message folder), and live workers.
 
 Workers are seen three ways, on every broker: each worker process beats on its own row in
 `workers` while it is up (worker/presence.py), idle or busy; and on the row of the run it holds,
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import tempfile
 from collections.abc import Callable
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from celery import Celery
@@ -36,6 +39,8 @@ def health(database: Database, celery: Celery, *, settings: Settings) -> HealthR
     the version."""
     database_status = _status(_select_one, database)
     broker_status = _status(_connect, celery)
+    if broker_status == "ok" and settings.embedded:  # its messages are files: it must write them
+        broker_status = _status(_writable, settings.broker_folder / "queue")
     workers: set[str] = set()
     if database_status == "ok":
         workers |= _seen(_heartbeats, database, settings)
@@ -76,6 +81,13 @@ def _select_one(database: Database) -> None:
 def _connect(celery: Celery) -> None:
     with celery.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=BROKER_TIMEOUT_S)
+
+
+def _writable(folder: Path) -> None:
+    """Raises the OSError a write in `folder` meets (a full or read-only disk, a missing folder)."""
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".health-") as probe:
+        probe.write(b"ok")
+        probe.flush()
 
 
 def _heartbeats(database: Database, settings: Settings) -> set[str]:

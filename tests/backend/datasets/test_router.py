@@ -183,3 +183,25 @@ def test_upload_needs_a_token_when_tokens_are_set(settings):
     with TestClient(create_app(settings.model_copy(update={"api_tokens": "s3cret"}))) as c:
         assert upload(c, table_csv()).status_code == 401
         assert upload(c, table_csv(), Authorization="Bearer s3cret").status_code == 201
+
+
+# A folder no process may write in, root included (sysfs is mounted read-only): where a full or
+# read-only disk would stop the server.
+UNWRITABLE = Path("/sys/kernel")
+
+
+@pytest.mark.skipif(not UNWRITABLE.is_dir(), reason="needs /sys/kernel")
+def test_an_upload_the_disk_refuses_is_507_naming_the_cause(settings):
+    uploads = settings.cache_dir / "uploads"
+    uploads.parent.mkdir(parents=True, exist_ok=True)
+    uploads.symlink_to(UNWRITABLE)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        res = upload(client, table_csv())
+    assert res.status_code == 507, res.text
+    assert res.json()["error"] == "InsufficientStorage"
+    assert res.json()["detail"].startswith(f"the server could not write to its disk ({uploads}/.incoming-")
+    assert res.json()["detail"].endswith(
+        "); nothing was saved: free space or make its folders writable (DPFL_HOME), then send the "
+        "request again"
+    )
+    assert "Operation not permitted" in res.json()["detail"] or "Permission denied" in res.json()["detail"]

@@ -7,8 +7,9 @@ from importlib import metadata
 import pytest
 from fastapi.testclient import TestClient
 
+from backend import migrate
 from backend.main import create_app
-from tests.backend.conftest import wait_for
+from tests.backend.conftest import make_settings, wait_for
 
 pytestmark = pytest.mark.service
 
@@ -40,3 +41,18 @@ def test_a_worker_that_ran_a_run_is_listed(client, worker):
     assert run["status"] == "succeeded", run["error"]
     body = client.get("/api/health").json()
     assert body["workers"] == [run["worker"]]  # one name, whether from its heartbeat or its ping
+
+
+def test_an_embedded_broker_that_cannot_write_its_messages_is_503(tmp_path):
+    url = f"sqlite:///{tmp_path / 'dpfl.db'}"
+    migrate.upgrade(url)
+    settings = make_settings(tmp_path, url)
+    with TestClient(create_app(settings)) as c:
+        assert c.get("/api/health").json()["broker"] == "ok"
+        queue = settings.broker_folder / "queue"
+        queue.rmdir()
+        queue.symlink_to("/sys/kernel")  # a folder no process may write in: a read-only disk
+        res = c.get("/api/health")
+    assert res.status_code == 503
+    assert res.json()["broker"].startswith("PermissionError: [Errno ")  # EACCES or EPERM
+    assert f"'{queue}/.health-" in res.json()["broker"]  # the folder it could not write in
