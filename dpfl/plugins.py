@@ -34,15 +34,21 @@ def plugin_modules() -> list[str]:
 
 
 def load_plugins() -> None:
-    """Imports every plugin module not imported yet; raises PluginError naming a missing one."""
+    """Imports every plugin module not imported yet; raises PluginError naming a missing one, or
+    one that raised on import."""
     for name in plugin_modules():
         if name in _loaded:
             continue
+        where = f"{ENV_VAR} or a {GROUP} entry point"
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name != name:
                 raise
-            where = f"{ENV_VAR} or a {GROUP} entry point"
             raise PluginError(f"plugin {name!r} ({where}) is not an importable module") from None
+        except Exception as exc:  # the plugin's own error: one line, its traceback under --debug
+            raise PluginError(
+                f"plugin {name!r} ({where}) failed to import: {type(exc).__name__}: {exc} "
+                "(dpfl --debug shows where)"
+            ) from exc
         _loaded.add(name)

@@ -71,3 +71,9 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
+    except OSError as exc:  # the machine's answer (a read-only or full disk, a taken port): one line
+        if debug or exc.strerror is None:
+            raise
+        where = f": {str(exc.filename)!r}" if exc.filename else ""
+        print(f"error: {exc.strerror}{where}", file=sys.stderr)
+        sys.exit(1)

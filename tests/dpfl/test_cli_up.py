@@ -66,3 +66,19 @@ def test_the_flag_wins_over_the_environment(tmp_path):
     assert "exposes the API" not in done.stderr
     assert f"DP-FL Explorer on http://127.0.0.1:{port}" in done.stdout
     assert (tmp_path / "dpfl.db").exists()
+
+
+def test_a_home_the_disk_refuses_is_one_error_line(tmp_path):
+    done = dpfl_up(tmp_path, DPFL_HOME="/sys/kernel/dpfl")  # sysfs: read-only, even for root
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert done.stderr == "error: Operation not permitted: '/sys/kernel/dpfl'\n"
+
+
+def test_a_plugin_that_raises_is_one_error_line(tmp_path):
+    (tmp_path / "raising_plugin.py").write_text('raise RuntimeError("its registry is broken")\n')
+    done = dpfl_up(tmp_path, DPFL_PLUGINS="raising_plugin", PYTHONPATH=f"{ROOT}:{tmp_path}")
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert done.stderr == (
+        "error: plugin 'raising_plugin' (DPFL_PLUGINS or a dpfl.plugins entry point) failed to import: "
+        "RuntimeError: its registry is broken (dpfl --debug shows where)\n"
+    )
