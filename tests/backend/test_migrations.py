@@ -198,3 +198,17 @@ def test_0006_gives_existing_runs_and_sweeps_empty_annotations(empty_url):
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT id, sweep_id FROM runs").one() == ("r1", "s1")
     engine.dispose()
+
+
+def test_two_upgrades_started_together_on_a_fresh_database_both_succeed(empty_url):
+    """Two `dpfl up` on one fresh home: each migrates; the second died in a batch migration
+    (`_alembic_tmp_runs already exists`) before migrations were serialised."""
+    code = f"from backend import migrate; migrate.upgrade({empty_url!r})"
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [e[-600:] for e in errors]
+    assert differences(empty_url) == []
