@@ -9,6 +9,7 @@ without FastAPI, SQLAlchemy and Celery loaded.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -117,7 +118,7 @@ def up(
     settings = _settings(host=host, port=port)
     import uvicorn
 
-    from backend import migrate
+    from backend import lifeline, migrate
     from backend.main import create_app
 
     migrate.upgrade(settings.database_url)
@@ -134,7 +135,16 @@ def up(
     workers = max(1, len(os.sched_getaffinity(0)) // 2) if workers is None else workers
     env = os.environ | {"DPFL_TORCH_THREADS": str(settings.threads_per_run(workers))}
     # Each worker in its own process group, so that stopping it also stops its pool children.
-    procs = [subprocess.Popen(worker_command(1), env=env, start_new_session=True) for _ in range(workers)]
+    # SIGQUIT, Celery's cold shutdown, should `dpfl up` be killed outright: it ends the pool too.
+    procs = [
+        subprocess.Popen(
+            worker_command(1),
+            env=env,
+            start_new_session=True,
+            preexec_fn=functools.partial(lifeline.signal_when_orphaned, signal.SIGQUIT),
+        )
+        for _ in range(workers)
+    ]
     try:
         bind_host, bind_port = settings.host, settings.port
         url = f"http://{bind_host}:{bind_port}"

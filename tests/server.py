@@ -32,12 +32,14 @@ def dpfl_up(
     demo: bool = False,
     workers: int = 1,
     env: dict[str, str] | None = None,
+    started: list | None = None,
 ) -> Iterator[str]:
     """Runs `dpfl up` (API and `workers` workers, embedded SQLite and broker) in `home`; yields its
     URL. With `demo`, as `make up` runs it: the demo sweep is queued on start.
 
     Only DPFL_DATA_DIR (and the suite's DPFL_PROJECTION_PROCESSES) is kept from the environment,
-    so the app runs on its embedded defaults; `env` adds variables (e.g. DPFL_PLUGINS).
+    so the app runs on its embedded defaults; `env` adds variables (e.g. DPFL_PLUGINS). The
+    process is appended to `started`, when given.
     """
     port = free_port()
     extra = env or {}
@@ -53,6 +55,8 @@ def dpfl_up(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    if started is not None:
+        started.append(proc)
     url, deadline = f"http://127.0.0.1:{port}", time.time() + timeout_s
     try:
         while True:

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from backend import lifeline
 from backend.errors import AppError
 from dpfl.errors import SpecError
 
@@ -50,6 +51,7 @@ class ProjectionUnavailable(AppError):
 
 
 def _limit_memory(memory_bytes: int) -> None:  # runs in the child, before any projection
+    lifeline.exit_when_orphaned()  # the server killed outright: this process goes with it
     if memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops it; Ctrl-C goes to the group
