@@ -170,6 +170,13 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        cause = exc.__cause__
+        if exc.status_code == 400 and isinstance(cause, UnicodeDecodeError):
+            # FastAPI's 400 for a body that is not UTF-8; malformed JSON is a 422: one status for both
+            byte = cause.object[cause.start]
+            msg = f"must be UTF-8 JSON; byte {byte:#04x} at position {cause.start} is not UTF-8"
+            detail = [{"loc": ["body"], "msg": msg, "type": "json_invalid"}]
+            return JSONResponse({"detail": detail, "error": "RequestValidationError"}, status_code=422)
         return JSONResponse(
             {"detail": str(exc.detail), "error": "HTTPException"},
             status_code=exc.status_code,

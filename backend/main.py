@@ -20,7 +20,7 @@ from backend import assets, dispatch, errors, migrate
 from backend.api import api
 from backend.db import Database
 from backend.events.stream import SharedSnapshots
-from backend.middleware import BodyLimit, Options
+from backend.middleware import BodyLimit, Methods
 from backend.privacy import bounded
 from backend.queue import make_celery
 from backend.runs import service as runs
@@ -123,7 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.event_snapshots = SharedSnapshots(database)
     app.add_middleware(RunPages, cache=app.state.run_pages)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, exempt=_streams_own_body)
-    app.add_middleware(Options, openapi=app.openapi)
+    app.add_middleware(Methods, openapi=app.openapi)
     errors.install(app)
     app.include_router(api)
     # The browser app: no build step; Plotly and Swagger UI come from installed packages so the

@@ -1,13 +1,15 @@
-"""ASGI middleware that answers before routing: request body limits, and OPTIONS.
+"""ASGI middleware that answers before routing: request body limits, and methods.
 
 BodyLimit reads a request's body before the app does, refusing it with 413 once it passes
 `limit` bytes (a Content-Length over the limit is refused before a byte is read), and a JSON
 body nested deeper than MAX_JSON_DEPTH with 422. The CSV upload route streams its own body
 under `max_upload_bytes` and is left alone.
 
-Options answers every OPTIONS request with 405 and an `Allow` header listing the methods the
+Methods answers every OPTIONS request with 405 and an `Allow` header listing the methods the
 path accepts: this server sends no CORS headers (the browser app is served from the same
-origin), so there is no preflight to answer.
+origin), so there is no preflight to answer. So it does a method an API path does not take
+(`GET /api/privacy/project`): the browser app's files, mounted at `/`, would otherwise take the
+request and answer 404 or 422.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.errors import MethodNotAllowed, NotFound, PayloadTooLarge, app_error_response
 
-__all__ = ["MAX_JSON_DEPTH", "BodyLimit", "Options"]
+__all__ = ["MAX_JSON_DEPTH", "BodyLimit", "Methods"]
 
 MAX_JSON_DEPTH = 64
 
@@ -106,7 +108,7 @@ def _json_depth_problem(body: bytes) -> str | None:
     return None
 
 
-class Options:
+class Methods:
     def __init__(self, app: ASGIApp, *, openapi: Callable[[], dict[str, Any]]):
         self.app, self.openapi = app, openapi
         self._paths: list[tuple[re.Pattern[str], set[str]]] | None = None
@@ -121,19 +123,27 @@ class Options:
         return {m for regex, methods in self._paths if regex.match(path) for m in methods}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "OPTIONS":
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        methods = self.methods(scope["path"])
-        if not methods and scope["path"].startswith("/api/"):
-            await app_error_response(NotFound(f"{scope['path']} is not a path of this API"))(
-                scope, receive, send
-            )
+        method, path = scope["method"], scope["path"]
+        api = path.startswith("/api/")
+        if method != "OPTIONS" and not api:
+            await self.app(scope, receive, send)
+            return
+        methods = self.methods(path)
+        if method != "OPTIONS" and (method in methods or not methods):
+            await self.app(scope, receive, send)  # the API's route, or its 404
+            return
+        if not methods and api:
+            await app_error_response(NotFound(f"{path} is not a path of this API"))(scope, receive, send)
             return
         allow = ", ".join(sorted(methods or {"GET", "HEAD"}))  # else a file of the browser app
-        exc = MethodNotAllowed(
-            f"OPTIONS is not supported (this server sends no CORS headers); {scope['path']} allows {allow}"
+        why = (
+            "OPTIONS is not supported (this server sends no CORS headers)"
+            if method == "OPTIONS"
+            else (f"{method} is not a method of {path}")
         )
-        response = app_error_response(exc)
+        response = app_error_response(MethodNotAllowed(f"{why}; {path} allows {allow}"))
         response.headers["Allow"] = allow
         await response(scope, receive, send)

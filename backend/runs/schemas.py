@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, computed_field
 from pydantic_core import PydanticCustomError
 
 from dpfl.plots.baseline import no_better_than_guessing, run_baseline
@@ -68,7 +68,10 @@ class Annotations(BaseModel):
     name: str = Field(None, max_length=200, description='at most 200 characters; "" clears it')
     tags: Tags = Field(None, description="replaces the tags: trimmed, de-duplicated, each 1 to 40 characters")
     notes: str = Field(None, max_length=10_000, description="free text, at most 10,000 characters")
-    archived: bool = Field(None, description="archived items leave the lists unless `archived=true|all`")
+    archived: StrictBool = Field(
+        None,
+        description="true or false (not 0 or 1); archived items leave the lists unless `archived=true|all`",
+    )
 
     def changes(self) -> dict[str, Any]:
         """Returns the fields that were sent, by name."""

@@ -158,6 +158,48 @@ def test_options_is_a_405_with_the_paths_methods(quiet):
     }
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("GET", "/api/privacy/project", "POST"),  # the browser app's files answered 404
+        ("PUT", "/api/budgets", "GET, HEAD"),  # and 422
+        ("POST", "/api/runs/abc", "DELETE, GET, HEAD, PATCH"),
+    ],
+)
+def test_a_method_an_api_path_does_not_take_is_a_405_with_allow(quiet, method, path, allow):
+    res = quiet.request(method, path, json={})
+    assert res.status_code == 405 and res.headers["allow"] == allow, res.text
+    assert res.json() == {
+        "detail": f"{method} is not a method of {path}; {path} allows {allow}",
+        "error": "MethodNotAllowed",
+    }
+    assert quiet.get("/api/nope").status_code == 404
+
+
+def test_a_body_that_is_not_utf8_is_a_422_like_malformed_json(quiet):
+    res = quiet.post(
+        "/api/runs", content=b'{"algorithm": "\xff"}', headers={"content-type": "application/json"}
+    )
+    msg = field_error(res, ["body"], error="RequestValidationError")
+    assert msg == "must be UTF-8 JSON; byte 0xff at position 15 is not UTF-8"
+    malformed = quiet.post(
+        "/api/runs", content=b'{"algorithm": ', headers={"content-type": "application/json"}
+    )
+    assert malformed.status_code == 422 and malformed.json()["error"] == "RequestValidationError"
+
+
+def test_archived_takes_true_or_false_only(quiet):
+    run_id = quiet.post("/api/runs", json=SPEC).json()["id"]
+    for value in (0, 1, "true", "yes"):
+        msg = field_error(
+            quiet.patch(f"/api/runs/{run_id}", json={"archived": value}),
+            ["body", "archived"],
+            error="RequestValidationError",
+        )
+        assert msg == "Input should be a valid boolean", (value, msg)
+    assert quiet.patch(f"/api/runs/{run_id}", json={"archived": True}).json()["archived"] is True
+
+
 def test_a_budget_needs_a_dataset_and_can_be_deleted(quiet, settings):
     res = quiet.put("/api/budgets/nope", json={"total_epsilon": 1.0})
     assert res.status_code == 404 and res.json()["error"] == "NotFound"
