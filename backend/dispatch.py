@@ -1,4 +1,4 @@
-"""Sending queued runs' messages, so that every admitted run is run.
+"""Sending queued runs' and audits' messages, so that every admitted run (and audit) is run.
 
 A run row is committed before its message is sent (a worker must find the row), so the two
 can come apart: the API dies between them, the broker is down, or the broker loses the message
@@ -6,6 +6,7 @@ can come apart: the API dies between them, the broker is down, or the broker los
 message was last sent, and `dispatch` (a loop in the API) sends again the message of every run
 still queued whose message is older than `dispatch_timeout_s` (or was never sent) and that the
 broker does not hold. A duplicate message is harmless: a worker's claim takes a run once.
+Audits are sent the same way (`dispatch_audits`), by their age, as they are sent once.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from celery import Celery
 from sqlalchemy import or_, select, update
 
 from backend.db import Database, utcnow
-from backend.models import Run, RunStatus
-from backend.queue import enqueue_run, enqueue_runs, pending_runs
+from backend.models import Audit, AuditStatus, Run, RunStatus
+from backend.queue import enqueue_audit, enqueue_run, enqueue_runs, pending_runs
 from backend.settings import Settings
 
-__all__ = ["dispatch", "send"]
+__all__ = ["dispatch", "dispatch_audits", "send", "send_audit"]
 
 log = logging.getLogger(__name__)
 
@@ -98,3 +99,38 @@ def dispatch(database: Database, celery: Celery, settings: Settings) -> list[str
         log.warning("%d queued run(s) had no message in the broker; sent again", len(lost))
         return lost
     return []
+
+
+def send_audit(celery: Celery, audit_id: str) -> bool:
+    """Sends an audit's message; returns False (and logs) if the broker refused: the audit stays
+    queued and `dispatch_audits` sends it when the broker is back."""
+    try:
+        enqueue_audit(celery, audit_id)
+    except Exception as exc:
+        log.warning("broker unreachable, audit %s stays queued until it is back: %s", audit_id, exc)
+        return False
+    return True
+
+
+def dispatch_audits(database: Database, celery: Celery, settings: Settings) -> list[str]:
+    """Sends again the messages of audits queued for longer than `dispatch_timeout_s` that the
+    broker does not hold; returns their ids."""
+    cutoff = utcnow() - dt.timedelta(seconds=settings.dispatch_timeout_s)
+    with database.session() as session:
+        queued = list(
+            session.scalars(
+                select(Audit.id).where(Audit.status == AuditStatus.queued, Audit.created_at < cutoff)
+            )
+        )
+    if not queued:
+        return []
+    try:
+        pending = pending_runs(celery, settings)
+    except Exception as exc:  # the broker is down: nothing can be sent now anyway
+        log.warning("broker unreachable, %d queued audit(s) wait for it: %s", len(queued), exc)
+        return []
+    lost = [i for i in queued if pending is None or i not in pending]
+    sent = [i for i in lost if send_audit(celery, i)]
+    if sent:
+        log.warning("%d queued audit(s) had no message in the broker; sent again", len(sent))
+    return sent

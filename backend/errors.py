@@ -30,6 +30,7 @@ __all__ = [
     "NotFound",
     "ParameterError",
     "PayloadTooLarge",
+    "TooManyRequests",
     "Unauthorized",
     "app_error_response",
     "install",
@@ -74,6 +75,13 @@ BUSY_LOCKED = (
     "nothing was saved: send the request again"
 )
 BUSY_POOL = "every database connection is in use; nothing was saved: send the request again"
+
+
+class TooManyRequests(AppError):
+    """A server-wide limit is reached for now (audits at once); sending it later works."""
+
+    status_code = 429
+    headers: ClassVar[dict[str, str] | None] = {"Retry-After": "60"}
 
 
 class InsufficientStorage(AppError):

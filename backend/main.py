@@ -1,8 +1,9 @@
 """The FastAPI application: `backend.main:app`, or `create_app(settings)` in tests.
 
 It refuses to start on a database that is not at the newest migration, and says which
-command fixes that. While it serves, background tasks re-queue runs whose worker died and
-send again the messages of queued runs that the broker lost or never got (backend.dispatch).
+command fixes that. While it serves, background tasks re-queue runs whose worker died (and fail
+audits whose worker died), and send again the messages of queued runs and audits that the
+broker lost or never got (backend.dispatch).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 
 from backend import assets, dispatch, errors, migrate
 from backend.api import api
+from backend.audits import service as audits
 from backend.db import Database
 from backend.events.stream import SharedSnapshots
 from backend.middleware import BodyLimit, Methods
@@ -50,8 +52,11 @@ def check_migrated(database: Database) -> None:
 def _reap(app: FastAPI) -> None:
     with app.state.database.session() as session:
         again = runs.requeue_stale(session, settings=app.state.settings)
+        lost = audits.fail_lost(session, settings=app.state.settings)
     for run_id in again:
         log.warning("%s: worker stopped sending heartbeats; re-queued", run_id)
+    for audit_id in lost:
+        log.warning("audit %s: its worker stopped; failed", audit_id)
     dispatch.send(app.state.database, app.state.celery, again)
 
 
@@ -79,6 +84,7 @@ async def _dispatcher(app: FastAPI, every_s: float) -> None:
         await asyncio.sleep(every_s)
         try:
             await asyncio.to_thread(dispatch.dispatch, state.database, state.celery, state.settings)
+            await asyncio.to_thread(dispatch.dispatch_audits, state.database, state.celery, state.settings)
         except Exception:  # the dispatcher must outlive a passing database error
             log.exception("dispatching queued runs failed")
 

@@ -108,7 +108,7 @@ def make_celery(settings: Settings) -> Celery:
 
 
 def _signature(celery: Celery, kind: str, id: str):
-    task = EXECUTE_RUN if kind == "run" else EXECUTE_BATCH
+    task = {"run": EXECUTE_RUN, "batch": EXECUTE_BATCH, "audit": AUDIT_RUN}[kind]
     return celery.signature(
         task, args=[id], task_id=_TASK_ID.format(kind=kind, id=id, token=uuid.uuid4().hex[:8])
     )
@@ -128,8 +128,8 @@ def enqueue_runs(celery: Celery, run_ids: Sequence[str], batch_ids: Sequence[str
 
 
 def pending_runs(celery: Celery, settings: Settings) -> set[str] | None:
-    """Returns the ids of runs and of batches with a message in the broker, waiting or delivered
-    but not acknowledged; None when this broker cannot be looked into (then every old message
+    """Returns the ids of runs, batches and audits with a message in the broker, waiting or
+    delivered but not acknowledged; None when this broker cannot be looked into (then every old message
     counts as lost, and a duplicate is harmless: a worker's claim takes a run once)."""
     if settings.embedded:
         messages = []
@@ -153,11 +153,11 @@ def pending_runs(celery: Celery, settings: Settings) -> set[str] | None:
     found = set()
     for message in messages:
         task_id = str((message.get("headers") or {}).get("id", ""))
-        if task_id.startswith(("run:", "batch:")):
+        if task_id.startswith(("run:", "batch:", "audit:")):
             found.add(task_id.split(":")[1])
     return found
 
 
 def enqueue_audit(celery: Celery, audit_id: str) -> None:
     """Queues one audit by id (the only argument its task takes)."""
-    celery.send_task(AUDIT_RUN, args=[audit_id])
+    _signature(celery, "audit", audit_id).apply_async()

@@ -59,6 +59,11 @@ class Settings(BaseSettings):
         30.0, gt=0, description="SQLite: how long a write waits for another writer before it retries"
     )
     max_attempts: int = Field(3, ge=1, description="deliveries of a run before it fails as lost")
+    max_open_audits: int = Field(4, ge=1, description="audits queued or running at once, over all runs")
+    audit_timeout_s: float = Field(3600.0, gt=0, description="longest one audit may take in its worker")
+    audit_memory_mb: int = Field(
+        8192, ge=0, description="address space of the process an audit runs in; 0: unlimited"
+    )
     run_time_limit_s: int = Field(6 * 3600, ge=60)
     torch_threads: int = Field(
         0, ge=0, description="torch threads per run; 0: this machine's cores shared among the worker's runs"

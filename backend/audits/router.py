@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
 
+from backend import dispatch
 from backend.audits import service
 from backend.audits.schemas import AuditCreate, AuditRead
 from backend.deps import SessionDep, SettingsDep, WriteGuard
-from backend.queue import enqueue_audit
 
 router = APIRouter(prefix="/runs", tags=["audits"])
 
@@ -21,7 +21,11 @@ router = APIRouter(prefix="/runs", tags=["audits"])
     dependencies=[WriteGuard],
     responses={
         404: {"description": "no run with this id"},
-        409: {"description": "the run is not private, has no audit coverage, or is protected (has a budget)"},
+        409: {
+            "description": "the run is not private, has no audit coverage, is protected (has a budget), "
+            "or is being audited"
+        },
+        429: {"description": "`DPFL_MAX_OPEN_AUDITS` audits are queued or running; `Retry-After` says when"},
         422: {
             "description": "`trials` outside 10,000..1,000,000, `seeds` outside 1..10, or "
             "`black_box_trials` neither 0 nor in 100..10,000"
@@ -47,7 +51,7 @@ def create_audit(
         settings=settings,
     )
     session.commit()  # the worker must find the row before the message
-    enqueue_audit(request.app.state.celery, audit.id)
+    dispatch.send_audit(request.app.state.celery, audit.id)  # or later, by the dispatcher
     return audit
 
 

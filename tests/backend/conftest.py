@@ -23,6 +23,7 @@ from backend.db import Database
 from backend.main import create_app
 from backend.settings import Settings
 from worker import audit, execution
+from worker.presence import Presence
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -177,8 +178,11 @@ def run_here(settings: Settings, run_id: str) -> None:
 def audit_here(settings: Settings, audit_id: str) -> None:
     """Claims and runs a queued audit in this process, as a worker would (no broker involved)."""
     database = Database(settings.database_url)
+    presence = Presence(database, "test")  # a worker beats while it works: the API fails it otherwise
+    presence.start()
     try:
         assert audit.claim(database, audit_id, worker="test")
         audit.execute(database, settings, audit_id)
     finally:
+        presence.stop()
         database.engine.dispose()
