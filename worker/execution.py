@@ -8,7 +8,9 @@ thread keeps the rows' `heartbeat_at` fresh; the API re-queues runs whose heartb
 
 A claimed run is `preparing` (its phase says what it does) until its start is done, then
 `running`. Cancel reaches it within about a second in either (`worker.interrupt`): the heartbeat
-thread reads the cancel flags and interrupts a start or a round whose runs are all cancelled.
+thread reads the cancel flags and interrupts a start or a round whose runs are all cancelled;
+a round blocked in C, which the interrupt cannot reach, is recorded cancelled after STUCK_S and
+its pool process ended.
 
 Every write is fenced by the attempt this worker claimed: a worker that was only slow, whose run
 was re-queued (and perhaps claimed by another) meanwhile, writes nothing more to it and stops
@@ -18,6 +20,7 @@ training it, so a re-queued run never shows a lost attempt's rounds or outcome.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +51,8 @@ __all__ = ["claim", "claim_batch", "execute", "execute_many"]
 log = logging.getLogger(__name__)
 HEARTBEAT_S = 5.0
 CANCEL_POLL_S = 1.0  # how often the heartbeat thread reads its runs' cancel flags
+STUCK_S = 10.0  # how long a raised cancel may take to land before the pool process is ended
+EXIT_STUCK = 70
 LOCKED_RETRY_MAX_S = 2.0
 T = TypeVar("T")
 
@@ -188,8 +193,23 @@ class _Heartbeat(threading.Thread):
                         beat_at = time.monotonic() + self.every_s
                 if cancelled:
                     self.interrupter.interrupt(cancelled)
+                    self._end_if_stuck()
             except Exception:  # a missed beat is harmless; the next one retries
                 log.warning("%s: heartbeat failed", next(iter(self.attempts)), exc_info=True)
+
+    def _end_if_stuck(self) -> None:
+        """Records cancelled the runs of a section that a raised interrupt has not reached within
+        STUCK_S (a call blocked in C) and ends this pool process, as a hard time limit would:
+        the pool starts another, and the task's message, delivered again, finds the runs ended."""
+        stuck = self.interrupter.stuck(STUCK_S)
+        if not stuck:
+            return
+        for run_id in stuck:  # charged what its ledger holds, like any cancel inside a round
+            _finish(self.database, run_id, self.attempts[run_id], status=RunStatus.cancelled)
+        log.error(
+            "%s: cancelled inside a call that did not return; ending this pool process", ", ".join(stuck)
+        )
+        os._exit(EXIT_STUCK)
 
 
 def execute(database: Database, settings: Settings, run_id: str) -> None:

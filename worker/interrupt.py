@@ -10,6 +10,10 @@ rows, settling a budget) nothing is raised: a pending exception is withdrawn as 
 
 A section computes nothing that is released: a round's releases reach the ledger only once the
 round returns, so a run interrupted inside one has released exactly what its ledger holds.
+
+An asynchronous exception lands only when the thread runs Python again: a call blocked in C
+(a hung native library, a sleep, a socket) never sees it. `stuck` names the runs of such a
+section, and the worker then records them cancelled and ends its pool process (`worker.execution`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import threading
+import time
 from collections.abc import Iterator
 
 __all__ = ["Interrupter", "RunCancelled"]
@@ -40,6 +45,7 @@ class Interrupter:
         self._thread: int | None = None
         self._runs: frozenset[str] = frozenset()
         self._delivered = False
+        self._delivered_at = 0.0
 
     @contextlib.contextmanager
     def section(self, run_ids: list[str]) -> Iterator[None]:
@@ -67,8 +73,19 @@ class Interrupter:
         try:
             if self._thread is None or self._delivered or not self._runs <= cancelled:
                 return False
-            self._delivered = True
+            self._delivered, self._delivered_at = True, time.monotonic()
             _raise_in(self._thread, RunCancelled)
             return True
+        finally:
+            self._lock.release()
+
+    def stuck(self, after_s: float) -> frozenset[str]:
+        """Returns the runs of the section whose interrupt was raised more than `after_s` ago and
+        has not landed (the thread is blocked in C code); none otherwise."""
+        if not self._lock.acquire(timeout=1.0):
+            return frozenset()
+        try:
+            late = self._delivered and time.monotonic() - self._delivered_at > after_s
+            return self._runs if self._thread is not None and late else frozenset()
         finally:
             self._lock.release()

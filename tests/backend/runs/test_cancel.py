@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import pytest
 
 from tests.backend.conftest import wait_for, wait_until
+from tests.server import dpfl_up
 
 pytestmark = pytest.mark.service
 
@@ -67,3 +69,39 @@ def test_cancel_stops_a_round_of_the_weighting_protocol_within_seconds(client, w
     assert client.get(f"/api/runs/{run_id}/ledger").json()["events"] == []
     (charge,) = client.get("/api/budgets/digits").json()["charges"]
     assert (charge["spent"], charge["settled"]) == (0.0, True)
+
+
+@pytest.mark.slow
+def test_cancel_ends_a_round_blocked_in_c_code(tmp_path):
+    """A round that hangs in a native call, where the interrupt cannot land: the worker records the
+    run cancelled, charged its round 1, and ends its pool process; the pool takes the next run."""
+    spec = {
+        "algorithm": "blocking_mbsgd",
+        "dataset": {"name": "digits", "silos": 2},
+        "rounds": 3,
+        "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+    }
+    plugin = {"DPFL_PLUGINS": "tests.blocking_plugin"}
+    with dpfl_up(tmp_path, workers=1, env=plugin) as url, httpx.Client(base_url=url, timeout=30) as http:
+        run_id = http.post("/api/runs", json=spec).json()["id"]
+        deadline = time.time() + 60
+        while http.get(f"/api/runs/{run_id}").json()["current_round"] < 1:
+            assert time.time() < deadline
+            time.sleep(0.2)
+        time.sleep(1.0)  # inside round 2's sleep
+        assert http.post(f"/api/runs/{run_id}/cancel").status_code == 200
+        deadline = time.time() + 90
+        while (body := http.get(f"/api/runs/{run_id}").json())["status"] not in ("cancelled", "failed"):
+            assert time.time() < deadline, body
+            time.sleep(0.5)
+        ledger = http.get(f"/api/runs/{run_id}/ledger").json()
+        assert body["status"] == "cancelled" and body["current_round"] == 1, body
+        assert {e["round"] for e in ledger["events"]} == {1}
+        assert body["epsilon"] == pytest.approx(ledger["epsilon"]) and body["epsilon"] > 0
+        after = http.post("/api/runs", json=spec | {"algorithm": "isrl_mbsgd"}).json()["id"]
+        deadline = time.time() + 120
+        while (done := http.get(f"/api/runs/{after}").json())["status"] not in ("succeeded", "failed"):
+            assert time.time() < deadline, done
+            time.sleep(0.5)
+        assert done["status"] == "succeeded", done  # the worker goes on
+        assert http.get(f"/api/runs/{run_id}").json()["status"] == "cancelled"  # not re-run
