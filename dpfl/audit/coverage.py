@@ -16,7 +16,7 @@ algorithm's coverage as a class attribute::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,14 +42,16 @@ class Coverage:
     """
 
     neighbours: (
-        Callable[[FederatedData], list[Neighbours]] | dict[str, Callable[[Algorithm], list[Neighbours]]]
+        Callable[[FederatedData], Iterable[Neighbours]]
+        | dict[str, Callable[[Algorithm], Iterable[Neighbours]]]
     )
     fixed_sample: Callable[[FederatedData], dict[str, Any]] = lambda data: {}
     per_query: bool = False
     black_box: Callable[[FederatedData], Neighbours] | None = None
 
-    def pairs(self, algorithm: Algorithm) -> list[Neighbours]:
-        """Returns the neighbours of `algorithm`'s notion on its data."""
+    def pairs(self, algorithm: Algorithm) -> Iterable[Neighbours]:
+        """Returns the neighbours of `algorithm`'s notion on its data (a list, or pairs built one
+        at a time as they are asked for)."""
         if isinstance(self.neighbours, dict):
             return self.neighbours[algorithm.notion](algorithm)
         return self.neighbours(algorithm.data)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,10 +86,11 @@ def _agent_neighbours(data: FederatedData) -> list[Neighbours]:
     return agent_neighbours(data) + canary_agent_neighbours(data)
 
 
-def _replacement_neighbours(algorithm: Algorithm) -> list[Neighbours]:
+def _replacement_neighbours(algorithm: Algorithm) -> Iterator[Neighbours]:
     data, radius = algorithm.data, algorithm.params.feature_clip
-    opposed = [] if radius is None else opposed_replacement_neighbours(data, radius=radius)
-    return replacement_neighbours(data) + opposed
+    yield from replacement_neighbours(data)
+    if radius is not None:
+        yield from opposed_replacement_neighbours(data, radius=radius)
 
 
 def _whole_agent(algorithm: Algorithm) -> list[Neighbours]:
@@ -107,7 +109,7 @@ def _knn_records(algorithm: Algorithm) -> list[Neighbours]:
     data, p = algorithm.data, algorithm.params
     query = carve_public_pool(data, size=p.public_pool, seed=algorithm.spec.seed).pool_x[0]
     silo = len(data.silos) - 1
-    out = record_neighbours(data, silos=[silo])
+    out = list(record_neighbours(data, silos=[silo]))
     for label in (0, 1):
         placed = append_record(data, silo, query, label)
         out.append(
