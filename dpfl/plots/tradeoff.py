@@ -37,6 +37,8 @@ BANDS: dict[str, str] = {
 _BAND_ALPHA = 0.18
 _FRONTIER_COLOUR = "#8c8c8c"  # light: a guide under the series, not a series of its own
 _GUESSING_SYMBOL = "x"
+_NOT_GUARANTEED_DASH = "dot"
+_GUARANTEED_DASHES = tuple(d for d in _DASHES if d != _NOT_GUARANTEED_DASH)
 
 Point = Mapping[str, Any]
 
@@ -110,7 +112,11 @@ def tradeoff(
         )
         for series in sorted({_series(p) for p in mine}):
             cells = sorted((p for p in mine if _series(p) == series), key=lambda p: p["epsilon"])
-            dash = next(dashes.setdefault(cells[0]["algorithm"], itertools.cycle(_DASHES)))
+            # dotted is kept for a series whose ledger does not cover every release (not guaranteed)
+            if all(c.get("not_guaranteed") for c in cells):
+                dash = _NOT_GUARANTEED_DASH
+            else:
+                dash = next(dashes.setdefault(cells[0]["algorithm"], itertools.cycle(_GUARANTEED_DASHES)))
             area = _band(series, notion, cells, band)
             if area is not None:
                 fig.add_trace(area, row=1, col=col)  # before its line, so the line is drawn on top

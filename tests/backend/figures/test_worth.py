@@ -54,9 +54,10 @@ def test_a_run_its_ledger_does_not_cover_is_hollow_named_and_off_the_frontier(cl
     by_name = {t["name"]: t for t in _mean(fig)}
     uncovered = by_name["isrl_mbsgd · pca = 10 (not guaranteed)"]
     assert uncovered["marker"]["symbol"][0].endswith("-open")  # a circle, or × if no better than guessing
+    assert uncovered["line"]["dash"] == "dot"  # hollow and dotted; no guaranteed series is dotted
     assert "not guaranteed: PCA to 10 components fitted on the training rows" in uncovered["hovertext"][0]
     covered = by_name["isrl_mbsgd · pca = none"]
-    assert not covered["marker"]["symbol"][0].endswith("-open")
+    assert not covered["marker"]["symbol"][0].endswith("-open") and covered["line"]["dash"] != "dot"
     (frontier,) = [t for t in fig["data"] if t["meta"]["role"] == "pareto"]
     assert frontier["x"] == covered["x"]  # the fitted run has the lower ε, yet is not on it
     assert fig["layout"]["meta"]["not_guaranteed"] == []
