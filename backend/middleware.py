@@ -139,11 +139,10 @@ class Methods:
             await app_error_response(NotFound(f"{path} is not a path of this API"))(scope, receive, send)
             return
         allow = ", ".join(sorted(methods or {"GET", "HEAD"}))  # else a file of the browser app
-        why = (
-            "OPTIONS is not supported (this server sends no CORS headers)"
-            if method == "OPTIONS"
-            else (f"{method} is not a method of {path}")
-        )
+        if method == "OPTIONS":
+            why = "OPTIONS is not supported (this server sends no CORS headers)"
+        else:
+            why = f"{method} is not a method of {path}"
         response = app_error_response(MethodNotAllowed(f"{why}; {path} allows {allow}"))
         response.headers["Allow"] = allow
         await response(scope, receive, send)
