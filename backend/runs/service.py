@@ -396,8 +396,9 @@ def requeue_stale(session: Session, *, settings: Settings) -> list[str]:
     ).all()
     again = []
     for run in stale:
-        released = run.protected and session.scalar(
-            select(LedgerEventRow.round).where(LedgerEventRow.run_id == run.id).limit(1)
+        released = run.protected and (
+            session.scalar(select(LedgerEventRow.round).where(LedgerEventRow.run_id == run.id).limit(1))
+            is not None
         )
         if released or run.attempts >= settings.max_attempts:
             spent = released_epsilon(session, run)
