@@ -1,6 +1,8 @@
-"""Mounts the routers under /api."""
+"""Mounts the routers under /api, and completes their OpenAPI schema."""
 
-from fastapi import APIRouter, Depends
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI
 
 from backend.algorithms.router import router as algorithms
 from backend.audits.router import router as audits
@@ -14,6 +16,7 @@ from backend.options.router import router as options
 from backend.privacy.router import router as privacy
 from backend.runs.router import router as runs
 from backend.sweeps.router import router as sweeps
+from dpfl.spec import RunSpec
 
 api = APIRouter(prefix="/api", dependencies=[Depends(refuse_nul)])
 for router in (
@@ -31,3 +34,20 @@ for router in (
 ):
     document_guard(router)  # the 401 in the OpenAPI of each route behind the write guard
     api.include_router(router)
+
+
+def document_spec(app: FastAPI) -> None:
+    """Makes `app`'s OpenAPI schema name the RunSpec that run and projection bodies take
+    (`backend.deps.SpecBody` points at it): they are read as JSON objects, so that a bad field is
+    our 422 naming it, and the schema would otherwise say only "object"."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        if "RunSpec" not in components:
+            spec = RunSpec.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(spec.pop("$defs", {}) | {"RunSpec": spec})
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Iterator
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Body, Depends, Request
 from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
@@ -46,6 +46,12 @@ MAX_OFFSET = 1_000_000_000  # a page offset beyond this is refused (422), not pa
 SettingsDep = Annotated[Settings, Depends(_settings)]
 DatabaseDep = Annotated[Database, Depends(_database)]
 SessionDep = Annotated[Session, Depends(_session)]
+# A run spec in a request body: a JSON object the server checks itself (a bad field is a 422 that
+# names it); its schema is the RunSpec the OpenAPI document holds (`backend.api.document_spec`).
+SpecBody = Annotated[
+    dict[str, Any],
+    Body(description="a RunSpec", json_schema_extra={"$ref": "#/components/schemas/RunSpec"}),
+]
 
 
 def require_token(request: Request, settings: SettingsDep) -> None:

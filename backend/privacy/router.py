@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter
 
-from backend.deps import SessionDep, SettingsDep, WriteGuard
+from backend.deps import SessionDep, SettingsDep, SpecBody, WriteGuard
 from backend.privacy import service
 from backend.privacy.schemas import ProjectionRead
 from dpfl.spec import parse_spec
@@ -30,7 +30,7 @@ router = APIRouter(prefix="/privacy", tags=["privacy"])
 def project(
     session: SessionDep,
     settings: SettingsDep,
-    spec: Annotated[dict[str, Any], Body(description="a RunSpec")],
+    spec: SpecBody,
 ) -> Any:
     """A spec's noise multiplier and projected ε per round, without running it."""
     return service.project(session, spec=parse_spec(spec), settings=settings)

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from sqlalchemy.exc import IntegrityError
 
-from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
+from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, SpecBody, WriteGuard
 from backend.dispatch import send
 from backend.models import Run
 from backend.runs import listing, pages, service
@@ -61,7 +61,7 @@ def create_run(
     response: Response,
     session: SessionDep,
     settings: SettingsDep,
-    spec: Annotated[dict[str, Any], Body(description="a RunSpec")],
+    spec: SpecBody,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -121,9 +121,14 @@ class RunFilters:
     archived: Annotated[
         Archived, Query(description="false (default): hide archived runs; true: only archived; all")
     ] = Archived.false
-    sort: Annotated[str, Query(description=f"one of {', '.join(sorted(SORTS))}; prefix - for descending")] = (
-        "-created_at"
-    )
+    sort: Annotated[
+        str,
+        Query(
+            description=f"one of {', '.join(sorted(SORTS))}; prefix - for descending",
+            # in the schema as the enum it is; checked by `RunQuery.order`, whose 422 lists them
+            json_schema_extra={"enum": sorted([*SORTS, *(f"-{key}" for key in SORTS)])},
+        ),
+    ] = "-created_at"
 
     def query(self) -> RunQuery:
         return RunQuery(

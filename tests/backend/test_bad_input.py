@@ -200,6 +200,21 @@ def test_archived_takes_true_or_false_only(quiet):
     assert quiet.patch(f"/api/runs/{run_id}", json={"archived": True}).json()["archived"] is True
 
 
+def test_the_schema_says_what_the_checks_take(quiet):
+    """A run spec body is the RunSpec, not any object; `sort` is an enum of the keys the list sorts by."""
+    schema = quiet.get("/openapi.json").json()
+    for path in ("/api/runs", "/api/privacy/project"):
+        body = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert body["$ref"] == "#/components/schemas/RunSpec", body
+    spec = schema["components"]["schemas"]["RunSpec"]
+    assert spec["required"] == ["algorithm"] and spec["additionalProperties"] is False
+    assert spec["properties"]["privacy"]["anyOf"][0] == {"$ref": "#/components/schemas/PrivacySpec"}
+    assert "PrivacySpec" in schema["components"]["schemas"]
+    (sort,) = [p for p in schema["paths"]["/api/runs"]["get"]["parameters"] if p["name"] == "sort"]
+    assert "-created_at" in sort["schema"]["enum"] and "final_accuracy" in sort["schema"]["enum"]
+    assert quiet.get("/api/runs", params={"sort": "colour"}).status_code == 422
+
+
 def test_a_budget_needs_a_dataset_and_can_be_deleted(quiet, settings):
     res = quiet.put("/api/budgets/nope", json={"total_epsilon": 1.0})
     assert res.status_code == 404 and res.json()["error"] == "NotFound"
