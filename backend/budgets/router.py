@@ -59,10 +59,9 @@ def _known(settings: Settings) -> list[str]:
     return sorted({*registered_datasets(), *(u.name for u in list_uploads(settings))})
 
 
-# Without a dataset, PUT and DELETE would otherwise answer "Method Not Allowed" (GET /budgets exists).
-@router.put("", include_in_schema=False, dependencies=[WriteGuard])
+# An empty dataset segment (`/api/budgets/`) is a missing field; `/api/budgets` itself takes GET
+# only, and a write to it is a 405 naming what it allows (backend.middleware.Methods).
 @router.put("/", include_in_schema=False, dependencies=[WriteGuard])
-@router.delete("", include_in_schema=False, dependencies=[WriteGuard])
 @router.delete("/", include_in_schema=False, dependencies=[WriteGuard])
 def no_dataset(settings: SettingsDep) -> None:
     """Refuses a budget write without a dataset name (422 naming `dataset`)."""
