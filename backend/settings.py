@@ -64,6 +64,11 @@ class Settings(BaseSettings):
     audit_memory_mb: int = Field(
         8192, ge=0, description="address space of the process an audit runs in; 0: unlimited"
     )
+    device: str = Field(
+        "auto",
+        pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$",
+        description="where the worker's runs compute: auto (CUDA if present), cpu, cuda, cuda:<index>",
+    )
     run_time_limit_s: int = Field(6 * 3600, ge=60)
     torch_threads: int = Field(
         0, ge=0, description="torch threads per run; 0: this machine's cores shared among the worker's runs"

@@ -74,6 +74,20 @@ class FederatedData:
             fitted=dataset.fitted,
         )
 
+    def to(self, device: torch.device) -> FederatedData:
+        """Returns the data with its tensors on `device` (itself when they are there already): moved
+        once per run, so that rounds gather batches where they compute."""
+        if self.x_train.device == torch.device(device):
+            return self
+        return dataclasses.replace(
+            self,
+            x_train=self.x_train.to(device),
+            y_train=self.y_train.to(device),
+            x_test=self.x_test.to(device),
+            y_test=self.y_test.to(device),
+            silos=tuple(s.to(device) for s in self.silos),
+        )
+
     @functools.cached_property
     def silo_sizes(self) -> np.ndarray:
         """Returns the number of training records of each silo (read-only; computed once)."""

@@ -38,6 +38,7 @@ from dpfl.data import dataset_info, registered_datasets
 from dpfl.data.partition_kinds import KINDS
 from dpfl.data.prepared import load_prepared
 from dpfl.data.users import USER_KINDS
+from dpfl.device import placed, resolve_device
 from dpfl.engine import evaluate
 from dpfl.errors import SpecError
 from dpfl.federation import FederatedData, federate
@@ -144,9 +145,15 @@ def _check_classes(cls: type[Algorithm], name: str, num_classes: int | None) -> 
 
 
 def prepare(
-    spec: RunSpec, *, data_dirs: Sequence[Path] = (), cache_dir: Path | None = None, download: bool = False
+    spec: RunSpec,
+    *,
+    data_dirs: Sequence[Path] = (),
+    cache_dir: Path | None = None,
+    download: bool = False,
+    device: torch.device | None = None,
 ) -> Algorithm:
-    """Returns the algorithm of `spec`, with its data loaded and partitioned and its model built.
+    """Returns the algorithm of `spec`, with its data loaded and partitioned and its model built,
+    both on `device` (None: the CPU; `dpfl.device`).
 
     Raises what `check` raises before any data is loaded; then what the data refuses (the
     algorithm's own checks against it, e.g. a public pool larger than the test split).
@@ -165,6 +172,7 @@ def prepare(
     dataset, split, owners = federate(dataset, ds, seed=spec.seed)
     _check_classes(cls, ds.name, dataset.num_classes)  # `labels: parity` makes two
     data = FederatedData.build(dataset, split, image=MODELS[spec.model.name].images, users=owners)
+    # built on the CPU, where its initialisation is drawn (the same weights on every device)
     model = build_model(
         spec.model.name,
         input_shape=data.input_shape,
@@ -172,7 +180,10 @@ def prepare(
         seed=spec.seed,
         **spec.model.options(),
     )
-    return cls(spec, data, model)
+    if device is None:
+        return cls(spec, data, model)
+    with placed(device):
+        return cls(spec, data.to(device), model.to(device))
 
 
 def projected(
@@ -202,6 +213,7 @@ class Started:
     timings: dict[str, float]
     began: float  # perf_counter() when `start` was called
     train_rows: torch.Tensor = field(repr=False)  # the fixed training subsample `train_loss` is measured on
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # where it computes
     ledger: Ledger = field(default_factory=Ledger)
     records: list[RoundRecord] = field(default_factory=list)
     stopped: bool = False
@@ -216,6 +228,7 @@ def start(
     protected: bool = False,
     public_test: bool = False,
     on_phase: Callable[[str], None] | None = None,
+    device: torch.device | str | None = None,
 ) -> Started:
     """Returns the run of `spec` ready to train: its data prepared, its σ projected, its algorithm
     set up. Raises what `prepare` and `project` raise (a SpecError names the field).
@@ -233,12 +246,16 @@ def start(
         on_phase: hears what the start is doing as it begins each part ("loading data",
             "calibrating σ" or "planning ε", "setting up <algorithm>"), each of which can take
             minutes on large settings.
+        device: where it computes: a `torch.device` or its name; None: `DPFL_DEVICE`, else CUDA
+            when present, else the CPU (`dpfl.device.resolve_device`). Its numbers are the same
+            on the same device; its ledger on every device.
     """
     began = time.perf_counter()
+    device = device if isinstance(device, torch.device) else resolve_device(device)
     phase = on_phase or (lambda _: None)
     source = noise_source(spec, protected=protected)
     phase("loading data")
-    algorithm = prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download)
+    algorithm = prepare(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download, device=device)
     if source == "entropy":
         # The data and the model's initialisation stay those of the spec (public choices); every
         # draw of its mechanisms (participation, sampling, noise) is keyed by a 128-bit secret
@@ -252,12 +269,13 @@ def start(
         privacy.caveats.append(evaluation_caveat(public_test))
     noise = privacy.noise_multiplier
     phase(f"setting up {spec.algorithm}")
-    algorithm.setup(
-        None if noise is None else np.asarray(noise, dtype=float) if isinstance(noise, list) else noise
-    )
+    with placed(device):
+        algorithm.setup(
+            None if noise is None else np.asarray(noise, dtype=float) if isinstance(noise, list) else noise
+        )
     train_rows = torch.randperm(
-        len(algorithm.data.y_train), generator=torch.Generator().manual_seed(spec.seed)
-    )
+        len(algorithm.data.y_train), generator=torch.Generator().manual_seed(spec.seed), device="cpu"
+    ).to(device)
     # The threads go with the times: a run's times mean little without them.
     timings = {
         "setup_s": time.perf_counter() - began,
@@ -275,6 +293,7 @@ def start(
         timings=timings,
         began=began,
         train_rows=train_rows[:_TRAIN_EVAL_RECORDS],
+        device=device,
     )
 
 
@@ -304,6 +323,8 @@ def train(
     keys = {batch_key(run.spec) for run in runs}
     if len(runs) > 1 and (None in keys or len(keys) > 1):
         raise ValueError("runs trained together must share one batch key (dpfl.batching.batch_key)")
+    if len({run.device for run in runs}) > 1:
+        raise ValueError("runs trained together must compute on one device")
     hear = list(on_round) if on_round is not None else [None] * len(runs)
     stop = list(should_stop) if should_stop is not None else [None] * len(runs)
     results: dict[int, RunResult] = {}
@@ -315,6 +336,7 @@ def train(
 
     cls = type(runs[0].algorithm)
     rounds = runs[0].spec.rounds
+    device = runs[0].device
     for run in runs:
         run.timings["batch_runs"] = len(runs)
     for r in range(1, rounds + 1):
@@ -326,7 +348,7 @@ def train(
         if not active:
             break
         t0 = time.perf_counter()
-        with section(active) if section is not None else contextlib.nullcontext():
+        with section(active) if section is not None else contextlib.nullcontext(), placed(device):
             outputs = cls.round_many([runs[i].algorithm for i in active], r)
         share = (time.perf_counter() - t0) / len(active)
         for i, out in zip(active, outputs, strict=True):
@@ -336,7 +358,8 @@ def train(
             epsilon = run.privacy.planned_epsilon[r - 1] if run.privacy.planned_epsilon else None
             record = None
             if r % run.spec.evaluation_interval == 0 or r == rounds:
-                record = _evaluated(run, r, out, epsilon)
+                with placed(device):
+                    record = _evaluated(run, r, out, epsilon)
                 run.records.append(record)
             if hear[i] is not None:
                 hear[i](Progress(r, rounds, epsilon, record, out.releases))
@@ -403,7 +426,7 @@ def _result(run: Started) -> RunResult:
         None if withhold else data.label_histogram,
         None if data.users is None or withhold else data.users.summary(),
         protected=withhold,
-        final_params=run.algorithm.global_params.detach().clone(),
+        final_params=run.algorithm.global_params.detach().cpu().clone(),
         test_label_histogram=None
         if withhold
         else torch.bincount(data.y_test, minlength=data.num_classes).tolist(),
@@ -419,10 +442,13 @@ def run(
     on_round: Callable[[Progress], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     protected: bool = False,
+    device: torch.device | str | None = None,
 ) -> RunResult:
     """Returns the result of running `spec` alone (`start`, then `train` of one run); stops
     cleanly between rounds when `should_stop()`. The arguments are `start`'s and `train`'s."""
-    started = start(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download, protected=protected)
+    started = start(
+        spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download, protected=protected, device=device
+    )
     return train([started], on_round=[on_round], should_stop=[should_stop])[0]
 
 
@@ -433,11 +459,20 @@ def run_batch(
     cache_dir: Path | None = None,
     download: bool = False,
     protected: bool = False,
+    device: torch.device | str | None = None,
 ) -> list[RunResult]:
     """Returns the results of specs that share one batch key, started one by one and trained together."""
+    device = device if isinstance(device, torch.device) else resolve_device(device)
     return train(
         [
-            start(spec, data_dirs=data_dirs, cache_dir=cache_dir, download=download, protected=protected)
+            start(
+                spec,
+                data_dirs=data_dirs,
+                cache_dir=cache_dir,
+                download=download,
+                protected=protected,
+                device=device,
+            )
             for spec in specs
         ]
     )

@@ -311,6 +311,7 @@ def _start(
             protected=protected,
             public_test=public_test,
             on_phase=phase,
+            device=settings.device,
         )
     heartbeat.phases.pop(run_id, None)
     if budget is not None:  # before any release: the charge covers what these draws plan

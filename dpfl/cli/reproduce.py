@@ -14,13 +14,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dpfl.cli.settings import cache_dir, data_dirs
+from dpfl.cli.settings import DEVICE_HELP, cache_dir, data_dirs
 from dpfl.errors import DpflError, SpecError
 from dpfl.papers import PAPERS
 
 # The reproduction machinery (pydantic configs; runs, reports and a server's client import torch
 # or plotly) is imported by the command: other commands start without it.
 if TYPE_CHECKING:
+    import torch
+
     from dpfl import runner
     from dpfl.reproduce import Outcome, Sweep
     from dpfl.reproduce import server as remote
@@ -65,6 +67,9 @@ def reproduce(
             help="A Markdown file (docs/reproduction.md) whose section for PAPER is replaced by the new one.",
         ),
     ] = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help=DEVICE_HELP + " Here only: a server's workers use theirs.")
+    ] = None,
 ) -> None:
     """Reproduce a paper's experiments; write DIR/report.html (offline), summary.csv and reproduction.md."""
     from dpfl.reproduce import default_config_dir, load_paper, quick_settings
@@ -79,6 +84,9 @@ def reproduce(
         raise SpecError("--seeds", f"must be an integer ≥ 1; got {seeds}.")
     if doc is not None and not doc.is_file():
         raise SpecError("--doc", f"names no file; got {str(doc)!r}. Give an existing Markdown file.")
+    from dpfl.device import resolve_device
+
+    where = resolve_device(device, field="--device")
     settings = load_paper(paper, configs or default_config_dir())
     console = Console(stderr=True)
     left_out: dict[str, str] = {}
@@ -90,7 +98,7 @@ def reproduce(
     links: dict[str, str] = {}
     if server is None:
         _check_data(sweeps)
-        outcomes = _run_here(sweeps, console)
+        outcomes = _run_here(sweeps, console, where)
         with console.status("accounting the papers' own noise calibration"):
             projector = local_projector(data_dirs=data_dirs(), cache_dir=cache_dir())
             calibrations, unprojected = paper_calibrations(sweeps, projector)
@@ -178,7 +186,7 @@ def _check_data(sweeps: Sequence[Sweep]) -> None:
         )
 
 
-def _run_here(sweeps: Sequence[Sweep], console: Console) -> list[Outcome]:
+def _run_here(sweeps: Sequence[Sweep], console: Console, device: torch.device) -> list[Outcome]:
     """Returns the outcomes of running every point here, with a bar over points and one over rounds."""
     from dpfl.reproduce.local import run_sweeps
 
@@ -205,7 +213,12 @@ def _run_here(sweeps: Sequence[Sweep], console: Console) -> list[Outcome]:
             bar.update(rounds, completed=p.round, status=status)
 
         outcomes = run_sweeps(
-            sweeps, data_dirs=data_dirs(), cache_dir=cache_dir(), on_point=on_point, on_round=on_round
+            sweeps,
+            data_dirs=data_dirs(),
+            cache_dir=cache_dir(),
+            on_point=on_point,
+            on_round=on_round,
+            device=device,
         )
         bar.update(points, completed=total)
     return outcomes

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, track
 from rich.table import Table
 
-from dpfl.cli.settings import cache_dir, data_dirs
+from dpfl.cli.settings import DEVICE_HELP, cache_dir, data_dirs
 from dpfl.errors import DatasetUnavailable, SpecError
 from dpfl.formats import number_text
 
@@ -43,11 +43,14 @@ def run(
     download: Annotated[
         bool, typer.Option("--download", help="Fetch a missing dataset (checksummed).")
     ] = False,
+    device: Annotated[str | None, typer.Option("--device", help=DEVICE_HELP)] = None,
 ) -> None:
     """Run one federated experiment with a progress bar; print a summary, write JSON with --out."""
     from dpfl import runner
+    from dpfl.device import resolve_device
 
     spec = _read_spec(spec_path, set_ or [])
+    where = resolve_device(device, field="--device")
     console = Console(stderr=True)
     columns = [
         TextColumn("[bold]{task.description}"),
@@ -66,7 +69,12 @@ def run(
             bar.update(task, completed=p.round, **fields)
 
         result = runner.run(
-            spec, data_dirs=data_dirs(), cache_dir=cache_dir(), download=download, on_round=on_round
+            spec,
+            data_dirs=data_dirs(),
+            cache_dir=cache_dir(),
+            download=download,
+            on_round=on_round,
+            device=where,
         )
     data = result.to_json()
     if out is not None:
@@ -80,7 +88,8 @@ def run(
     threads = data["timings"]["threads"]
     console.print(
         f"final accuracy {final['accuracy']:.4f}, loss {final['loss']:.4f}; {eps}; "
-        f"{data['timings']['total_s']:.1f} s on {threads} torch thread{'' if threads == 1 else 's'}"
+        f"{data['timings']['total_s']:.1f} s on "
+        + (f"{threads} torch thread{'' if threads == 1 else 's'}" if where.type == "cpu" else str(where))
         + (f"; written to {out}" if out else "")
     )
     if privacy.get("warning"):

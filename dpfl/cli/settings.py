@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cache_dir", "data_dirs"]
+__all__ = ["DEVICE_HELP", "cache_dir", "data_dirs"]
+
+DEVICE_HELP = (
+    "Where to compute: auto (CUDA when present, else the CPU), cpu, cuda or cuda:N [env: DPFL_DEVICE]."
+)
 
 
 def data_dirs() -> list[Path]:

@@ -8,6 +8,9 @@ round (the noise, the minibatch sample, ...); the constants below name the engin
 
 The hash is BLAKE2b of the integers' decimal text, so the mapping is the same on every
 machine and Python version (Python's built-in ``hash`` is salted per process for strings).
+
+The generators are CPU generators on every device (`dpfl.device`): draws are made on the CPU and
+moved to the device, so a run's noise and samples do not depend on where it computes.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ __all__ = [
     "SAMPLING_STREAM",
     "gaussian_noise",
     "generator_seed",
+    "on_default_device",
     "sample_without_replacement",
     "silo_generator",
 ]
@@ -70,7 +74,7 @@ def gaussian_noise(
     stds = [float(v) for v in torch.as_tensor(std, dtype=torch.float64).reshape(-1).tolist()]
     if len(stds) not in (1, len(silo_ids)) or not all(math.isfinite(v) and v >= 0 for v in stds):
         raise ValueError(f"std must be one finite value ≥ 0 or one per silo ({len(silo_ids)}); got {std!r}")
-    out = torch.empty(len(silo_ids), *shape_per_silo, dtype=dtype)
+    out = torch.empty(len(silo_ids), *shape_per_silo, dtype=dtype, device="cpu")
     for row, silo in zip(out, silo_ids, strict=True):
         # Standard normals first, scaled below: a silo's noise at any std is proportional to
         # its noise at std 1, which keeps runs that differ only in σ comparable draw by draw.
@@ -78,12 +82,18 @@ def gaussian_noise(
     if len(stds) == 1:
         out.mul_(stds[0])
     else:
-        out.mul_(torch.tensor(stds, dtype=dtype).view(-1, *([1] * len(shape_per_silo))))
-    return out
+        out.mul_(torch.tensor(stds, dtype=dtype, device="cpu").view(-1, *([1] * len(shape_per_silo))))
+    return on_default_device(out)
 
 
 def sample_without_replacement(n: int, k: int, generator: torch.Generator) -> torch.Tensor:
     """Returns k distinct indices drawn uniformly from range(n), in random order, int64 [k]."""
     if not 0 <= k <= n:
         raise ValueError(f"cannot sample k={k} distinct indices from n={n} records; need 0 ≤ k ≤ n")
-    return torch.randperm(n, generator=generator)[:k]
+    return on_default_device(torch.randperm(n, generator=generator, device="cpu")[:k])
+
+
+def on_default_device(drawn: torch.Tensor) -> torch.Tensor:
+    """Returns a CPU draw on the device tensors are created on now (`dpfl.device.placed`)."""
+    device = torch.get_default_device()
+    return drawn if device.type == "cpu" else drawn.to(device)

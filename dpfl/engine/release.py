@@ -105,7 +105,7 @@ def release_noise(
     active = _TAP.get()
     if active is not None:
         stds = np.broadcast_to(
-            torch.as_tensor(std, dtype=torch.float64).reshape(-1).numpy(), (len(value),)
+            torch.as_tensor(std, dtype=torch.float64, device="cpu").reshape(-1).numpy(), (len(value),)
         ).copy()
         ids = tuple(int(s) for s in silos)
         copy = value.detach().clone()

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from dpfl.engine.batch import SiloBatch
-from dpfl.engine.noise import SAMPLING_STREAM, silo_generator
+from dpfl.engine.noise import SAMPLING_STREAM, on_default_device, sample_without_replacement, silo_generator
 
 __all__ = ["PoissonSampler", "float32_rate", "float32_rate_below", "minibatch_rows", "minibatches"]
 
@@ -69,11 +69,11 @@ class PoissonSampler:
         silos = np.asarray(silos)
         everyone = len(silos) == len(self.silo_indices) and bool((silos == np.arange(len(silos))).all())
         records, starts, rates, owner = self._everyone if everyone else self._layout(silos)
-        draws = torch.empty(records.shape[0])
+        draws = torch.empty(records.shape[0], device="cpu")
         for j, silo in enumerate(silos.tolist()):
             generator = silo_generator(seed, silo, round, SAMPLING_STREAM)
             torch.rand(starts[j + 1] - starts[j], generator=generator, out=draws[starts[j] : starts[j + 1]])
-        keep = draws < rates
+        keep = on_default_device(draws) < rates
         kept = torch.bincount(owner[keep], minlength=len(silos))
         return SiloBatch.from_concatenated(self.x, self.y, records[keep], kept)
 
@@ -116,5 +116,5 @@ def minibatch_rows(
     for step in range(steps):
         for j, (silo, gen) in enumerate(zip(silos, generators, strict=True)):
             idx, k = silo_indices[silo], int(sizes[j])
-            index[step, j, :k] = idx[torch.randperm(len(idx), generator=gen)[:k]]
+            index[step, j, :k] = idx[sample_without_replacement(len(idx), k, gen)]
     return index, sizes

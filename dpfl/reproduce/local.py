@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import torch
+
 from dpfl import runner
 from dpfl.batching import batches
 from dpfl.data import dataset_info
@@ -49,11 +51,13 @@ def run_sweeps(
     cache_dir: Path | None = None,
     on_point: OnPoint | None = None,
     on_round: Callable[[runner.Progress], None] | None = None,
+    device: torch.device | None = None,
 ) -> list[Outcome]:
     """Returns the outcome of every point of every sweep, in order, run here batch by batch.
 
     `on_point` hears each batch before it starts (with its first point's index and spec, and a
-    label naming its points); `on_round` hears the rounds of each batch's first run.
+    label naming its points); `on_round` hears the rounds of each batch's first run. The runs
+    compute on `device` (None: `dpfl.device.resolve_device`'s default).
     """
     total = sum(len(s.points) for s in sweeps)
     outcomes, index = [], 0
@@ -70,7 +74,9 @@ def run_sweeps(
             for i in group:
                 began = time.perf_counter()
                 try:
-                    started[i] = runner.start(specs[i], data_dirs=data_dirs, cache_dir=cache_dir)
+                    started[i] = runner.start(
+                        specs[i], data_dirs=data_dirs, cache_dir=cache_dir, device=device
+                    )
                 except DpflError as exc:
                     duration = time.perf_counter() - began
                     found[i] = Outcome(**where[i], status="failed", error=str(exc), duration_s=duration)

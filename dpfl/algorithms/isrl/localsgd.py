@@ -21,7 +21,7 @@ from pydantic import Field
 from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.engine import SiloBatch, clipped_grad_sum, gaussian_noise, silo_generator, stack_copies
-from dpfl.engine.noise import SAMPLING_STREAM
+from dpfl.engine.noise import SAMPLING_STREAM, on_default_device
 from dpfl.engine.release import release_noise
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 
@@ -61,7 +61,8 @@ class ISRLLocalSGD(ISRLMinibatchSGD):
         masks = []
         for s in silos:  # one generator per silo: a silo's draws do not depend on the others
             gen = silo_generator(self.noise_key, int(s), r, SAMPLING_STREAM)
-            masks.append(torch.rand(self.params.local_steps, len(self.data.silos[s]), generator=gen))
+            draws = torch.rand(self.params.local_steps, len(self.data.silos[s]), generator=gen, device="cpu")
+            masks.append(on_default_device(draws))
         rates = self.rates
         return [
             SiloBatch.from_indices(

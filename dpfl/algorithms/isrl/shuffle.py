@@ -53,6 +53,7 @@ from dpfl.algorithms.base import ALGORITHMS, RoundOutput, participants, silo_par
 from dpfl.algorithms.isrl import vector_sum
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD, MBSGDParams
 from dpfl.engine import gaussian_noise, per_sample_grads, silo_generator
+from dpfl.engine.noise import on_default_device
 from dpfl.engine.sampling import float32_rate_below, minibatches
 from dpfl.errors import SpecError
 from dpfl.privacy.accountants import make_accountant, registered_accountants
@@ -172,11 +173,18 @@ class SDPMinibatchSGD(ISRLMinibatchSGD):
         zero = norms[..., 0] == 0
         if zero.any():  # a zero gradient gets ± a fixed direction, equally likely: still unbiased
             e[zero] = torch.nn.functional.one_hot(torch.tensor(0), d).to(e.dtype)
-        coins = torch.stack(
-            [
-                torch.rand(b, 2, generator=silo_generator(self.noise_key, int(k), r, _RANDOMIZER_STREAM))
-                for k in silos
-            ]
+        coins = on_default_device(
+            torch.stack(
+                [
+                    torch.rand(
+                        b,
+                        2,
+                        generator=silo_generator(self.noise_key, int(k), r, _RANDOMIZER_STREAM),
+                        device="cpu",
+                    )
+                    for k in silos
+                ]
+            )
         ).to(grads.dtype)
         e.mul_(torch.where(coins[..., :1] < 0.5 + norms.clamp(max=clip) / (2 * clip), 1.0, -1.0))  # x̃ = ±C e
         # x̃'s side is kept with probability e^ε₀/(e^ε₀ + 1) at most, as the ε₀-LDP bound needs

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dpfl.engine.noise import on_default_device
 from dpfl.errors import SpecError
 
 __all__ = ["MAX_EPSILON", "VectorSumParameters", "analyze", "randomize", "vector_sum_parameters"]
@@ -99,11 +100,15 @@ def randomize(
         raise ValueError(f"need one generator per silo ({s}); got {len(generators)}")
     w = ((x.to(torch.float64) + params.bound) / (2 * params.bound)).clamp_(0.0, 1.0) * params.g
     floor = torch.floor(w)
-    coins = torch.stack([torch.rand(users, d, generator=gen, dtype=torch.float64) for gen in generators])
+    coins = on_default_device(
+        torch.stack(
+            [torch.rand(users, d, generator=gen, dtype=torch.float64, device="cpu") for gen in generators]
+        )
+    )
     rounded = floor + (coins < w - floor)  # E = w g, exactly
-    count = torch.full((users, d), float(params.b), dtype=torch.float64)
+    count = torch.full((users, d), float(params.b), dtype=torch.float64, device="cpu")
     bias = torch.full_like(count, params.p)
-    noise = torch.stack([torch.binomial(count, bias, generator=gen) for gen in generators])
+    noise = on_default_device(torch.stack([torch.binomial(count, bias, generator=gen) for gen in generators]))
     return (rounded + noise) * mask[..., None]
 
 

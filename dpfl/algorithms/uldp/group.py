@@ -36,7 +36,7 @@ from dpfl.algorithms.uldp.fedavg_2lr import PAPER, LocalTrainingParams, UserLeve
 from dpfl.algorithms.uldp.users import USERS_PARTY, require_users
 from dpfl.engine import clipped_grad_sum, release_noise
 from dpfl.engine.batch import SiloBatch
-from dpfl.engine.noise import NOISE_STREAM, SAMPLING_STREAM, silo_generator
+from dpfl.engine.noise import NOISE_STREAM, SAMPLING_STREAM, on_default_device, silo_generator
 from dpfl.engine.sampling import float32_rate
 from dpfl.errors import SpecError
 from dpfl.privacy.calibration import sgd_event
@@ -161,8 +161,8 @@ class ULDPGroup(UserLevelFedAvg2LR):
             noise = torch.zeros(count, len(silos), self.layout.size, dtype=local.dtype)
             for k, gen in enumerate(noising):
                 # drawn contiguous: torch fills a strided view by another algorithm, other numbers
-                noise[: active[k], k] = torch.randn(
-                    active[k], self.layout.size, generator=gen, dtype=local.dtype
+                noise[: active[k], k] = on_default_device(
+                    torch.randn(active[k], self.layout.size, generator=gen, dtype=local.dtype, device="cpu")
                 )
             noise *= self.sigma * p.clip
             for t in range(count):
@@ -195,7 +195,7 @@ class ULDPGroup(UserLevelFedAvg2LR):
         """
         keeps = []
         for k, (s, gen) in enumerate(zip(silos, generators, strict=True)):
-            draws = torch.rand(active[k], len(self.kept[s]), generator=gen)
+            draws = on_default_device(torch.rand(active[k], len(self.kept[s]), generator=gen, device="cpu"))
             keeps.append(draws < float(self.rates[s]))
         width = max((int(keep.sum(1).max()) for keep in keeps if len(keep)), default=0)
         rows = torch.zeros(count, len(silos), width, dtype=torch.long)

@@ -73,7 +73,7 @@ class RecordGroups:
         rows, silo_of, user_of = [], [], []
         for s in silos:
             ids = owners.user_ids[int(s)]
-            records = data.silos[int(s)].numpy()
+            records = data.silos[int(s)].cpu().numpy()
             order = np.argsort(ids, kind="stable")
             present, starts = np.unique(ids[order], return_index=True)
             for u, part in zip(present, np.split(records[order], starts[1:]), strict=True):
@@ -92,7 +92,7 @@ class RecordGroups:
         width = max(part.index.shape[1] for part in parts)
         index = torch.cat([nn.functional.pad(part.index, (0, width - part.index.shape[1])) for part in parts])
         count = torch.cat([part.count for part in parts])
-        order = np.argsort(-count.numpy(), kind="stable")
+        order = np.argsort(-count.cpu().numpy(), kind="stable")
         run = np.concatenate([np.full(len(part), k, dtype=np.int64) for k, part in enumerate(parts)])
         silo = np.concatenate([part.silo for part in parts])
         user = np.concatenate([part.user for part in parts])

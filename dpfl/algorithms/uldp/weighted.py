@@ -190,7 +190,7 @@ class ULDPWeighted(Algorithm):
             )
             if clipped is not None:
                 clipped[block] = rows
-            np.add.at(counted, (run, 0), was_clipped.numpy())
+            np.add.at(counted, (run, 0), was_clipped.cpu().numpy())
             np.add.at(counted, (run, 1), 1.0)
             silo, user = groups.silo[block], groups.user[block]
             at = torch.as_tensor(position[run, silo])

@@ -66,4 +66,4 @@ class AEDPFL(VotingAlgorithm):
             stream=LOCAL_STREAM,
         )
         labels = predicted_labels(self.model, self.layout, local, self.pool_x[:rows])
-        return one_hot_votes(labels, data.num_classes).numpy()
+        return one_hot_votes(labels, data.num_classes).cpu().numpy()

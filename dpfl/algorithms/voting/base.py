@@ -236,7 +236,7 @@ class VotingAlgorithm(Algorithm):
         bound from the recorded histograms (`pate`, never larger; not itself DP, see
         `PATEAccountant`); `data_dependent_tighter` is 1 when the second is the smaller.
         """
-        truth = self.pool_y[:hi].numpy()
+        truth = self.pool_y[:hi].cpu().numpy()
         majority = self.votes[:hi].argmax(axis=1)
         released = self.released[:hi]
         top2 = np.sort(self.votes[lo:hi], axis=1)[:, -2:]

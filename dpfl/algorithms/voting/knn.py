@@ -83,9 +83,9 @@ class KNNDPFL(VotingAlgorithm):
         train = data.x_train.reshape(len(data.x_train), -1)
         pool = self.pool_x.reshape(len(self.pool_x), -1)
         if p.features == "pca":
-            mean, components, _ = pca_components(pool.numpy(), p.pca_components)
+            mean, components, _ = pca_components(pool.cpu().numpy(), p.pca_components)
             basis = torch.as_tensor(components.T, dtype=torch.float32)
             shift = torch.as_tensor(mean, dtype=torch.float32)
             train, pool = (train - shift) @ basis, (pool - shift) @ basis
         votes = knn_votes(train, data.y_train, data.silos, pool[:rows], k=p.k, num_classes=data.num_classes)
-        return votes.numpy()
+        return votes.cpu().numpy()

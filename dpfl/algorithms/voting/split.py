@@ -109,7 +109,7 @@ def frozen_features(split: ServerSplit, components: int, *, field: str = "params
             f"must be between 1 and {upper} (the public pool's records and the inputs' features); "
             f"got {components}.",
         )
-    mean, basis, _ = pca_components(pool.numpy(), components)
+    mean, basis, _ = pca_components(pool.cpu().numpy(), components)
     shift = torch.as_tensor(mean, dtype=torch.float32)
     project = torch.as_tensor(basis.T, dtype=torch.float32)
 

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from dpfl.engine import ParamLayout, SiloBatch, models_per_block, sgd_steps, silo_generator
+from dpfl.engine.noise import sample_without_replacement
 
 __all__ = ["train_sgd"]
 
@@ -99,7 +100,7 @@ def _steps(
         for k, (own, i) in enumerate(zip(rows, ids, strict=True)):
             if len(own):
                 perms[k, : len(own)] = own[
-                    torch.randperm(len(own), generator=silo_generator(seed, i, epoch, stream))
+                    sample_without_replacement(len(own), len(own), silo_generator(seed, i, epoch, stream))
                 ]
         for step in range(math.ceil(width / batch_size)):
             # Positions wrap modulo each model's size, so all models step together.

@@ -128,5 +128,5 @@ def noisy_argmax(
         stream=VOTE_NOISE_STREAM,
         secure_sum=True,
     )
-    noisy = np.asarray(counts, dtype=np.float64) + shares.sum(0).numpy()
+    noisy = np.asarray(counts, dtype=np.float64) + shares.sum(0).cpu().numpy()
     return noisy.argmax(axis=1), noisy
