@@ -207,6 +207,37 @@ def _cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     )
 
 
+@MODELS.register("cifar_cnn", images=True)
+def _cifar_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """The ISRL-DP paper's CIFAR-10 CNN, the PyTorch tutorial's net (reference/000_isrl_dp.md §6.3).
+
+    conv(C→6, 5×5) – ReLU – maxpool 2 – conv(6→16, 5×5) – ReLU – maxpool 2 – FC 400→120 – ReLU –
+    FC 120→84 – ReLU – FC 84→classes: 62,006 parameters on 3×32×32 inputs with 10 classes.
+    """
+    lead, channels, height, width = _image_input(input_shape, "cifar_cnn")
+    h, w = _pooled(_pooled(height, 5), 5), _pooled(_pooled(width, 5), 5)
+    if h < 1 or w < 1:
+        raise SpecError(
+            "model.name",
+            f"must take the dataset's inputs: 'cifar_cnn' needs images of at least 16×16; got {input_shape}.",
+        )
+    return nn.Sequential(
+        *lead,
+        nn.Conv2d(channels, 6, kernel_size=5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, kernel_size=5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * h * w, 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+        nn.Linear(84, num_classes),
+    )
+
+
 @MODELS.register("lenet", images=True)
 def _lenet(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """LeNet-5 for 28×28 inputs (LeCun et al. 1998), with ReLU and max-pooling.

@@ -155,12 +155,15 @@ def mean_grad(
     A silo with no real sample gets a zero gradient. Linear stacks take the same hand-written
     forward and backward passes as ghost clipping, with weights 1/count and no norms, so that
     a DP round and its non-private twin differ only by what privacy adds; convolutional stacks
-    take `convnet`'s written-out passes, a silo at a time; other models take ``vmap`` over
+    on the CPU take `convnet`'s written-out passes, a silo at a time; other models take ``vmap`` over
     silos of ``grad`` of the silo's mean loss (no per-sample gradients).
     """
     _check(layout, flat_params, batch)
     stack = ghost.linear_stack(model)
-    convs = convnet.conv_stack(model) if stack is None else None
+    # the written-out passes beat vmap's grouped convolutions on the CPU; on a GPU, vmap's one
+    # kernel for all rows beats a launch per row
+    on_cpu = flat_params.device.type == "cpu"
+    convs = convnet.conv_stack(model) if stack is None and on_cpu else None
     total = torch.zeros(batch.num_silos, layout.size, dtype=flat_params.dtype)
     per_sample = ghost.bytes_per_sample(stack) if stack else _generic_bytes_per_sample(layout, batch)
     weights = batch.mask / batch.counts().clamp(min=1).unsqueeze(1).to(flat_params.dtype)
@@ -201,7 +204,8 @@ def evaluate(
     xs, ys = torch.as_tensor(x).to(flat_params.dtype), torch.as_tensor(y).long()
     if len(xs) == 0:
         raise ValueError("evaluate needs at least one sample; got none")
-    convs = convnet.conv_stack(model)  # its pools are several times faster than max_pool2d's
+    # its pools are several times faster than max_pool2d's on the CPU
+    convs = convnet.conv_stack(model) if flat_params.device.type == "cpu" else None
     loss, correct = 0.0, 0
     for start in range(0, len(xs), batch_size):
         part = xs[start : start + batch_size]

@@ -84,7 +84,40 @@ def test_a_device_this_machine_lacks_is_refused_naming_the_field():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a GPU this machine lacks")
 def test_the_cli_refuses_a_missing_gpu_in_one_line(capsys, tmp_path):
     spec = tmp_path / "spec.yaml"
-    spec.write_text("algorithm: fedavg\ndataset: {name: digits, silos: 2}\nmodel: {name: logreg}\nrounds: 1\n")
+    spec.write_text(
+        "algorithm: fedavg\ndataset: {name: digits, silos: 2}\nmodel: {name: logreg}\nrounds: 1\n"
+    )
     code, out, err = run_cli(capsys, "run", str(spec), "--device", "cuda:1")
     assert code == 1 and out == ""
-    assert err.strip() == "error: `--device` is 'cuda:1', but PyTorch here sees no CUDA device; use one of cpu."
+    assert (
+        err.strip() == "error: `--device` is 'cuda:1', but PyTorch here sees no CUDA device; use one of cpu."
+    )
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu-check.sh)")
+
+
+@CUDA
+@pytest.mark.parametrize("name", registered_algorithms())
+def test_a_run_on_the_gpu_repeats_itself_and_releases_what_it_does_on_the_cpu(name):
+    spec = device_spec(name)
+    cpu = runner.run(spec, data_dirs=[data_dir()], device="cpu")
+    first, second = (runner.run(spec, data_dirs=[data_dir()], device="cuda") for _ in range(2))
+    assert numbers(second) == numbers(first)  # the same numbers on the same device
+    assert torch.equal(second.final_params, first.final_params)
+    assert first.ledger.entries == cpu.ledger.entries  # the same draws: the same releases
+    assert first.final_params.device.type == "cpu"
+    # the same training up to floating-point summation order
+    assert torch.allclose(first.final_params, cpu.final_params, rtol=1e-3, atol=1e-4)
+    assert [r.accuracy for r in first.rounds] == pytest.approx([r.accuracy for r in cpu.rounds], abs=0.02)
+
+
+@CUDA
+def test_the_cpu_default_gives_way_to_the_gpu(monkeypatch):
+    monkeypatch.delenv("DPFL_DEVICE", raising=False)
+    assert resolve_device(None) == torch.device("cuda")
+    assert resolve_device("cuda:0") == torch.device("cuda:0")
+    with pytest.raises(
+        SpecError, match=r"^`device` is 'cuda:9', but PyTorch here sees the devices cpu, cuda:0"
+    ):
+        resolve_device("cuda:9")

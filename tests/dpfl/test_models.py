@@ -9,22 +9,22 @@ from torch import nn
 from dpfl.errors import SpecError, UnknownNameError
 from dpfl.models import MODELS, build_model, registered_models
 
-SHAPES = {"logreg": (50,), "mlp": (50,), "cnn": (1, 28, 28), "lenet": (28, 28)}
+SHAPES = {"logreg": (50,), "mlp": (50,), "cnn": (1, 28, 28), "cifar_cnn": (3, 32, 32), "lenet": (28, 28)}
 
 
 def num_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def test_registry_lists_the_four_models():
-    assert registered_models() == ["cnn", "lenet", "logreg", "mlp"]
+def test_registry_lists_the_five_models():
+    assert registered_models() == ["cifar_cnn", "cnn", "lenet", "logreg", "mlp"]
 
 
 def test_unknown_model_names_what_is_registered():
-    message = "unknown model 'resnet'; registered: cnn, lenet, logreg, mlp"
+    message = "unknown model 'resnet'; registered: cifar_cnn, cnn, lenet, logreg, mlp"
     with pytest.raises(UnknownNameError, match=message) as info:
         build_model("resnet", input_shape=(50,), num_classes=10)
-    assert info.value.known == ["cnn", "lenet", "logreg", "mlp"]
+    assert info.value.known == ["cifar_cnn", "cnn", "lenet", "logreg", "mlp"]
 
 
 def test_registering_a_taken_name_is_refused_and_keeps_the_original():
@@ -51,6 +51,8 @@ def test_parameter_counts_of_the_other_models():
     assert num_params(build_model("logreg", input_shape=(13,), num_classes=2)) == 28
     # LeNet-5 on 28×28: 156 + 2 416 + 48 120 + 10 164 + 850.
     assert num_params(build_model("lenet", input_shape=(1, 28, 28), num_classes=10)) == 61_706
+    # reference/000_isrl_dp.md §6.3, the CIFAR-10 tutorial net: 456 + 2 416 + 48 120 + 10 164 + 850.
+    assert num_params(build_model("cifar_cnn", input_shape=(3, 32, 32), num_classes=10)) == 62_006
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

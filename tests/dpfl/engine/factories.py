@@ -13,6 +13,7 @@ CASES = {
     "mlp": {"input_shape": (6,), "hidden": [5, 4]},
     "cnn": {"input_shape": (1, 16, 16)},
     "lenet": {"input_shape": (12, 12)},
+    "cifar_cnn": {"input_shape": (3, 16, 16)},
 }
 NUM_CLASSES = 3
 

@@ -36,6 +36,7 @@ MODELS = {
     # the registered models on MNIST's shapes, one with a leading Unflatten
     "cnn": ("cnn", (1, 28, 28), {}),
     "lenet": ("lenet", (28, 28), {}),
+    "cifar_cnn": ("cifar_cnn", (3, 32, 32), {}),
     # odd sides: the pools leave out a last row and column
     "cnn_odd": ("cnn", (2, 27, 25), {}),
 }
