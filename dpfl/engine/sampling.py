@@ -72,7 +72,8 @@ class PoissonSampler:
         draws = torch.empty(records.shape[0], device="cpu")
         for j, silo in enumerate(silos.tolist()):
             generator = silo_generator(seed, silo, round, SAMPLING_STREAM)
-            torch.rand(starts[j + 1] - starts[j], generator=generator, out=draws[starts[j] : starts[j + 1]])
+            part = draws[starts[j] : starts[j + 1]]
+            torch.rand(len(part), generator=generator, out=part, device="cpu")
         keep = on_default_device(draws) < rates
         kept = torch.bincount(owner[keep], minlength=len(silos))
         return SiloBatch.from_concatenated(self.x, self.y, records[keep], kept)

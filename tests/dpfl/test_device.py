@@ -14,7 +14,7 @@ import torch
 
 from dpfl import runner
 from dpfl.algorithms import registered_algorithms
-from dpfl.device import resolve_device
+from dpfl.device import add_rows_, resolve_device
 from dpfl.errors import SpecError
 from dpfl.spec import parse_spec
 from tests.dpfl.audit.test_conformance import CASES, spec_of
@@ -121,3 +121,13 @@ def test_the_cpu_default_gives_way_to_the_gpu(monkeypatch):
         SpecError, match=r"^`device` is 'cuda:9', but PyTorch here sees the devices cpu, cuda:0"
     ):
         resolve_device("cuda:9")
+
+
+@CUDA
+def test_rows_added_on_the_gpu_sum_in_a_fixed_order():
+    gen = torch.Generator().manual_seed(0)
+    rows, index = torch.randn(5000, 300, generator=gen), torch.randint(0, 7, (5000,), generator=gen)
+    expected = torch.zeros(7, 300, dtype=torch.float64).index_add_(0, index, rows.double())
+    sums = [add_rows_(torch.zeros(7, 300, device="cuda"), index.cuda(), rows.cuda()).cpu() for _ in range(3)]
+    assert torch.equal(sums[0], sums[1]) and torch.equal(sums[0], sums[2])
+    assert torch.allclose(sums[0].double(), expected, atol=1e-3)

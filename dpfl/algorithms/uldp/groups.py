@@ -166,17 +166,19 @@ class _Buffers(threading.local):
     KEPT_BYTES = 64 * 2**20
 
     def __init__(self) -> None:
-        self.flat: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+        self.flat: dict[tuple[str, torch.dtype, torch.device], torch.Tensor] = {}
 
     def take(self, slot: str, like: torch.Tensor, rows: int) -> torch.Tensor:
-        """Returns a [rows, *like.shape[1:]] tensor of like's dtype over this thread's buffer `slot`."""
+        """Returns a [rows, *like.shape[1:]] tensor of like's dtype and device over this thread's
+        buffer `slot`."""
         shape = (rows, *like.shape[1:])
         numel = math.prod(shape)
         if numel * like.element_size() > self.KEPT_BYTES:
-            return torch.empty(shape, dtype=like.dtype)
-        buffer = self.flat.get((slot, like.dtype))
+            return torch.empty(shape, dtype=like.dtype, device=like.device)
+        key = (slot, like.dtype, like.device)
+        buffer = self.flat.get(key)
         if buffer is None or buffer.numel() < numel:
-            buffer = self.flat[slot, like.dtype] = torch.empty(numel, dtype=like.dtype)
+            buffer = self.flat[key] = torch.empty(numel, dtype=like.dtype, device=like.device)
         return buffer[:numel].view(shape)
 
 

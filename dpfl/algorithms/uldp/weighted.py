@@ -42,6 +42,7 @@ from dpfl.algorithms.uldp.users import (
     require_users,
     user_level_plan,
 )
+from dpfl.device import add_rows_
 from dpfl.engine import mean_grad, release_noise
 from dpfl.errors import SpecError
 from dpfl.privacy.events import Event, GaussianEvent, PoissonSampledEvent
@@ -195,7 +196,7 @@ class ULDPWeighted(Algorithm):
             silo, user = groups.silo[block], groups.user[block]
             at = torch.as_tensor(position[run, silo])
             weight = torch.as_tensor(weights[run, silo, user], dtype=rows.dtype)
-            sums.index_add_(0, at, rows.mul_(weight[:, None]))
+            add_rows_(sums, at, rows.mul_(weight[:, None]))
         fractions = [clipped_n / max(n, 1) for clipped_n, n in counted]
         return list(sums.split([len(chosen) for chosen in silos])), clipped, fractions
 
