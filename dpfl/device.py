@@ -21,7 +21,7 @@ import torch
 
 from dpfl.errors import SpecError
 
-__all__ = ["DEVICE_ENV", "add_rows_", "available_devices", "cpu", "placed", "resolve_device"]
+__all__ = ["DEVICE_ENV", "add_rows_", "available_devices", "block_bytes", "cpu", "placed", "resolve_device"]
 
 DEVICE_ENV = "DPFL_DEVICE"
 """The environment variable naming the device when no `--device` is given."""
@@ -81,3 +81,15 @@ def add_rows_(out: torch.Tensor, index: torch.Tensor, rows: torch.Tensor) -> tor
     onehot = torch.zeros(len(out), len(index), dtype=rows.dtype, device=out.device)
     onehot[index, torch.arange(len(index), device=out.device)] = 1
     return out.addmm_(onehot, rows)
+
+
+def block_bytes(cpu_bytes: int, device: torch.device | None = None) -> int:
+    """Returns the working memory one batched computation may take on `device` (None: where tensors
+    are created now): `cpu_bytes` on the CPU, whose budgets are sized to its caches and memory;
+    an eighth of a GPU's memory there, where one kernel over many models or samples beats several
+    over few (a CIFAR-10 ISRL-DP round on an H100 took 83 ms in the CPU's 1 GiB blocks).
+    """
+    device = torch.get_default_device() if device is None else torch.device(device)
+    if cpu(device):
+        return cpu_bytes
+    return torch.cuda.get_device_properties(device).total_memory // 8

@@ -9,7 +9,11 @@ Blocks sized to the cache keep them there; small models still batch in blocks of
 
 from __future__ import annotations
 
-__all__ = ["CACHE_BYTES", "MAX_MODELS", "models_per_block"]
+import torch
+
+from dpfl.device import block_bytes, cpu
+
+__all__ = ["CACHE_BYTES", "MAX_GPU_MODELS", "MAX_MODELS", "models_per_block"]
 
 CACHE_BYTES = 16 << 20
 """Working set of one block of models. Measured on MNIST with the 50,890-parameter MLP, one
@@ -23,10 +27,13 @@ agents of 600 records 0.238/0.253 s against 0.277/0.293 s; the CNN round the sam
 against 7.10 s); 24 MiB slower again for 100 users on one thread (0.358/0.340 s)."""
 MAX_MODELS = 256
 """Most models per block: small models (logistic regression) gain from batching up to here."""
+MAX_GPU_MODELS = 4096
+"""Most models per block on a GPU, whose blocks fill an eighth of its memory (`dpfl.device.block_bytes`)."""
 
 
 def models_per_block(params: int, batch: int, features: int) -> int:
-    """Returns how many models fit in `CACHE_BYTES` (at least 1, at most `MAX_MODELS`).
+    """Returns how many models fit in `CACHE_BYTES` (at least 1, at most `MAX_MODELS`); on a GPU (the
+    device tensors are created on now), how many fit in its block's memory, at most `MAX_GPU_MODELS`.
 
     Args:
         params: parameters per model; a model holds its weights, update and gradient.
@@ -34,4 +41,5 @@ def models_per_block(params: int, batch: int, features: int) -> int:
         features: numbers per record (the input's size).
     """
     per_model = 4 * (3 * params + batch * features)  # float32
-    return max(1, min(MAX_MODELS, CACHE_BYTES // per_model))
+    most = MAX_MODELS if cpu(torch.get_default_device()) else MAX_GPU_MODELS
+    return max(1, min(most, block_bytes(CACHE_BYTES) // per_model))

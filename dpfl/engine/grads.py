@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from dpfl.device import block_bytes
 from dpfl.engine import convnet, ghost
 from dpfl.engine.batch import SiloBatch
 from dpfl.engine.params import ParamLayout
@@ -72,12 +73,13 @@ def per_sample_grads(
     flat_params: torch.Tensor,
     batch: SiloBatch,
     *,
-    memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET_BYTES,
+    memory_budget_bytes: int | None = None,
 ) -> torch.Tensor:
     """Returns every sample's loss gradient as [S, B, P]; rows of masked samples are zero."""
     _check(layout, flat_params, batch)
     out = torch.empty(batch.num_silos, batch.batch_size, layout.size, dtype=flat_params.dtype)
-    for silos, samples in _blocks(batch, _generic_bytes_per_sample(layout, batch), memory_budget_bytes):
+    budget = _budget(memory_budget_bytes, flat_params)
+    for silos, samples in _blocks(batch, _generic_bytes_per_sample(layout, batch), budget):
         params = _rows(flat_params, silos)
         out[silos, samples] = _per_sample_block(model, layout, params, _slice(batch, silos, samples))
     return out
@@ -91,7 +93,7 @@ def clipped_grad_sum(
     *,
     clip: float,
     method: Method = "auto",
-    memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET_BYTES,
+    memory_budget_bytes: int | None = None,
 ) -> ClippedSum:
     """Returns each silo's sum of per-sample gradients clipped to L2 norm ≤ ``clip``.
 
@@ -124,7 +126,7 @@ def clipped_grad_sum(
     total = torch.zeros(batch.num_silos, layout.size, dtype=flat_params.dtype)
     norms = torch.zeros(batch.num_silos, batch.batch_size, dtype=flat_params.dtype)
     per_sample = ghost.bytes_per_sample(stack) if stack else _generic_bytes_per_sample(layout, batch)
-    for silos, samples in _blocks(batch, per_sample, memory_budget_bytes):
+    for silos, samples in _blocks(batch, per_sample, _budget(memory_budget_bytes, flat_params)):
         params = _rows(flat_params, silos)
         part = _slice(batch, silos, samples)
         if stack is not None:
@@ -148,7 +150,7 @@ def mean_grad(
     flat_params: torch.Tensor,
     batch: SiloBatch,
     *,
-    memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET_BYTES,
+    memory_budget_bytes: int | None = None,
 ) -> torch.Tensor:
     """Returns each silo's non-private gradient of its mean loss over real samples, [S, P].
 
@@ -167,7 +169,7 @@ def mean_grad(
     total = torch.zeros(batch.num_silos, layout.size, dtype=flat_params.dtype)
     per_sample = ghost.bytes_per_sample(stack) if stack else _generic_bytes_per_sample(layout, batch)
     weights = batch.mask / batch.counts().clamp(min=1).unsqueeze(1).to(flat_params.dtype)
-    for silos, samples in _blocks(batch, per_sample, memory_budget_bytes):
+    for silos, samples in _blocks(batch, per_sample, _budget(memory_budget_bytes, flat_params)):
         params = _rows(flat_params, silos)
         part = _slice(batch, silos, samples)
         if stack is not None:
@@ -214,6 +216,11 @@ def evaluate(
         loss += F.cross_entropy(logits, labels, reduction="sum").item()
         correct += int((logits.argmax(dim=1) == labels).sum())
     return loss / len(xs), correct / len(xs)
+
+
+def _budget(given: int | None, flat_params: torch.Tensor) -> int:
+    """Returns the working memory of a block: as given, else the default of the params' device."""
+    return given if given is not None else block_bytes(DEFAULT_MEMORY_BUDGET_BYTES, flat_params.device)
 
 
 def _check(layout: ParamLayout, flat_params: torch.Tensor, batch: SiloBatch) -> None:
