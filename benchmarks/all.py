@@ -72,6 +72,12 @@ BENCHMARKS: dict[str, Benchmark] = {
             ("-m", "benchmarks.uldp"),
         ),
         Benchmark(
+            "devices",
+            "a CIFAR-10 ISRL-DP round and a ULDP-AVG MNIST CNN round: engine vs loop, on each device",
+            "Devices: the engine against the loop on the CPU",
+            ("-m", "benchmarks.devices"),
+        ),
+        Benchmark(
             "ledger",
             "ε of 100 parties × 1,000 rounds: ledger recompute vs per-party loop",
             "Ledger: ε of 100 parties × 1,000 rounds",

@@ -26,6 +26,7 @@ def test_only_and_skip_select_benchmarks_in_the_summary_order():
     everything = [
         "engine",
         "uldp",
+        "devices",
         "ledger",
         "calibration",
         "cli",
@@ -50,8 +51,8 @@ def test_only_and_skip_select_benchmarks_in_the_summary_order():
     [
         (
             ["--only", "engine,speed"],
-            "unknown benchmark 'speed'; known: "
-            "engine, uldp, ledger, calibration, cli, audit, audit_bugs, api, pages, sweep, reproduce",
+            "unknown benchmark 'speed'; known: engine, uldp, devices, "
+            "ledger, calibration, cli, audit, audit_bugs, api, pages, sweep, reproduce",
         ),
         (["--only", "api", "--skip", "api"], "no benchmark left to run"),
     ],
