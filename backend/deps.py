@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import types
+import typing
 from collections.abc import Iterator
 from typing import Annotated, Any, NoReturn
 
@@ -25,6 +27,7 @@ __all__ = [
     "WriteGuard",
     "document_guard",
     "refuse_nul",
+    "refuse_repeats",
 ]
 
 
@@ -47,7 +50,7 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 DatabaseDep = Annotated[Database, Depends(_database)]
 SessionDep = Annotated[Session, Depends(_session)]
 # A run spec in a request body: a JSON object the server checks itself (a bad field is a 422 that
-# names it); its schema is the RunSpec the OpenAPI document holds (`backend.api.document_spec`).
+# names it); its schema is the RunSpec the OpenAPI document holds (`backend.openapi.complete_schema`).
 SpecBody = Annotated[
     dict[str, Any],
     Body(description="a RunSpec", json_schema_extra={"$ref": "#/components/schemas/RunSpec"}),
@@ -127,6 +130,37 @@ async def refuse_nul(request: Request) -> None:
         where = _nul_path(body)
         if where is not None:
             raise SpecError(".".join(map(str, where)) if where else "body", NUL_MESSAGE)
+
+
+def refuse_repeats(request: Request) -> None:
+    """Refuses a query parameter given more than once where the route takes one value (422 naming
+    it): FastAPI would keep the last and drop the others without a word."""
+    names = [name for name, _ in request.query_params.multi_items()]
+    repeated = {name for name in names if names.count(name) > 1}
+    route = request.scope.get("route")
+    if repeated and isinstance(route, APIRoute):
+        for name in sorted(repeated - _list_parameters(route)):
+            raise ParameterError("query", name, "is given more than once; it takes one value.")
+
+
+def _list_parameters(route: APIRoute) -> frozenset[str]:
+    """Returns the route's query parameters that take several values (`tag`), its dependencies' too."""
+    found: set[str] = set()
+    stack = [route.dependant]
+    while stack:
+        dependant = stack.pop()
+        found |= {f.alias for f in dependant.query_params if _sequence(f.field_info.annotation)}
+        stack.extend(dependant.dependencies)
+    return frozenset(found)
+
+
+def _sequence(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple, set, frozenset):
+        return True
+    return origin in (typing.Union, types.UnionType) and any(
+        _sequence(a) for a in typing.get_args(annotation)
+    )
 
 
 def _nul_path(value: object, path: tuple = ()) -> tuple | None:

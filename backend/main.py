@@ -18,11 +18,12 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from backend import assets, dispatch, errors, migrate
-from backend.api import api, document_spec
+from backend.api import api
 from backend.audits import service as audits
 from backend.db import Database
 from backend.events.stream import SharedSnapshots
 from backend.middleware import BodyLimit, Methods
+from backend.openapi import complete_schema
 from backend.privacy import bounded
 from backend.queue import make_celery
 from backend.runs import service as runs
@@ -129,7 +130,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.event_snapshots = SharedSnapshots(database)
     app.add_middleware(RunPages, cache=app.state.run_pages)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, exempt=_streams_own_body)
-    document_spec(app)
+    complete_schema(app)
     app.add_middleware(Methods, openapi=app.openapi)
     errors.install(app)
     app.include_router(api)

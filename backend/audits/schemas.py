@@ -23,7 +23,12 @@ class AuditCreate(BaseModel):
     # seeds of trials; a violation is proven at 99 % for every release and seed together
     seeds: int = Field(1, ge=1, le=MAX_SEEDS)
     # runs per side of the black-box trials (the real release path, two rounds); 0: none
-    black_box_trials: int = Field(1_000, ge=0, le=MAX_BLACK_BOX_TRIALS)
+    black_box_trials: int = Field(
+        1_000,
+        ge=0,
+        le=MAX_BLACK_BOX_TRIALS,
+        json_schema_extra={"anyOf": [{"const": 0}, {"minimum": 100}]},  # as `_enough_to_split` says
+    )
 
     @field_validator("black_box_trials")
     @classmethod

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Path, Response
 
 from backend.budgets import service
 from backend.budgets.schemas import BudgetRead, BudgetUpdate
@@ -45,7 +45,13 @@ def get_budget(dataset: str, session: SessionDep) -> Any:
         },
     },
 )
-def put_budget(dataset: str, body: BudgetUpdate, session: SessionDep, settings: SettingsDep) -> Any:
+def put_budget(
+    # `csv` is the loader of any file, not data: a budget goes on an upload's name (`service._new_budget`)
+    dataset: Annotated[str, Path(json_schema_extra={"not": {"const": "csv"}})],
+    body: BudgetUpdate,
+    session: SessionDep,
+    settings: SettingsDep,
+) -> Any:
     """Set a dataset's total ε budget (a registered dataset or an upload), its δ and unit."""
     budget = service.put_budget(
         session, dataset=dataset, body=body, known=_known(settings), settings=settings

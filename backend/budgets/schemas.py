@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from dpfl.algorithms.base import NOTIONS
 from dpfl.privacy.events import NEIGHBOURING
@@ -20,7 +20,10 @@ class BudgetUpdate(BaseModel):
     """A budget's total ε, and its unit: ε at `delta`, per one `notion` unit under `neighbouring`.
 
     Without a notion, the first run charged sets it. δ and the unit are fixed once a run is charged.
+    An unknown field is refused (a misspelt `public_test` would otherwise leave the test split private).
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     total_epsilon: float = Field(gt=0, le=1e6, description="the dataset's total ε")
     delta: float = Field(1e-5, gt=0, lt=1, description="the δ every charge's ε is taken at")

@@ -24,7 +24,7 @@ UPLOAD_BODY = {
                     "properties": {
                         "file": {"type": "string", "format": "binary", "description": "a CSV file"},
                         "name": {"type": "string", "pattern": service.NAME.pattern, "maxLength": 40},
-                        "label": {"type": "string", "description": "the label column"},
+                        "label": {"type": "string", "minLength": 1, "description": "the label column"},
                     },
                 }
             }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
@@ -25,15 +25,21 @@ ERRORS = {
 }
 
 
+# what `service.parse_since` takes, for the OpenAPI schema: a timestamp, or "" for none
+TIMESTAMP: dict[str, Any] = {
+    "json_schema_extra": {"type": "string", "anyOf": [{"format": "date-time"}, {"const": ""}]}
+}
+
+
 @router.get("", response_class=StreamingResponse, responses=ERRORS)
 async def stream_events(
     request: Request,
     database: DatabaseDep,
     run: str | None = None,
     sweep: str | None = None,
-    since: Annotated[str | None, Query(description="ISO 8601: resume after this time")] = None,
+    since: Annotated[str | None, Query(description="ISO 8601: resume after this time", **TIMESTAMP)] = None,
     timeout: Annotated[float | None, Query(gt=0, le=86_400, description="close after seconds")] = None,
-    last_event_id: Annotated[str | None, Header()] = None,
+    last_event_id: Annotated[str | None, Header(**TIMESTAMP)] = None,
 ) -> StreamingResponse:
     """Server-Sent Events of run status and progress, optionally for one run or one sweep.
 
@@ -41,9 +47,9 @@ async def stream_events(
     names once, one list of values per run), shared by the streams that start within a second;
     one for a single run, or resuming with `since`/`Last-Event-ID`, starts with `run` events.
     """
-    start = service.parse_since(
-        last_event_id, field="Last-Event-ID", location="header"
-    ) or service.parse_since(since)
+    # both checked, the header winning: a bad `since` is refused even when the header is sent
+    after = service.parse_since(since)
+    start = service.parse_since(last_event_id, field="Last-Event-ID", location="header") or after
 
     def watcher() -> service.RunWatcher:
         with database.session() as session:

@@ -86,7 +86,7 @@ def parse_since(value: str | None, *, field: str = "since", location: str = "que
     if value is None or value == "":
         return None
     try:
-        return _utc(dt.datetime.fromisoformat(value))
+        return _utc(dt.datetime.fromisoformat(value.upper()))  # RFC 3339 allows a lower-case t and z
     except ValueError:
         raise ParameterError(
             location,

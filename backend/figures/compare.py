@@ -211,14 +211,13 @@ def tradeoff_view(
     `guaranteed_only`) grouped into points: a point averages over seeds only, and over the fields
     in `average` the user chose (which must vary between the runs).
 
+    No sweeps and no runs is an empty view, as a sweep without results is.
+
     Raises:
-        ParameterError: neither sweeps nor runs were given, or `average` names a field that does
-            not vary (422).
+        ParameterError: `average` names a field that does not vary between the runs (422).
         NotFound: a sweep or run does not exist (404).
     """
-    if not sweep_ids and not run_ids:
-        raise ParameterError("query", "sweeps", "give `sweeps` (or `sweep`) or `runs`: comma-separated ids")
-    every, sweeps = _runs(session, sweep_ids, run_ids)
+    every, sweeps = _runs(session, sweep_ids, run_ids) if sweep_ids or run_ids else ([], [])
     runs = [r for r in every if r.status == RunStatus.succeeded and r.accuracy is not None]
     hidden = [r.id for r in runs if guaranteed_only and r.not_guaranteed]
     runs = [r for r in runs if r.id not in hidden]
@@ -226,7 +225,7 @@ def tradeoff_view(
     specs = {r.id: r.spec for r in runs}
     varying = varying_fields(specs)
     unknown = [f for f in average if f not in varying]
-    if unknown:
+    if unknown and runs:  # with no run there is nothing to average
         raise ParameterError(
             "query",
             "average",
@@ -456,11 +455,8 @@ def curves_figure(session: Session, run_ids: Sequence[str]) -> dict[str, Any]:
     """Returns the test accuracy per round of the given runs, one line per run (a point's drill-down).
 
     Raises:
-        ParameterError: no run ids (422).
         NotFound: a run does not exist (404).
     """
-    if not run_ids:
-        raise ParameterError("query", "runs", "give at least one run id (comma-separated)")
 
     def fields(run: _Compared) -> dict[str, Any]:
         eps = run.target_epsilon if run.target_epsilon is not None else run.epsilon

@@ -166,7 +166,7 @@ def importance(sweep_id: str, session: SessionDep) -> dict[str, Any]:
     return hyperparams.importance_figure(session, sweep_id)
 
 
-@router.get("/runs/{run_id}/figures")
+@router.get("/runs/{run_id}/figures", responses=ERRORS)
 def run_figures(run_id: str, session: SessionDep, accountant: str | None = None) -> dict[str, Any]:
     """One run's learning curves, ε per party per round, and partition histogram."""
     return service.run_figures(session, run_id, accountant=accountant)

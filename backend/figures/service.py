@@ -15,6 +15,7 @@ __all__ = ["run_figures"]
 def run_figures(session: Session, run_id: str, *, accountant: str | None) -> dict[str, Any]:
     """Returns one run's figures: learning curves, ε per round per party, partition histogram."""
     run = runs.get_run(session, run_id)
+    runs.check_accountant(accountant)  # a non-private run's figures use none, but a name is checked
     metrics = runs.metrics(session, run_id)
     out: dict[str, Any] = {
         "learning": plots.to_json(

@@ -47,8 +47,14 @@ def _clean_tags(tags: list[str]) -> list[str]:
     return out
 
 
+# Python's whitespace (what `str.strip` trims): ECMA's `\s` differs (it lacks \x1c-\x1f and \x85)
+_SPACE = "\\t-\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+_INNER = f"[^,\\x00{_SPACE}]"  # a tag's first and last character
+TAG_PATTERN = f"^[{_SPACE}]*{_INNER}(?:[^,\\x00]{{0,{MAX_TAG_CHARS - 2}}}{_INNER})?[{_SPACE}]*$"
+"""A tag as `_clean_tags` takes it, for the OpenAPI schema (the validator gives the message)."""
+
 Tags = Annotated[
-    list[str],
+    list[Annotated[str, Field(json_schema_extra={"pattern": TAG_PATTERN})]],
     Field(
         max_length=MAX_TAGS,
         description=f"at most {MAX_TAGS} tags of 1 to {MAX_TAG_CHARS} characters, no commas",

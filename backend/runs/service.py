@@ -31,6 +31,7 @@ __all__ = [
     "add_run",
     "admit",
     "cancel_run",
+    "check_accountant",
     "check_limits",
     "create_run",
     "delete_run",
@@ -328,6 +329,15 @@ def metrics(session: Session, run_id: str) -> Sequence[RoundMetric]:
     ).all()
 
 
+def check_accountant(accountant: str | None) -> None:
+    """Refuses an accountant that is not registered (422 naming `accountant`); None or "": the run's own."""
+    if accountant:
+        try:
+            accountant_class(accountant)
+        except UnknownNameError as exc:
+            raise ParameterError("query", "accountant", str(exc)) from None
+
+
 def ledger(session: Session, run_id: str, *, accountant: str | None, delta: float | None) -> LedgerRead:
     """Returns the run's ledger recomputed by `accountant` at `delta` (defaults: the run's own)."""
     run = get_run(session, run_id)
@@ -337,11 +347,7 @@ def ledger(session: Session, run_id: str, *, accountant: str | None, delta: floa
         .order_by(LedgerEventRow.round, LedgerEventRow.party)
     ).all()
     delta = delta or run.delta or 1e-5
-    if accountant:
-        try:
-            accountant_class(accountant)
-        except UnknownNameError as exc:
-            raise ParameterError("query", "accountant", str(exc)) from None
+    check_accountant(accountant)
     if run.protected and accountant == "pate":
         raise Conflict(
             f"run {run_id!r} is protected: the data-dependent ε (`pate`) reads the noiseless votes, a "

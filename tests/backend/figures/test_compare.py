@@ -174,23 +174,18 @@ def test_the_old_single_sweep_link_still_draws_with_its_notion_named(world):
     assert [t["name"] for t in _traces(fig, "mean")] == ["isrl_mbsgd"]  # one source: no suffix
 
 
-def test_compare_refuses_unknown_ids_and_an_empty_request(world):
+def test_compare_refuses_unknown_ids_and_draws_nothing_for_no_ids(world):
     client = world["client"]
     res = client.get("/api/figures/tradeoff", params={"sweeps": "nope"})
     assert (res.status_code, res.json()["detail"]) == (404, "sweep 'nope' does not exist")
     res = client.get("/api/figures/tradeoff", params={"runs": f"{world['user']},gone"})
     assert (res.status_code, res.json()["detail"]) == (404, "run 'gone' does not exist")
-    res = client.get("/api/figures/tradeoff")
-    assert res.status_code == 422
-    assert res.json()["detail"] == [
-        {
-            "loc": ["query", "sweeps"],
-            "msg": "give `sweeps` (or `sweep`) or `runs`: comma-separated ids",
-            "type": "value_error",
-        }
-    ]
+    # no ids is an empty view, as a sweep without results is (and nothing to average)
+    res = client.get("/api/figures/tradeoff", params={"average": "params.lr"})
+    assert res.status_code == 200 and res.json()["data"] == []
+    assert client.get("/api/figures/tradeoff/points", params={"sweeps": ","}).json() == []
     res = client.get("/api/figures/curves", params={"runs": ","})
-    assert res.status_code == 422 and res.json()["detail"][0]["loc"] == ["query", "runs"]
+    assert res.status_code == 200 and res.json()["data"] == []
     res = client.get("/api/figures/curves", params={"runs": "gone"})
     assert (res.status_code, res.json()["detail"]) == (404, "run 'gone' does not exist")
     res = client.get("/api/sweeps/nope/figures/parcoords")
