@@ -75,18 +75,9 @@ def dispatch(database: Database, celery: Celery, settings: Settings) -> list[str
             .order_by(Run.created_at, Run.id)
         ).all()
         candidates = [tuple(row) for row in candidates]
-    if not candidates:
+    lost = _lost(celery, settings, candidates, what="run(s)")
+    if lost is None:
         return []
-    try:
-        pending = pending_runs(celery, settings)
-    except Exception as exc:  # the broker is down: nothing can be sent now anyway
-        log.warning("broker unreachable, %d queued run(s) wait for it: %s", len(candidates), exc)
-        return []
-    lost = [
-        run_id
-        for run_id, batch_id in candidates
-        if pending is None or (run_id not in pending and batch_id not in pending)
-    ]
     held = [run_id for run_id, _ in candidates if run_id not in lost]
     if held:  # still waiting in the broker (a long backlog): look again a timeout later
         with database.session() as session:
@@ -122,15 +113,24 @@ def dispatch_audits(database: Database, celery: Celery, settings: Settings) -> l
                 select(Audit.id).where(Audit.status == AuditStatus.queued, Audit.created_at < cutoff)
             )
         )
-    if not queued:
-        return []
-    try:
-        pending = pending_runs(celery, settings)
-    except Exception as exc:  # the broker is down: nothing can be sent now anyway
-        log.warning("broker unreachable, %d queued audit(s) wait for it: %s", len(queued), exc)
-        return []
-    lost = [i for i in queued if pending is None or i not in pending]
+    lost = _lost(celery, settings, [(i,) for i in queued], what="audit(s)") or []
     sent = [i for i in lost if send_audit(celery, i)]
     if sent:
         log.warning("%d queued audit(s) had no message in the broker; sent again", len(sent))
     return sent
+
+
+def _lost(celery: Celery, settings: Settings, candidates: list[tuple], *, what: str) -> list[str] | None:
+    """Returns the first id of each candidate whose message the broker holds under none of its ids
+    (a run's message may be its batch's); None while the broker is down (logged: nothing can be
+    sent then anyway)."""
+    if not candidates:
+        return []
+    try:
+        pending = pending_runs(celery, settings)
+    except Exception as exc:
+        log.warning("broker unreachable, %d queued %s wait for it: %s", len(candidates), what, exc)
+        return None
+    return [
+        ids[0] for ids in candidates if pending is None or not any(i in pending for i in ids if i is not None)
+    ]

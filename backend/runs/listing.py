@@ -19,6 +19,7 @@ from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
 from backend.errors import ParameterError
 from backend.models import Run
+from backend.runs.filters import parse_filter
 
 __all__ = [
     "SORTS",
@@ -120,6 +121,7 @@ class RunQuery:
     tags: list[str] = field(default_factory=list)
     archived: Archived = Archived.false
     sort: str = "-created_at"
+    filter: str | None = None  # an expression (`backend.runs.filters`)
 
     def where(self) -> list[ColumnElement[bool]]:
         """Returns the WHERE clauses of the filters."""
@@ -141,6 +143,7 @@ class RunQuery:
                 )
             )
         clauses += [tag_clause(Run.tags, tag) for tag in self.tags]
+        clauses += parse_filter(self.filter or "")
         return clauses + archived_filter(Run.archived, self.archived)
 
     def order(self) -> list[ColumnElement[Any]]:

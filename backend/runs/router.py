@@ -19,6 +19,7 @@ from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, SpecBody, WriteGua
 from backend.dispatch import send
 from backend.models import Run
 from backend.runs import listing, pages, service
+from backend.runs.filters import MAX_FILTER_CHARS
 from backend.runs.listing import SORTS, Archived, RunQuery
 from backend.runs.schemas import LedgerRead, MetricRead, RunDetail, RunPage, RunPatch, RunRead
 from dpfl.formats import cell_text
@@ -121,6 +122,14 @@ class RunFilters:
     archived: Annotated[
         Archived, Query(description="false (default): hide archived runs; true: only archived; all")
     ] = Archived.false
+    filter: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_FILTER_CHARS,
+            description="clauses `field op value` joined by `and`, e.g. `epsilon <= 2 and params.clip = 1 "
+            "and accuracy > 0.8`; fields: the list's columns or spec paths (params.lr, dataset.silos)",
+        ),
+    ] = None
     sort: Annotated[
         str,
         Query(
@@ -140,6 +149,7 @@ class RunFilters:
             tags=self.tag or [],
             archived=self.archived,
             sort=self.sort,
+            filter=self.filter,
         )
 
 

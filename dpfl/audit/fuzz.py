@@ -75,15 +75,19 @@ to 2⁻²⁴ relative; a sum of n rows may be off by up to n·2⁻²⁴ (6·10�
 correct release was measured at 1 + 1.5·10⁻⁶. A real bug is off by a factor, not by 10⁻⁴."""
 
 
-def _user_neighbours(algorithm: Algorithm) -> list[Neighbours]:
+# Pairs are built as they are asked for: a canary's pair copies the training set.
+def _user_neighbours(algorithm: Algorithm) -> Iterator[Neighbours]:
     # ULDP-NAIVE needs no allocation: then only the planted users are known.
     data = algorithm.data
-    existing = user_neighbours(data) if data.users is not None else []
-    return existing + heavy_user_neighbours(data) + canary_user_neighbours(data, algorithm.model)
+    if data.users is not None:
+        yield from user_neighbours(data)
+    yield from heavy_user_neighbours(data)
+    yield from canary_user_neighbours(data, algorithm.model)
 
 
-def _agent_neighbours(data: FederatedData) -> list[Neighbours]:
-    return agent_neighbours(data) + canary_agent_neighbours(data)
+def _agent_neighbours(data: FederatedData) -> Iterator[Neighbours]:
+    yield from agent_neighbours(data)
+    yield from canary_agent_neighbours(data)
 
 
 def _replacement_neighbours(algorithm: Algorithm) -> Iterator[Neighbours]:

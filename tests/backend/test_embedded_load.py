@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 
@@ -20,8 +19,8 @@ from backend import migrate
 from backend.db import Database
 from backend.main import create_app
 from backend.models import Run
-from tests.backend.budgets.test_concurrency import serve
 from tests.backend.conftest import make_settings
+from tests.backend.served import at_once, serve
 from tests.factories import service_spec
 
 pytestmark = pytest.mark.service
@@ -92,28 +91,12 @@ def test_fifty_clients_submitting_at_once_get_no_500(embedded):
     # as `dpfl up` serves: projections in their processes (so requests overlap), the reaper at work
     settings = embedded.model_copy(update={"heartbeat_timeout_s": 2.0, "projection_timeout_s": 60.0})
     spec = service_spec(rounds=1)
-    barrier = threading.Barrier(CLIENTS, timeout=60)
-    answers: list[httpx.Response | BaseException] = []
 
-    def client(base: str) -> None:
-        with httpx.Client(base_url=base, timeout=120) as http:
-            http.get("/api/health")
-            barrier.wait()
-            for _ in range(6):
-                try:
-                    answers.append(http.post("/api/runs", json=spec))
-                    answers.append(http.get("/index.html"))
-                except httpx.HTTPError as exc:
-                    answers.append(exc)
+    def client(http: httpx.Client) -> list[httpx.Response]:
+        return [r for _ in range(6) for r in (http.post("/api/runs", json=spec), http.get("/index.html"))]
 
     with serve(create_app(settings)) as base:
-        threads = [threading.Thread(target=client, args=(base,)) for _ in range(CLIENTS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=300)
-    failed = [a for a in answers if not isinstance(a, httpx.Response)]
-    assert not failed, failed[:3]
+        answers = at_once(base, CLIENTS, client)
     errors = [a for a in answers if a.status_code >= 500 and a.status_code != 503]
     assert not errors, [e.text[:200] for e in errors[:3]]
     assert all(a.headers["retry-after"] == "1" for a in answers if a.status_code == 503)

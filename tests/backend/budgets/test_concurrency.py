@@ -6,16 +6,11 @@ serves the app on a loopback port and 20 threads post at once (released together
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import event, text, update
 from sqlalchemy.exc import OperationalError
@@ -26,6 +21,7 @@ from backend.db import Database
 from backend.main import create_app
 from backend.models import Run
 from tests.backend.conftest import _truncate, make_settings, run_here
+from tests.backend.served import at_once, serve
 from tests.factories import service_spec
 
 pytestmark = pytest.mark.service
@@ -34,50 +30,9 @@ SPEC = service_spec(privacy={"epsilon": 1.0, "delta": 1e-5})
 CLIENTS = 20
 
 
-@contextlib.contextmanager
-def serve(app: FastAPI) -> Iterator[str]:
-    """Yields the base URL of `app` served by uvicorn in a thread on a free loopback port."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))  # bound before the thread starts: no race for the port
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 90  # its start warms the projection processes, when it has them
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
-        sock.close()
-
-
 def post_together(url: str, n: int) -> list[httpx.Response]:
     """Returns the responses of `n` POST /api/runs sent from `n` threads released at one instant."""
-    barrier = threading.Barrier(n, timeout=30)
-    responses: list[httpx.Response | BaseException] = [RuntimeError("not sent")] * n
-
-    def send(i: int) -> None:
-        with httpx.Client(base_url=url, timeout=60) as http:
-            http.get("/api/runs", params={"limit": 1})  # connect first, so the posts leave together
-            barrier.wait()
-            try:
-                responses[i] = http.post("/api/runs", json=SPEC)
-            except httpx.HTTPError as exc:
-                responses[i] = exc
-
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    failed = [r for r in responses if not isinstance(r, httpx.Response)]
-    assert not failed, failed
-    return responses  # type: ignore[return-value]
+    return at_once(url, n, lambda http: [http.post("/api/runs", json=SPEC)])
 
 
 def test_concurrent_admissions_cannot_overspend(settings):

@@ -260,3 +260,55 @@ def test_csv_is_not_cut_at_a_page(client, settings):
     assert res.headers["x-total-count"] == "1203" and len(rows) == 1 + 1203
     assert rows[1][0] == "r1202" and rows[-1][0] == "r0000"
     assert sorted(int(r[CSV_COLUMNS.index("seed")]) for r in rows[1:]) == list(range(1203))
+
+
+@pytest.mark.parametrize(
+    ("expression", "archived", "found"),
+    [
+        ("epsilon <= 2", "false", ["a1"]),
+        ("epsilon <= 3 and status = succeeded", "false", ["a1"]),
+        ("params.lr > 0.15", "false", ["a2", "a1"]),
+        ("params.lr > 0.15", "all", ["b3", "a2", "a1"]),
+        ("params.lr >= 0.1 AND params.lr < 0.15", "false", ["a0"]),
+        ("seed = 10", "false", ["a0"]),
+        ("algorithm = 'isrl_mbsgd'", "false", ["a1"]),
+        ("algorithm != isrl_mbsgd and notion = none", "false", ["a0"]),
+        ('params.lr = "0.1"', "false", []),  # a number in the spec is not the text "0.1"
+        ("dataset.silos = 4", "false", []),  # not in these specs: no match, no error
+        ("  ", "false", ["a2", "a1", "a0"]),
+    ],
+)
+def test_a_filter_expression_narrows_the_list(client, settings, expression, archived, found):
+    add_runs(settings)
+    assert ids(client, filter=expression, archived=archived) == found
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("epsilon <=", "expected a value after epsilon <=; got the end."),
+        ("epsilon 2", "expected an operator (= != < <= > >=) after 'epsilon'; got '2'."),
+        ("epsilon <= 2 or seed = 1", "expected `and` at character 14; got 'or'."),
+        (
+            "epsilonn < 2",
+            "names no field: 'epsilonn' is neither a column (accountant, accuracy, algorithm, dataset, "
+            "delta, epsilon, loss, name, notion, rounds, seed, status, target_epsilon) nor a path "
+            "into the spec such as params.lr or dataset.silos.",
+        ),
+        ("epsilon = abc", "compares epsilon, a number, with 'abc'."),
+        ("status = 2", "compares status, a text, with 2.0: quote it to compare as text."),
+        ("params.lr < 'x'", "compares params.lr < with text 'x'; `<` and `>` take numbers."),
+        ("epsilon <= 2 and $", "cannot read '$' at character 18."),
+    ],
+)
+def test_a_filter_that_does_not_parse_is_a_422_saying_where(client, expression, message):
+    res = client.get("/api/runs", params={"filter": expression})
+    assert res.status_code == 422, res.text
+    assert res.json()["detail"] == [{"loc": ["query", "filter"], "msg": message, "type": "value_error"}]
+
+
+def test_the_csv_export_takes_the_filter(client, settings):
+    add_runs(settings)
+    res = client.get("/api/runs.csv", params={"filter": "epsilon >= 2", "archived": "all"})
+    assert res.status_code == 200 and res.headers["x-total-count"] == "3"
+    assert [row["id"] for row in csv.DictReader(io.StringIO(res.text))] == ["b3", "a2", "a1"]
