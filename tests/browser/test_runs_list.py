@@ -165,6 +165,33 @@ def test_search_narrows_the_list_to_a_named_run(page: Page, server, own_runs):
     expect(page.get_by_role("searchbox", name="search")).to_have_value("NEEDLE in")
 
 
+def test_a_filter_expression_narrows_the_list_survives_a_reload_and_says_what_is_wrong(page: Page, server):
+    run_id = create_run(server, SMALL_RUN | {"params": {"lr": 0.25}})
+    assert wait_finished(server, run_id)["status"] == "succeeded"
+    page.goto("/#/runs")
+    expect(page.locator(ROWS).first).to_be_visible(timeout=20_000)
+    box = page.get_by_role("textbox", name="filter")
+    box.fill("params.lr = 0.25 and epsilon > 0")
+    box.press("Enter")
+    expect(page.locator(ROWS)).to_have_count(1)
+    expect(page.locator(ROWS)).to_have_attribute("data-run", run_id)
+    assert "filter=params.lr" in page.url
+    page.reload()
+    expect(page.locator(ROWS)).to_have_count(1, timeout=20_000)
+    expect(page.get_by_role("textbox", name="filter")).to_have_value("params.lr = 0.25 and epsilon > 0")
+    box = page.get_by_role("textbox", name="filter")
+    box.fill("epsilon <=")
+    box.press("Enter")
+    refused = "filter expected a value after epsilon <=; got the end."
+    expect(page.locator("#filter-error")).to_have_text(refused)
+    expect(box).to_have_attribute("aria-invalid", "")
+    expect(page.locator("#banner")).to_be_hidden()  # beside the field, not a page error
+    box.fill("")
+    box.press("Enter")
+    expect(page.locator("#filter-error")).to_have_text("")
+    assert page.locator(ROWS).count() > 1
+
+
 def test_a_tag_chip_filters_by_its_tag(page: Page, server, own_runs):
     patch(server, own_runs[1], tags=["chip-filter", "other"])
     page.goto("/#/runs")

@@ -74,7 +74,7 @@ export async function render(root) {
   const params = current().params;
   // the key order is the CSV link's parameter order
   const state = { status: params.status ?? "", algorithm: params.algorithm ?? "", dataset: params.dataset ?? "", sort: params.sort ?? "-created_at",
-    q: params.q ?? "", tag: splitList(params.tag), sweep: params.sweep ?? "", archived: params.archived ?? "", offset: Number(params.offset ?? 0) };
+    q: params.q ?? "", filter: params.filter ?? "", tag: splitList(params.tag), sweep: params.sweep ?? "", archived: params.archived ?? "", offset: Number(params.offset ?? 0) };
   let columns = initialColumns(params);
   const selected = new Set();
   const seen = new Map();  // id → run, for the bulk actions on runs of earlier pages
@@ -172,6 +172,7 @@ export async function render(root) {
       const mine = ++loads;
       const page = await api.listRuns({ ...state, limit: LIMIT });
       if (mine !== loads) return;
+      showFilterError(null);
       items = page.items;
       for (const run of items) {
         seen.set(run.id, run);
@@ -183,7 +184,9 @@ export async function render(root) {
         h("span", { class: "muted" }, `${page.total ? offset + 1 : 0}–${offset + items.length} of ${page.total}`),
         h("button", { disabled: page.next_offset === null, onclick: () => { state.offset = page.next_offset; load(); } }, "next ›"));
     } catch (err) {
-      banner(`Could not load runs: ${err.message}`);
+      const refused = err.fields?.["query.filter"];
+      if (refused) showFilterError(`filter ${refused}`);
+      else banner(`Could not load runs: ${err.message}`);
     }
   }
 
@@ -210,6 +213,19 @@ export async function render(root) {
     bulk(`tagged ${tag}`, async (id) => { seen.set(id, await api.patchRun(id, { tags: [...(seen.get(id)?.tags ?? []), tag] })); });
   };
 
+  // a filter expression, applied on Enter or when the field is left; the server's refusal shows beside it
+  const filterError = h("p", { id: "filter-error", class: "error-text", role: "alert" });
+  const applyFilter = (e) => {
+    const text = e.target.value.trim();
+    if (text !== state.filter) { state.filter = text; reset(); }
+  };
+  const expression = h("input", { type: "text", name: "filter", value: state.filter, spellcheck: "false", "aria-describedby": "filter-error",
+    placeholder: "epsilon <= 2 and params.clip = 1", onchange: applyFilter, onkeydown: (e) => { if (e.key === "Enter") applyFilter(e); } });
+  const showFilterError = (message) => {
+    filterError.textContent = message ?? "";
+    expression.toggleAttribute("aria-invalid", Boolean(message));
+  };
+
   let searchTimer = null;
   const search = h("input", { type: "search", name: "q", value: state.q, placeholder: "name, tag, algorithm, id…", oninput: (e) => {
     clearTimeout(searchTimer);
@@ -222,6 +238,7 @@ export async function render(root) {
     h("h1", {}, "Runs"),
     h("div", { class: "toolbar" },
       h("label", {}, "search", search),
+      h("label", { class: "filter-expression" }, "filter", expression),
       filter("status", ["queued", "preparing", "running", "succeeded", "failed", "cancelled"]),
       filter("algorithm", algorithms.map((a) => a.name)),
       filter("dataset", datasets.map((d) => d.name)),
@@ -229,6 +246,7 @@ export async function render(root) {
         onchange: (e) => { state.archived = e.target.checked ? "all" : ""; reset(); } }), " show archived"),
       h("details", { class: "columns-menu" }, h("summary", {}, "Columns"), menuList),
       csv),
+    filterError,
     active,
     h("div", { class: "toolbar bulk", role: "group", "aria-label": "selected runs" },
       h("button", { onclick: () => selected.size && go("compare", { runs: [...selected].join(",") }) }, "Compare selected"),
