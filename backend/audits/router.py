@@ -57,9 +57,10 @@ def create_audit(
 
 @router.get(
     "/{run_id}/audit",
-    response_model=AuditRead,
-    responses={404: {"description": "no run with this id, or it has not been audited"}},
+    response_model=AuditRead | None,
+    responses={404: {"description": "no run with this id"}},
 )
 def get_audit(run_id: str, session: SessionDep) -> Any:
-    """The run's latest audit: its status, and per release the lower bound against the ledger's ε."""
+    """The run's latest audit: its status, and per release the lower bound against the ledger's ε;
+    null when it has not been audited (POST starts one)."""
     return service.latest_audit(session, run_id=run_id)

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from backend import budgets
 from backend.db import utcnow
-from backend.errors import Conflict, NotFound, TooManyRequests
+from backend.errors import Conflict, TooManyRequests
 from backend.models import Audit, AuditStatus, WorkerBeat
 from backend.runs.service import get_run
 from backend.settings import Settings
@@ -82,15 +82,13 @@ def create_audit(
     return audit
 
 
-def latest_audit(session: Session, *, run_id: str) -> Audit:
-    """Returns the run's most recent audit; raises NotFound (404) for an unknown run or none yet."""
+def latest_audit(session: Session, *, run_id: str) -> Audit | None:
+    """Returns the run's most recent audit, or None when it has not been audited; raises NotFound
+    (404) for an unknown run."""
     get_run(session, run_id)
-    audit = session.scalars(
+    return session.scalars(
         select(Audit).where(Audit.run_id == run_id).order_by(Audit.created_at.desc(), Audit.id).limit(1)
     ).first()
-    if audit is None:
-        raise NotFound(f"run {run_id!r} has not been audited; POST /api/runs/{run_id}/audit starts one")
-    return audit
 
 
 def fail_lost(session: Session, *, settings: Settings) -> list[str]:

@@ -204,6 +204,36 @@ def test_the_ledger_offers_every_accountant_of_the_options(page: Page, server, s
     expect(page.locator(".ledger-eps")).to_contain_text("(pate) — data-dependent, not the run's guarantee")
 
 
+def test_an_unknown_run_id_says_so_without_the_buttons_of_a_run(page: Page):
+    page.goto("/#/runs/0123456789abcdef")
+    expect(page.get_by_role("heading", name="Run not found")).to_be_visible(timeout=20_000)
+    expect(page.locator(".not-found")).to_contain_text("No run has the id 0123456789abcdef")
+    expect(page.get_by_role("button")).to_have_count(0)  # no Cancel, Delete or Audit of nothing
+    page.get_by_role("link", name="All runs").click()
+    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+
+
+def test_a_run_page_asks_nothing_the_server_refuses(page: Page, small_runs):
+    refused: list[str] = []
+    page.on("response", lambda res: refused.append(f"{res.status} {res.url}") if res.status >= 400 else None)
+    page.goto(f"/#/runs/{small_runs['small']}")
+    expect(page.locator(".audit-status")).to_have_text("not audited", timeout=20_000)
+    expect(page.locator("#chart-learning .main-svg").first).to_be_attached()
+    assert refused == []  # before, every run page asked for an audit that was not there: a 404
+
+
+def test_an_accountant_that_cannot_account_the_run_is_said_beside_the_ledger(page: Page, small_runs):
+    page.goto(f"/#/runs/{small_runs['small']}")
+    select = page.locator("select[name=accountant]")
+    expect(select.locator("option[value=group]")).to_have_count(1, timeout=20_000)
+    select.select_option("group")
+    expect(page.locator("select[name=accountant]")).to_have_value("group")
+    refused = "Could not account this ledger: accountant 'group' cannot account PoissonSampledEvent"
+    expect(page.get_by_text(refused)).to_be_visible()
+    # the charts keep the run's own accountant when the chosen one cannot account it: no page error
+    expect(page.locator("#chart-learning .main-svg").first).to_be_attached()
+
+
 def test_the_run_page_with_its_new_controls_fits_a_phone(browser, server, own_run):
     context = browser.new_context(base_url=server, viewport={"width": 390, "height": 844})
     try:

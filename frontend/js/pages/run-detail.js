@@ -122,6 +122,16 @@ export function toYaml(value, indent = "") {
 export async function render(root, { id, params }) {
   setTitle(`Run ${id}`, root);
   preloadCharts();
+  // an unknown id is said at once, without the page of a run (and its Cancel and Delete) around it
+  let first;
+  try {
+    first = await api.getRun(id);
+  } catch (err) {
+    if (err.status !== 404) throw err;
+    replace(root, h("h1", {}, "Run not found"),
+      h("p", { class: "not-found" }, `No run has the id ${id}: it was deleted, or the link is mistyped. `, h("a", { href: "#/runs" }, "All runs")));
+    return;
+  }
   const accountant = params.accountant ?? "";
   const header = runHeader(id, () => loadHeader());
   const charts = { learning: h("div", { class: "chart", id: "chart-learning" }), epsilon: h("div", { class: "chart", id: "chart-epsilon" }),
@@ -131,7 +141,7 @@ export async function render(root, { id, params }) {
   const ledgerBox = h("div");
   const auditCard = h("div", { class: "audit-card" });
   let auditTimer = null;
-  let currentRun = null;
+  let currentRun = first;
   const options = api.options();  // once per page: the ledger reloads on every round of a live run
   const specBox = h("pre", { class: "spec", tabindex: 0, "aria-label": "the run's spec as YAML" });  // it scrolls: reachable by keyboard
 
@@ -150,7 +160,8 @@ export async function render(root, { id, params }) {
   }
 
   async function loadCharts() {
-    const figures = await api.runFigures(id, accountant || undefined);
+    // an accountant that cannot account this run is said beside the ledger; the charts keep the run's own
+    const figures = await api.runFigures(id, accountant || undefined).catch(() => api.runFigures(id));
     await Promise.all(Object.entries(charts).filter(([key]) => figures[key]).map(([key, el]) => draw(el, figures[key])));
     usersCard.hidden = !figures.users;
   }
@@ -185,11 +196,12 @@ export async function render(root, { id, params }) {
       replace(auditCard, h("h2", {}, "Audit"), h("p", { class: "muted audit-status" }, "Not audited: an audit releases round 1 many times without accounting, so runs on a dataset with a privacy budget are not audited."));
       return;
     }
-    let audit = null;
+    let audit = null;  // null: not audited
     try {
       audit = await api.getAudit(id);
     } catch (err) {
-      if (err.status !== 404) { replace(auditCard, h("p", { class: "error-text" }, `Could not load the audit: ${err.message}`)); return; }
+      replace(auditCard, h("p", { class: "error-text" }, `Could not load the audit: ${err.message}`));
+      return;
     }
     const live = audit && AUDIT_LIVE.includes(audit.status);
     const button = h("button", { class: "audit-button", disabled: live, title: "Fuzz round 1's sensitivity and bound ε from below with many trials", onclick: async () => {
@@ -215,7 +227,8 @@ export async function render(root, { id, params }) {
     h("h2", {}, "Ledger"), ledgerBox, auditCard,
     h("h2", {}, "Spec ", h("button", { onclick: () => navigator.clipboard?.writeText(specBox.textContent) }, "Copy YAML")), specBox);
 
-  const run = await loadHeader();
+  const run = first;
+  header.update(run);
   // filled once: live updates of the header must not overwrite what is being typed
   about.append(annotationEditor(run, async (changes) => {
     currentRun = await api.patchRun(id, changes);
