@@ -153,6 +153,38 @@ def test_the_projection_says_when_it_is_computing_and_stale(page: Page):
     expect(projection).not_to_have_class(re.compile(r"\bstale\b"))
 
 
+def test_an_answer_to_an_older_form_does_not_end_computing(page: Page):
+    """The answer for ε = 4 arrives while ε = 8 waits out its 300 ms: it is dropped, and the page
+    says "computing…" until the answer for ε = 8 (before, it showed ε = 4 beside a box reading 8)."""
+    page.goto("/#/new")
+    projection = page.locator(".projection")
+    expect(projection).to_contain_text("projected ε = 3", timeout=30_000)
+    held = []
+    page.route("**/api/privacy/project", lambda route: held.append(route))
+
+    def release() -> None:  # the projection request held last, once it is sent
+        for _ in range(200):
+            if held:
+                held.pop().continue_()
+                return
+            page.wait_for_timeout(50)
+        raise AssertionError("no projection was asked for in 10 s")
+
+    page.fill("[name='privacy.epsilon']", "4")
+    for _ in range(200):  # until ε = 4's request is held
+        if held:
+            break
+        page.wait_for_timeout(50)
+    page.fill("[name='privacy.epsilon']", "8")
+    release()  # ε = 4's answer, inside ε = 8's 300 ms
+    page.wait_for_timeout(100)
+    expect(page.locator(".projection-state")).to_have_text("computing…")
+    expect(projection).not_to_contain_text("projected ε = 4")
+    release()
+    expect(projection).to_contain_text("projected ε = 8 at", timeout=30_000)
+    expect(page.locator(".projection-state")).to_have_text("")
+
+
 def projected(page: Page, posted: list[dict]) -> dict:
     """Waits until the projection answers the form as it is; returns the spec it was asked for.
     Playwright may report the request after the page has drawn its answer: the spec is the last

@@ -186,7 +186,9 @@ function projectionText(p, datasetName) {
 
 /**
  * Returns `changed`: it shows the relevant fields, marks the shown projection stale and, 300 ms
- * after the last change, asks for a new one; an answer to an older form (its `seq` passed) is dropped.
+ * after the last change, asks for a new one; an answer to an older form is dropped. The form is
+ * counted when it changes, not when it is sent: an answer that arrives while a newer form waits
+ * out its 300 ms is older too.
  */
 function projectionUpdater(form, { projection, projectionState, slowWarnings, partitionChart }, catalogue, chosen, specOrErrors) {
   let timer = null;
@@ -198,8 +200,8 @@ function projectionUpdater(form, { projection, projectionState, slowWarnings, pa
     projection.classList.add("stale");
     projection.setAttribute("aria-busy", "true");
     projectionState.textContent = "computing…";
+    const mine = ++seq;
     timer = setTimeout(async () => {
-      const mine = ++seq;
       const spec = specOrErrors();
       if (!spec) {
         projectionState.textContent = "not computed: fix the fields marked in red";
