@@ -98,7 +98,9 @@ def test_bad_field_shows_the_api_message_beside_it(page: Page):
     field = page.locator(".field[data-field='rounds']")
     expect(field.locator(".error")).to_have_text("input should be greater than or equal to 1; got 0.")
     expect(field).to_have_class(re.compile("invalid"))
-    expect(page.locator(".submit-error")).to_have_text("Could not start run: see the fields marked in red")
+    expect(page.locator(".submit-error")).to_have_text(
+        "Could not start run: rounds: input should be greater than or equal to 1; got 0."
+    )
 
 
 def test_sweep_draws_one_trace_per_algorithm_with_bands_and_the_url_reproduces_it(

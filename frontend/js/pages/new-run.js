@@ -241,9 +241,21 @@ const paramsRenderer = ({ about, paramBox }, base, chosen, changed) => () => {
   changed();
 };
 
-/** Shows `message` beside the submit button and moves focus to the first field marked invalid. */
+/**
+ * Returns the fields marked invalid in words, as their labels say, with the first one's message: on
+ * a phone they are screens above the button, where the refusal is read.
+ */
+function invalidFields(form) {
+  const invalid = [...form.querySelectorAll(".field.invalid")];
+  if (!invalid.length) return "see the fields marked in red";
+  const label = (el) => el.querySelector(":scope > span, :scope > legend")?.textContent.trim() || el.dataset.field;
+  const first = `${label(invalid[0])}: ${invalid[0].querySelector(".error")?.textContent ?? ""}`;
+  return invalid.length === 1 ? first : `${first} (and ${invalid.slice(1).map(label).join(", ")}, marked in red)`;
+}
+
+/** Shows `message` (default: the invalid fields) beside the submit button and moves focus to the first field marked invalid. */
 function refuse(form, submitError, noun, message) {
-  submitError.textContent = `Could not start ${noun}: ${message}`;
+  submitError.textContent = `Could not start ${noun}: ${message ?? invalidFields(form)}`;
   const invalid = form.querySelector(".field.invalid :is(input, select, textarea)");
   invalid?.focus({ preventScroll: true });
   invalid?.scrollIntoView({ block: "nearest" });
@@ -279,7 +291,7 @@ function submitHandler(form, submitError, sweepMode, specOrErrors) {
     if (inFlight) return;
     submitError.textContent = "";
     const spec = specOrErrors();
-    if (!spec) { refused("see the fields marked in red"); return; }
+    if (!spec) { refused(); return; }
     inFlight = true;
     button.disabled = true;
     try {
@@ -296,7 +308,7 @@ function submitHandler(form, submitError, sweepMode, specOrErrors) {
         // a field the form does not show was typed in the advanced box: its error goes there
         const rest = showErrors(form, fields);
         if (rest) showErrors(form, { ...fields, advanced: rest });
-        refused(rest || "see the fields marked in red");
+        refused(rest || undefined);
       } else {
         refused(err.message);
       }
