@@ -20,7 +20,7 @@ from dpfl.spec import DatasetSpec
 __all__ = ["FederatedData", "federate"]
 
 # Image datasets whose rows are flattened pixels; image models see them as (H, W) again.
-_IMAGE_SHAPES = {"mnist": (28, 28)}
+_IMAGE_SHAPES = {"mnist": (28, 28), "cifar10": (3, 32, 32)}
 
 
 @dataclass(frozen=True)

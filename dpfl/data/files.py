@@ -6,9 +6,10 @@ Lookup order for each file (first hit wins):
 2. the cache directory, as ``<cache_dir>/<relpath>``;
 3. with ``download=True``: each canonical URL in turn, streamed into the cache directory.
 
-Every file found is checked against its md5 before use. A file whose checksum is wrong is
-refused, never used and never silently replaced. Verification is cached in-process by
-``(path, size, mtime)``, so a second load of the same file does not hash it again.
+Every file found is checked against its checksum before use: its SHA-256 where the FileSpec
+gives one, else its md5. A file whose checksum is wrong is refused, never used and never
+silently replaced. Verification is cached in-process by ``(path, size, mtime)``, so a second
+load of the same file does not hash it again.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from pathlib import Path, PurePosixPath
 
 from dpfl.errors import DatasetUnavailable, SpecError
 
-__all__ = ["FileSpec", "confine", "file_md5", "locate", "lookup_candidates"]
+__all__ = ["FileSpec", "confine", "file_digest", "file_md5", "locate", "lookup_candidates"]
 
 _CHUNK_BYTES = 1 << 20
-_VERIFIED: dict[tuple[str, int, int], str] = {}
+_VERIFIED: dict[tuple[str, int, int, str], str] = {}
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,19 @@ class FileSpec:
         urls: canonical download locations, tried in order.
         test: the file holds only the dataset's own test split (public where a budget declares
             its test split public, so a budget then does not cover it).
+        sha256: expected SHA-256, lower-case hex; checked instead of the md5 when given.
     """
 
     relpath: str
     md5: str
     urls: tuple[str, ...] = ()
     test: bool = False
+    sha256: str = ""
+
+    @property
+    def checksum(self) -> tuple[str, str]:
+        """The (algorithm, hex digest) a file must match: SHA-256 when known, else md5."""
+        return ("sha256", self.sha256) if self.sha256 else ("md5", self.md5)
 
     @property
     def basename(self) -> str:
@@ -100,10 +108,15 @@ def confine(path: object, *, search_dirs: Sequence[Path], roots: Sequence[Path],
 
 def file_md5(path: Path) -> str:
     """Returns the md5 of a file (hex), cached in-process by (path, size, mtime)."""
+    return file_digest(path, "md5")
+
+
+def file_digest(path: Path, algorithm: str) -> str:
+    """Returns a file's `algorithm` (md5, sha256) digest, hex, cached in-process by (path, size, mtime)."""
     stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, algorithm)
     if key not in _VERIFIED:
-        digest = hashlib.md5(usedforsecurity=False)
+        digest = hashlib.new(algorithm, usedforsecurity=False)
         with path.open("rb") as handle:
             while chunk := handle.read(_CHUNK_BYTES):
                 digest.update(chunk)
@@ -162,11 +175,12 @@ def _find_local(spec: FileSpec, search_dirs: Sequence[Path], cache_dir: Path | N
 
 
 def _verify(spec: FileSpec, path: Path) -> None:
-    actual = file_md5(path)
-    if actual != spec.md5:
+    algorithm, expected = spec.checksum
+    actual = file_digest(path, algorithm)
+    if actual != expected:
         raise DatasetUnavailable(
-            f"{path} is corrupted or not the official {spec.basename}: its md5 is {actual}, "
-            f"expected {spec.md5}. Delete it and put the official file there"
+            f"{path} is corrupted or not the official {spec.basename}: its {algorithm} is {actual}, "
+            f"expected {expected}. Delete it and put the official file there"
             + (f" (from {spec.urls[0]})." if spec.urls else ".")
         )
 
@@ -181,13 +195,14 @@ def _download(spec: FileSpec, cache_dir: Path, timeout_s: float) -> Path:
         handle, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
         tmp = Path(tmp_name)
         try:
-            digest = hashlib.md5(usedforsecurity=False)
+            algorithm, expected = spec.checksum
+            digest = hashlib.new(algorithm, usedforsecurity=False)
             with os.fdopen(handle, "wb") as out, urllib.request.urlopen(url, timeout=timeout_s) as response:
                 while chunk := response.read(_CHUNK_BYTES):
                     digest.update(chunk)
                     out.write(chunk)
-            if digest.hexdigest() != spec.md5:
-                failures.append(f"{url}: md5 {digest.hexdigest()}, expected {spec.md5}")
+            if digest.hexdigest() != expected:
+                failures.append(f"{url}: {algorithm} {digest.hexdigest()}, expected {expected}")
                 continue
             os.replace(tmp, target)
             return target
@@ -196,7 +211,7 @@ def _download(spec: FileSpec, cache_dir: Path, timeout_s: float) -> Path:
         finally:
             tmp.unlink(missing_ok=True)
     raise DatasetUnavailable(
-        f"could not download {spec.relpath} (md5 {spec.md5}): "
+        f"could not download {spec.relpath} ({' '.join(spec.checksum)}): "
         + "; ".join(failures)
         + f". Put the official file in {target.parent}/ instead."
     )
@@ -211,7 +226,7 @@ def _missing_message(
     for spec in missing:
         folder = f"{where}/{spec.folder}/" if spec.folder else f"{where}/"
         source = f"; official source: {spec.urls[0]}" if spec.urls else ""
-        lines.append(f"  put {spec.basename} (md5 {spec.md5}) in {folder}{source}")
+        lines.append(f"  put {spec.basename} ({' '.join(spec.checksum)}) in {folder}{source}")
     looked = [str(d) for d in search_dirs] + ([f"{cache_dir} (cache)"] if cache_dir is not None else [])
     lines.append(f"Looked in: {', '.join(looked) if looked else 'no folders'}.")
     remedy = "Put the files there or set DPFL_DATA_DIR to a folder that holds them"

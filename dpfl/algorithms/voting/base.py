@@ -91,7 +91,7 @@ class VotingAlgorithm(Algorithm):
     # a test record more: adult 16,281, logistic 10,000, mnist 10,000, synthetic 1,824 (digits has
     # 359, heart 254, breast_cancer 113). Others run with a smaller `params.public_pool`, which
     # `carve_public_pool` checks on the loaded data (tests/dpfl/test_requirements.py).
-    default_datasets = frozenset({"adult", "logistic", "mnist", "synthetic"})
+    default_datasets = frozenset({"adult", "cifar10", "logistic", "mnist", "synthetic"})
     pool_from_test = True
 
     @classmethod

@@ -51,7 +51,7 @@ class KNNDPFL(VotingAlgorithm):
     summary = "agents vote the labels of their k nearest records to each public query; a student learns them"
     # Of the voting datasets (VotingAlgorithm), those with at least the default 50 PCA components'
     # worth of features: adult 108, mnist 784, synthetic 60 (logistic has 10).
-    default_datasets = frozenset({"adult", "mnist", "synthetic"})
+    default_datasets = frozenset({"adult", "cifar10", "mnist", "synthetic"})
 
     def __init__(self, spec, data, model):
         super().__init__(spec, data, model)

@@ -241,7 +241,17 @@ def test_every_algorithm_with_the_form_defaults_it_advertises_is_accepted_and_su
 def test_the_catalogue_says_what_each_algorithm_takes(client):
     by_name = {a["name"]: a for a in client.get("/api/algorithms").json()}
     everything = registered_datasets()
-    bundled_first = ["breast_cancer", "digits", "logistic", "synthetic", "adult", "csv", "heart", "mnist"]
+    bundled_first = [
+        "breast_cancer",
+        "digits",
+        "logistic",
+        "synthetic",
+        "adult",
+        "cifar10",
+        "csv",
+        "heart",
+        "mnist",
+    ]
     assert sorted(bundled_first) == everything
     for name in ("gdp_localnewton", "gdp_gd", "localnewton"):
         entry = by_name[name]
@@ -251,8 +261,8 @@ def test_the_catalogue_says_what_each_algorithm_takes(client):
         entry = by_name[name]
         assert (entry["models"], entry["datasets"]) == (registered_models(), bundled_first)
         assert (entry["requires_users"], entry["binary_labels"]) == (True, False)
-    assert by_name["ae_dpfl"]["datasets"] == ["logistic", "synthetic", "adult", "mnist"]
-    assert by_name["knn_dpfl"]["datasets"] == ["synthetic", "adult", "mnist"]
+    assert by_name["ae_dpfl"]["datasets"] == ["logistic", "synthetic", "adult", "cifar10", "mnist"]
+    assert by_name["knn_dpfl"]["datasets"] == ["synthetic", "adult", "cifar10", "mnist"]
     for name in ("ae_dpfl", "knn_dpfl"):
         assert (by_name[name]["models"], by_name[name]["requires_users"]) == (registered_models(), False)
     for name in ("fedavg", "isrl_mbsgd", "uldp_naive", "dp_fedavg"):
