@@ -49,7 +49,7 @@ def resolve_device(name: str | None = None, *, field: str = "device") -> torch.d
         device = None
     if device is None or device.type not in ("cpu", "cuda"):
         raise SpecError(field, f"must be auto, cpu, cuda or cuda:<index>; got {raw!r}.")
-    if device.type == "cuda" and (len(here) == 1 or (device.index or 0) >= len(here) - 1):
+    if device.type == "cuda" and f"cuda:{device.index or 0}" not in here:
         found = "no CUDA device" if len(here) == 1 else f"the devices {', '.join(here)}"
         raise SpecError(field, f"is {raw!r}, but PyTorch here sees {found}; use one of {', '.join(here)}.")
     return device
