@@ -70,9 +70,17 @@ def reproduce(
     device: Annotated[
         str | None, typer.Option("--device", help=DEVICE_HELP + " Here only: a server's workers use theirs.")
     ] = None,
+    setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--setting",
+            help="Run only this setting of the paper (its config's name without the paper, e.g. "
+            "cifar10); repeat for several. Without it, every setting whose dataset files are here.",
+        ),
+    ] = None,
 ) -> None:
     """Reproduce a paper's experiments; write DIR/report.html (offline), summary.csv and reproduction.md."""
-    from dpfl.reproduce import default_config_dir, load_paper, quick_settings
+    from dpfl.reproduce import chosen_settings, default_config_dir, load_paper, quick_settings
     from dpfl.reproduce import server as remote
     from dpfl.reproduce.calibration import local_projector, paper_calibrations
     from dpfl.reproduce.markdown import markdown, splice
@@ -87,17 +95,23 @@ def reproduce(
     from dpfl.device import resolve_device
 
     where = resolve_device(device, field="--device")
-    settings = load_paper(paper, configs or default_config_dir())
+    settings = chosen_settings(load_paper(paper, configs or default_config_dir()), setting)
     console = Console(stderr=True)
     left_out: dict[str, str] = {}
     if quick:
-        settings, left_out = quick_settings(settings)
-        for name, why in left_out.items():
+        settings, skipped = quick_settings(settings)
+        for name, why in skipped.items():
             console.print(escape(f"{name}: left out of --quick ({why})"))
+            left_out[name] = f"by --quick: {why}"
     sweeps = [s.sweep(quick=quick, seeds=seeds) for s in settings]
     links: dict[str, str] = {}
     if server is None:
-        _check_data(sweeps)
+        # a setting named with --setting must run; the others wait for their files
+        sweeps, absent = _with_data(sweeps, required=bool(setting))
+        for name, why in absent.items():
+            console.print(escape(f"{name}: left out ({why})"), soft_wrap=True)
+            left_out[name] = why
+        settings = [s for s in settings if s.name not in absent]
         outcomes = _run_here(sweeps, console, where)
         with console.status("accounting the papers' own noise calibration"):
             projector = local_projector(data_dirs=data_dirs(), cache_dir=cache_dir())
@@ -173,17 +187,26 @@ def reproduce(
         )
 
 
-def _check_data(sweeps: Sequence[Sweep]) -> None:
-    """Refuses to start when a dataset's files are not found, in one line naming DPFL_DATA_DIR."""
-    from dpfl.reproduce.local import missing_datasets
+def _with_data(sweeps: Sequence[Sweep], *, required: bool) -> tuple[list[Sweep], dict[str, str]]:
+    """Returns the sweeps whose datasets' files are here, and each other setting with where to put
+    its files. Refuses, in one line naming the files, when a required setting (or every one) lacks them."""
+    from dpfl.reproduce.local import missing_files
 
-    missing = missing_datasets(sweeps, data_dirs=data_dirs(), cache_dir=cache_dir())
-    if missing:
+    kept, absent = [], {}
+    for sweep in sweeps:
+        missing = missing_files([sweep], data_dirs=data_dirs(), cache_dir=cache_dir())
+        if not missing:
+            kept.append(sweep)
+            continue
         now = os.environ.get("DPFL_DATA_DIR") or "unset"
-        raise DpflError(
-            f"dataset {', '.join(repr(m) for m in missing)} not found: set DPFL_DATA_DIR to the folder that "
-            f"holds its files (now {now}); `dpfl datasets` shows where each one is looked for"
+        absent[sweep.setting] = "; ".join(
+            f"dataset {name!r} not found: put {' and '.join(files)} in $DPFL_DATA_DIR/{folder}/ (now {now}) "
+            f"or fetch it with `dpfl run SPEC --download`"
+            for name, (folder, files) in missing.items()
         )
+    if absent and (required or not kept):
+        raise DpflError(next(iter(absent.values())))
+    return kept, absent
 
 
 def _run_here(sweeps: Sequence[Sweep], console: Console, device: torch.device) -> list[Outcome]:

@@ -24,23 +24,25 @@ from dpfl.reproduce.manifest import Sweep
 from dpfl.reproduce.summary import Outcome, largest
 from dpfl.spec import RunSpec, parse_spec
 
-__all__ = ["missing_datasets", "run_sweeps"]
+__all__ = ["missing_files", "run_sweeps"]
 
 OnPoint = Callable[[int, int, str, RunSpec], None]  # (index, total, label, spec) before each point
 
 
-def missing_datasets(
+def missing_files(
     sweeps: Sequence[Sweep], *, data_dirs: Sequence[Path], cache_dir: Path | None
-) -> list[str]:
-    """Returns the datasets the sweeps need whose files are not found, so nothing starts half-way."""
+) -> dict[str, tuple[str, list[str]]]:
+    """Returns each dataset the sweeps need whose files are not found, with the folder they go in
+    (under a data folder) and their names, so that nothing starts half-way."""
     names = {parse_spec(p.data).dataset.name for s in sweeps for p in s.points}
-    missing = []
+    missing = {}
     for name in sorted(names):
-        info = dataset_info(name)
+        files = dataset_info(name).files
         try:
-            locate(list(info.files), search_dirs=list(data_dirs), cache_dir=cache_dir, download=False)
+            locate(list(files), search_dirs=list(data_dirs), cache_dir=cache_dir, download=False)
         except DatasetUnavailable:
-            missing.append(name)
+            folder = files[0].folder if files else name
+            missing[name] = (folder, [f.basename for f in files])
     return missing
 
 

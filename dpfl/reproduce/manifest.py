@@ -81,6 +81,7 @@ __all__ = [
     "Setting",
     "Sweep",
     "Variation",
+    "chosen_settings",
     "default_config_dir",
     "load_paper",
     "load_setting",
@@ -497,6 +498,26 @@ def quick_settings(settings: Sequence[Setting]) -> tuple[list[Setting], dict[str
     if settings and not kept:
         raise SpecError("--quick", "leaves out every config of this paper; run without --quick.")
     return kept, left_out
+
+
+def chosen_settings(settings: Sequence[Setting], names: Sequence[str] | None) -> list[Setting]:
+    """Returns the settings `--setting` names (each as its config's name, with or without the paper's
+    prefix: `cifar10` or `isrl_cifar10`), in the paper's order; all of them for none.
+
+    Raises:
+        SpecError: a name is not a setting of the paper (naming `--setting` and the settings).
+    """
+    if not names:
+        return list(settings)
+    short = {s.name.split("_", 1)[-1]: s.name for s in settings}
+    unknown = [n for n in names if short.get(n, n) not in short.values()]
+    if unknown:
+        raise SpecError(
+            "--setting",
+            f"must name settings of the paper ({', '.join(short)}); got {', '.join(map(repr, unknown))}.",
+        )
+    wanted = {short.get(n, n) for n in names}
+    return [s for s in settings if s.name in wanted]
 
 
 def load_paper(paper: str, config_dir: Path) -> list[Setting]:

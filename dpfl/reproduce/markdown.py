@@ -56,7 +56,7 @@ def markdown(report: Report) -> str:
         f"{report.started:%Y-%m-%d}.",
         "",
     ]
-    lines += [f"Left out of the quick sweep: `{name}` ({why})." for name, why in report.left_out.items()]
+    lines += [f"Left out: `{name}` ({why})." for name, why in report.left_out.items()]
     lines += [""] if report.left_out else []
     lines += _robustness(report.verdicts)
     for setting, sweep in zip(report.settings, report.sweeps, strict=True):

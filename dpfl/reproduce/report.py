@@ -89,7 +89,9 @@ class Report:
     where: str  # "local", or the URL of the server that ran the sweeps
     links: dict[str, str] = field(default_factory=dict)  # setting → the sweep on the dashboard
     sensitivity: Sequence[Sensitivity] = ()  # the verdicts with each candidate standing in
-    left_out: Mapping[str, str] = field(default_factory=dict)  # settings `--quick` did not run, and why
+    left_out: Mapping[str, str] = field(
+        default_factory=dict
+    )  # settings not run (by --quick, no data), and why
 
 
 def machine() -> dict[str, str]:
@@ -327,8 +329,7 @@ def write_html(report: Report, path: Path) -> None:
         f"(runs {runs_s:.0f} s). Machine: {_e(', '.join(f'{k} {v}' for k, v in env.items()))}.</p>"
     )
     meta += "".join(
-        f"<p class=meta>Left out of the quick sweep: {_e(name)} ({_e(why)}).</p>"
-        for name, why in report.left_out.items()
+        f"<p class=meta>Left out: {_e(name)} ({_e(why)}).</p>" for name, why in report.left_out.items()
     )
     sections = [
         _setting_html(setting, sweep, report)

@@ -124,7 +124,8 @@ def test_load_spec_ignores_the_block_and_the_paper_config_runs_its_base():
 
 
 def test_isrl_config_sweeps_the_documented_grid():
-    ours, paper, releases = load_paper("isrl", default_config_dir())
+    settings = {s.name: s for s in load_paper("isrl", default_config_dir())}
+    ours, paper, releases = (settings[f"isrl_mnist{n}"] for n in ("", "_paper", "_paper_releases"))
     full, quick = ours.sweep(), ours.sweep(quick=True)
     assert ours.algorithms == ["isrl_mbsgd", "isrl_localsgd", "isrl_spider"]
     assert full.grid["privacy.epsilon"] == [0.75, 1, 1.5, 3, 6, 12, 18]
@@ -466,9 +467,9 @@ def test_quick_leaves_out_a_config_that_skips_it_and_says_why(capsys, tmp_path):
     assert "isrl_slow: left out of --quick (its CNN takes minutes)" in err
     assert {r["setting"] for r in read_csv(tmp_path / "o" / "summary.csv")} == {"isrl_tiny"}
     section = (tmp_path / "o" / "reproduction.md").read_text()
-    assert "Left out of the quick sweep: `isrl_slow` (its CNN takes minutes)." in section
+    assert "Left out: `isrl_slow` (by --quick: its CNN takes minutes)." in section
     assert (
-        "Left out of the quick sweep: isrl_slow (its CNN takes minutes)."
+        "Left out: isrl_slow (by --quick: its CNN takes minutes)."
         in (tmp_path / "o" / "report.html").read_text()
     )
 
@@ -506,10 +507,56 @@ def test_missing_data_names_dpfl_data_dir(capsys, monkeypatch, tmp_path):
     )
     assert (code, err) == (
         1,
-        f"error: dataset 'mnist' not found: set DPFL_DATA_DIR to the folder that holds its files "
-        f"(now {tmp_path / 'empty'}); `dpfl datasets` shows where each one is looked for\n",
+        "error: dataset 'mnist' not found: put train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz "
+        "and t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz in $DPFL_DATA_DIR/mnist/ "
+        f"(now {tmp_path / 'empty'}) or fetch it with `dpfl run SPEC --download`\n",
     )
     assert not (tmp_path / "o").exists()
+
+
+def test_a_setting_without_its_files_is_left_out_saying_where_they_go(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("DPFL_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("DPFL_HOME", str(tmp_path / "home"))
+    configs = write_config(tmp_path / "configs")
+    write_config(configs, "isrl_cifar.yaml", spec=SPEC | {"dataset": {"name": "cifar10", "silos": 2}})
+    code, _, err = run_cli(
+        capsys, "reproduce", "isrl", "--quick", "--configs", str(configs), "--out", str(tmp_path / "o")
+    )
+    assert code == 0, err
+    assert (
+        "isrl_cifar: left out (dataset 'cifar10' not found: put cifar-10-python.tar.gz in "
+        f"$DPFL_DATA_DIR/cifar10/ (now {tmp_path / 'empty'}) or fetch it with `dpfl run SPEC --download`)"
+    ) in " ".join(err.split())
+    assert {r["setting"] for r in read_csv(tmp_path / "o" / "summary.csv")} == {"isrl_tiny"}
+    assert (
+        "Left out: `isrl_cifar` (dataset 'cifar10' not found"
+        in (tmp_path / "o" / "reproduction.md").read_text()
+    )
+
+
+def test_the_papers_cifar10_setting_named_without_its_files_is_one_line_and_exit_1(
+    capsys, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("DPFL_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("DPFL_HOME", str(tmp_path / "home"))
+    code, out, err = run_cli(
+        capsys, "reproduce", "isrl", "--setting", "cifar10", "--out", str(tmp_path / "o")
+    )
+    assert (code, out) == (1, "")
+    assert err == (
+        "error: dataset 'cifar10' not found: put cifar-10-python.tar.gz in $DPFL_DATA_DIR/cifar10/ "
+        f"(now {tmp_path / 'empty'}) or fetch it with `dpfl run SPEC --download`\n"
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_unknown_setting_lists_the_papers_settings(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "reproduce", "isrl", "--setting", "svhn", "--out", str(tmp_path / "o"))
+    assert (code, err) == (
+        1,
+        "error: `--setting` must name settings of the paper "
+        "(cifar10, mnist, mnist_paper, mnist_paper_releases); got 'svhn'.\n",
+    )
 
 
 @pytest.mark.parametrize(
