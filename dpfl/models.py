@@ -221,21 +221,7 @@ def _cifar_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
             "model.name",
             f"must take the dataset's inputs: 'cifar_cnn' needs images of at least 16×16; got {input_shape}.",
         )
-    return nn.Sequential(
-        *lead,
-        nn.Conv2d(channels, 6, kernel_size=5),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, kernel_size=5),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16 * h * w, 120),
-        nn.ReLU(),
-        nn.Linear(120, 84),
-        nn.ReLU(),
-        nn.Linear(84, num_classes),
-    )
+    return _lenet_stack(lead, channels, h * w, num_classes, padding=0)
 
 
 @MODELS.register("lenet", images=True)
@@ -253,16 +239,25 @@ def _lenet(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
             "model.name",
             f"must take the dataset's inputs: 'lenet' needs images of at least 12×12; got {input_shape}.",
         )
+    return _lenet_stack(lead, channels, h * w, num_classes, padding=2)
+
+
+def _lenet_stack(
+    lead: list[nn.Module], channels: int, area: int, num_classes: int, *, padding: int
+) -> nn.Sequential:
+    """conv(C→6, 5×5, `padding`) – ReLU – maxpool 2 – conv(6→16, 5×5) – ReLU – maxpool 2 –
+    FC 16·area→120 – ReLU – FC 120→84 – ReLU – FC 84→classes: LeNet-5's layers, which the
+    CIFAR-10 tutorial net shares but for the first convolution's padding."""
     return nn.Sequential(
         *lead,
-        nn.Conv2d(channels, 6, kernel_size=5, padding=2),
+        nn.Conv2d(channels, 6, kernel_size=5, padding=padding),
         nn.ReLU(),
         nn.MaxPool2d(2),
         nn.Conv2d(6, 16, kernel_size=5),
         nn.ReLU(),
         nn.MaxPool2d(2),
         nn.Flatten(),
-        nn.Linear(16 * h * w, 120),
+        nn.Linear(16 * area, 120),
         nn.ReLU(),
         nn.Linear(120, 84),
         nn.ReLU(),
