@@ -87,6 +87,16 @@ def page(browser, server, request) -> Iterator[Page]:
     assert errors == [], f"console errors: {errors}"
 
 
+@pytest.fixture
+def phone(browser, server) -> Iterator[Page]:
+    """A fresh page on the app in a phone's viewport (390×844)."""
+    context = browser.new_context(base_url=server, viewport={"width": 390, "height": 844})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
 def shoot(page: Page, name: str) -> None:
     """Saves a screenshot of a view as a test artifact (tests/artifacts, not tracked): a test
     run never rewrites the tracked files under docs/."""

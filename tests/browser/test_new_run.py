@@ -391,35 +391,25 @@ def test_every_registered_algorithm_gets_valid_defaults_from_the_form(page: Page
             httpx.post(f"{server}/api/runs/{run_id}/cancel")
 
 
-def test_the_form_with_its_kind_options_shown_fits_a_phone_and_passes_axe(browser, server):
-    context = browser.new_context(base_url=server, viewport={"width": 390, "height": 844})
-    try:
-        page = context.new_page()
-        page.goto("/#/new")
-        expect(page.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
-        page.select_option("select[name=algorithm]", "uldp_avg")
-        page.select_option("select[name='dataset.partition.kind']", "dirichlet")
-        page.select_option("select[name='dataset.users.kind']", "zipf")
-        expect(page.locator("[name='dataset.users.main_silo_probability']")).to_be_visible()
-        expect(page.locator(".projection-state")).to_have_text("", timeout=30_000)
-        assert page.evaluate("document.scrollingElement.scrollWidth") <= 390
-        assert serious_violations(page) == []
-    finally:
-        context.close()
+def test_the_form_with_its_kind_options_shown_fits_a_phone_and_passes_axe(phone: Page):
+    phone.goto("/#/new")
+    expect(phone.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
+    phone.select_option("select[name=algorithm]", "uldp_avg")
+    phone.select_option("select[name='dataset.partition.kind']", "dirichlet")
+    phone.select_option("select[name='dataset.users.kind']", "zipf")
+    expect(phone.locator("[name='dataset.users.main_silo_probability']")).to_be_visible()
+    expect(phone.locator(".projection-state")).to_have_text("", timeout=30_000)
+    assert phone.evaluate("document.scrollingElement.scrollWidth") <= 390
+    assert serious_violations(phone) == []
 
 
-def test_a_refused_submit_on_a_phone_names_the_field_where_it_is_read(browser, server):
-    context = browser.new_context(base_url=server, viewport={"width": 390, "height": 844})
-    try:
-        page = context.new_page()
-        page.goto("/#/new")
-        expect(page.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
-        page.fill("[name=rounds]", "0")
-        page.click("button[type=submit]")
-        expect(page.locator(".submit-error")).to_have_text(REFUSED_ROUNDS)
-        assert in_viewport(page, ".submit-error")  # the field itself is screens above
-    finally:
-        context.close()
+def test_a_refused_submit_on_a_phone_names_the_field_where_it_is_read(phone: Page):
+    phone.goto("/#/new")
+    expect(phone.locator(".projection")).to_contain_text("projected ε = 3", timeout=30_000)
+    phone.fill("[name=rounds]", "0")
+    phone.click("button[type=submit]")
+    expect(phone.locator(".submit-error")).to_have_text(REFUSED_ROUNDS)
+    assert in_viewport(phone, ".submit-error")  # the field itself is screens above
 
 
 def test_a_double_click_on_start_run_creates_one_run(page: Page, server):
