@@ -6,6 +6,9 @@ each with a list of JSON values; a point is the base with one value of every key
 - `base.params_by_algorithm[name]` is merged into `params` for the points of algorithm
   `name`, under the grid's own `params.*` values, so parameters that only one algorithm
   knows (`clip`) can sit beside shared ones (`lr`).
+- `base.model_by_algorithm[name]` replaces `model` for the points of algorithm `name`, so a
+  sweep can set logistic-regression algorithms (`gdp_gd`) beside MLP ones; the grid's own
+  `model.*` values still apply on top.
 - A point whose algorithm is not private (notion "none", e.g. `fedavg`) drops `privacy` and
   every `privacy.*` key, and identical points are kept once: a sweep over ε that includes
   `fedavg` runs it once per seed, the reference line, not once per ε.
@@ -26,9 +29,11 @@ from typing import Any
 
 from dpfl.errors import SpecError, UnknownNameError
 
-__all__ = ["PER_ALGORITHM", "Point", "PointError", "expand", "locate"]
+__all__ = ["MODEL_BY_ALGORITHM", "PER_ALGORITHM", "Point", "PointError", "expand", "locate"]
 
 PER_ALGORITHM = "params_by_algorithm"
+MODEL_BY_ALGORITHM = "model_by_algorithm"
+_BY_ALGORITHM = {PER_ALGORITHM: "params", MODEL_BY_ALGORITHM: "model"}  # base key → the spec field it sets
 _EXPANSION_FACTOR = 20  # how far duplicates may shrink a grid before it is refused unexpanded
 
 
@@ -61,7 +66,7 @@ def expand(base: Mapping[str, Any], grid: Mapping[str, Any], *, max_points: int)
             unknown algorithm, or there are more than `max_points` points.
     """
     _check_grid(grid)
-    per_algorithm = _per_algorithm(base)
+    per_algorithm = {key: _per_algorithm(base, key) for key in _BY_ALGORITHM}
     combinations = math.prod(len(values) for values in grid.values())
     if combinations > max_points * _EXPANSION_FACTOR:
         raise _too_many(combinations, max_points)
@@ -85,10 +90,12 @@ def locate(field: str, point: Point, base: Mapping[str, Any]) -> tuple[str, ...]
     ]
     if owners:
         return ("grid", max(owners, key=len))
-    per_algorithm = base.get(PER_ALGORITHM) or {}
-    own = per_algorithm.get(point.algorithm) if isinstance(point.algorithm, str) else None
-    if parts[0] == "params" and len(parts) > 1 and isinstance(own, Mapping) and parts[1] in own:
-        return ("base", PER_ALGORITHM, point.algorithm, *parts[1:])
+    algorithm = point.algorithm if isinstance(point.algorithm, str) else None
+    own_params = (base.get(PER_ALGORITHM) or {}).get(algorithm)
+    if parts[0] == "params" and len(parts) > 1 and isinstance(own_params, Mapping) and parts[1] in own_params:
+        return ("base", PER_ALGORITHM, algorithm, *parts[1:])
+    if parts[0] == "model" and isinstance((base.get(MODEL_BY_ALGORITHM) or {}).get(algorithm), Mapping):
+        return ("base", MODEL_BY_ALGORITHM, algorithm, *parts[1:])
     return ("base",) if field == "spec" else ("base", *parts)
 
 
@@ -106,8 +113,8 @@ def _check_grid(grid: Mapping[str, Any]) -> None:
             raise PointError(
                 ("grid", key), f"must be a dotted spec field such as `privacy.epsilon`; got {key!r}."
             )
-        if key == PER_ALGORITHM or key.startswith(f"{PER_ALGORITHM}."):
-            raise PointError(("grid", key), f"cannot be swept; set `{PER_ALGORITHM}` in `base`.")
+        if key.split(".")[0] in _BY_ALGORITHM:
+            raise PointError(("grid", key), f"cannot be swept; set `{key.split('.')[0]}` in `base`.")
         if not isinstance(values, list):
             raise PointError(("grid", key), f"must be a list of values; got {values!r}.")
         if not values:
@@ -124,20 +131,22 @@ def _algorithm_class(name: str) -> Any:
     return algorithm_class(name)
 
 
-def _per_algorithm(base: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    raw = base.get(PER_ALGORITHM)
+def _per_algorithm(base: Mapping[str, Any], key: str) -> dict[str, dict[str, Any]]:
+    """Returns `base[key]` (`params_by_algorithm` or `model_by_algorithm`), checked: names → mappings."""
+    raw = base.get(key)
+    noun = _BY_ALGORITHM[key]
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
-        raise PointError(("base", PER_ALGORITHM), f"must map algorithm names to their params; got {raw!r}.")
-    for name, params in raw.items():
+        raise PointError(("base", key), f"must map algorithm names to their {noun}; got {raw!r}.")
+    for name, value in raw.items():
         try:
             _algorithm_class(name)
         except UnknownNameError as exc:
-            raise PointError(("base", PER_ALGORITHM, name), str(exc)) from None
-        if not isinstance(params, Mapping):
-            raise PointError(("base", PER_ALGORITHM, name), f"must be a mapping of params; got {params!r}.")
-    return {name: dict(params) for name, params in raw.items()}
+            raise PointError(("base", key, name), str(exc)) from None
+        if not isinstance(value, Mapping):
+            raise PointError(("base", key, name), f"must be a mapping of {noun} fields; got {value!r}.")
+    return {name: dict(value) for name, value in raw.items()}
 
 
 def _notion(algorithm: Any, overrides: Mapping[str, Any]) -> str | None:
@@ -152,14 +161,19 @@ def _notion(algorithm: Any, overrides: Mapping[str, Any]) -> str | None:
 
 
 def _point(
-    base: Mapping[str, Any], per_algorithm: Mapping[str, dict[str, Any]], overrides: dict[str, Any]
+    base: Mapping[str, Any],
+    per_algorithm: Mapping[str, Mapping[str, dict[str, Any]]],
+    overrides: dict[str, Any],
 ) -> Point:
     algorithm = overrides.get("algorithm", base.get("algorithm"))
-    data = copy.deepcopy({k: v for k, v in base.items() if k != PER_ALGORITHM})
-    own = per_algorithm.get(algorithm) if isinstance(algorithm, str) else None
-    params = data.get("params") or {}
-    if own and isinstance(params, Mapping):  # anything else is left for the spec to refuse
-        data["params"] = {**params, **own}
+    data = copy.deepcopy({k: v for k, v in base.items() if k not in _BY_ALGORITHM})
+    if isinstance(algorithm, str):
+        params = data.get("params") or {}
+        own = per_algorithm[PER_ALGORITHM].get(algorithm)
+        if own and isinstance(params, Mapping):  # anything else is left for the spec to refuse
+            data["params"] = {**params, **own}
+        if (model := per_algorithm[MODEL_BY_ALGORITHM].get(algorithm)) is not None:
+            data["model"] = copy.deepcopy(model)
     if _notion(algorithm, overrides) == "none":
         data.pop("privacy", None)
         overrides = {k: v for k, v in overrides.items() if k != "privacy" and not k.startswith("privacy.")}

@@ -12,7 +12,7 @@ from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
 from backend.dispatch import send
 from backend.runs import pages
 from backend.runs.listing import Archived
-from backend.sweeps import edits, service
+from backend.sweeps import edits, preview, service
 from backend.sweeps.export import summary_csv
 from backend.sweeps.schemas import (
     SweepCreate,
@@ -20,6 +20,7 @@ from backend.sweeps.schemas import (
     SweepDetail,
     SweepPage,
     SweepPatch,
+    SweepPreview,
     SweepRead,
     SweepSummary,
 )
@@ -43,13 +44,25 @@ def create_sweep(request: Request, session: SessionDep, settings: SettingsDep, b
         )
     except PointError as exc:
         session.rollback()
-        # loc keeps a dotted grid key whole (["body", "grid", "privacy.epsilon"]), as FastAPI does for keys
-        error = {"loc": ["body", *exc.loc], "msg": exc.reason, "type": "value_error"}
-        return JSONResponse({"detail": [error], "error": "SpecError"}, status_code=422)
+        return _point_refused(exc)
     session.commit()  # the workers must find the rows before the messages
     # a broker that is down leaves the runs queued; the dispatcher sends them when it is back
     send(request.app.state.database, request.app.state.celery, [run.id for run in runs])
     return service.created(sweep, runs)
+
+
+@router.post(
+    "/preview",
+    response_model=SweepPreview,
+    responses={422: ERRORS[422]},
+)
+def preview_sweep(session: SessionDep, settings: SettingsDep, body: SweepCreate) -> Any:
+    """What submitting this sweep would queue: its runs, their worker tasks and an estimated time.
+    Nothing is written; the points are checked as on submit, without their data."""
+    try:
+        return preview.preview(session, base=body.base, grid=body.grid, settings=settings)
+    except PointError as exc:
+        return _point_refused(exc)
 
 
 @router.get("", response_model=SweepPage)
@@ -138,3 +151,9 @@ def get_summary_csv(sweep_id: str, session: SessionDep) -> Response:
         media_type="text/csv",
         headers={"Content-Disposition": f'attachment; filename="sweep-{sweep_id}-summary.csv"'},
     )
+
+
+def _point_refused(exc: PointError) -> JSONResponse:
+    # loc keeps a dotted grid key whole (["body", "grid", "privacy.epsilon"]), as FastAPI does for keys
+    error = {"loc": ["body", *exc.loc], "msg": exc.reason, "type": "value_error"}
+    return JSONResponse({"detail": [error], "error": "SpecError"}, status_code=422)

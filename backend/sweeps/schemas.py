@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from backend.runs.schemas import Annotations, RunRead
 
 __all__ = [
+    "AlgorithmPreview",
     "ParetoPoint",
     "ReferenceLine",
     "SummaryRow",
@@ -19,6 +20,7 @@ __all__ = [
     "SweepDetail",
     "SweepPage",
     "SweepPatch",
+    "SweepPreview",
     "SweepRead",
     "SweepSummary",
 ]
@@ -52,11 +54,38 @@ class SweepCreate(BaseModel):
 
     name: str = Field("", max_length=200)
     base: dict[str, Any] = Field(
-        description="a RunSpec, plus optional `params_by_algorithm: {name: {param: value}}`"
+        description="a RunSpec, plus optional `params_by_algorithm: {name: {param: value}}` and "
+        "`model_by_algorithm: {name: model}` (the model of that algorithm's points)"
     )
     grid: dict[str, Any] = Field(
         default_factory=dict, description="dotted spec field → list of values, e.g. `privacy.epsilon: [1, 2]`"
     )
+
+
+class AlgorithmPreview(BaseModel):
+    """One algorithm's share of a sweep that is not yet submitted."""
+
+    algorithm: str
+    models: list[str] = Field(description="the model names its runs use")
+    runs: int
+    tasks: int = Field(description="worker tasks its runs form: a batch of runs that train together is one")
+    seconds_per_round: float | None = Field(
+        description="median seconds per round of its latest succeeded runs on the sweep's dataset here; "
+        "null when it has none to estimate from"
+    )
+    past_runs: int = Field(description="how many past runs the pace is the median of")
+
+
+class SweepPreview(BaseModel):
+    """POST /api/sweeps/preview: what submitting the sweep would queue, and how long it may take."""
+
+    num_runs: int
+    tasks: int = Field(description="worker tasks in all (each batch of runs is one)")
+    estimated_seconds: float | None = Field(
+        description="estimated worker time, one task after another: each task's rounds at its "
+        "algorithm's past pace here; null when an algorithm has no past run to estimate from"
+    )
+    algorithms: list[AlgorithmPreview]
 
 
 class SweepPatch(Annotations):

@@ -32,7 +32,7 @@ from dpfl.errors import SpecError, UnknownNameError
 from dpfl.spec import RunSpec, parse_spec
 from dpfl.sweep import Point, PointError, expand, locate
 
-__all__ = ["create_sweep", "created", "describe", "detail", "get_sweep", "list_sweeps", "summary"]
+__all__ = ["create_sweep", "created", "describe", "detail", "get_sweep", "list_sweeps", "planned", "summary"]
 
 # where a registry lookup's name sits in a spec (as backend.errors reports it for single runs)
 _UNKNOWN_FIELDS = {
@@ -54,8 +54,7 @@ def create_sweep(
         PointError: a field of the base, the grid or one point is invalid (422).
         BudgetExceeded: the sweep's runs would overspend a dataset's budget (409).
     """
-    points = expand(base, grid, max_points=settings.max_sweep_points)
-    specs = [_validated(i, points, base, settings) for i in range(len(points))]
+    points, specs = planned(base, grid, settings)
     _check_budgets(session, specs, settings)
     # Every point is projected before the first write: on SQLite the first write takes the one
     # write lock until the commit, and a 300-point sweep projecting under it held it for a
@@ -82,6 +81,18 @@ def create_sweep(
                 f"{exc.message} (point {i + 1} of {len(specs)}); no run of the sweep was created"
             ) from None
     return sweep, created_runs
+
+
+def planned(
+    base: Mapping[str, Any], grid: Mapping[str, Any], settings: Settings
+) -> tuple[list[Point], list[RunSpec]]:
+    """Returns the grid's points and their specs, each checked without its data.
+
+    Raises:
+        PointError: a field of the base, the grid or one point is invalid (422).
+    """
+    points = expand(base, grid, max_points=settings.max_sweep_points)
+    return points, [_validated(i, points, base, settings) for i in range(len(points))]
 
 
 def get_sweep(session: Session, sweep_id: str) -> Sweep:

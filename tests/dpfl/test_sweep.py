@@ -89,6 +89,18 @@ def test_duplicates_do_not_count_against_the_limit():
             "unknown algorithm 'nope'; registered: " + ", ".join(registered_algorithms()),
         ),
         (
+            BASE | {"model_by_algorithm": {"gdp_gd": "logreg"}},
+            {"algorithm": ["gdp_gd"]},
+            ("base", "model_by_algorithm", "gdp_gd"),
+            "must be a mapping of model fields; got 'logreg'.",
+        ),
+        (
+            BASE,
+            {"model_by_algorithm.gdp_gd.name": ["logreg"]},
+            ("grid", "model_by_algorithm.gdp_gd.name"),
+            "cannot be swept; set `model_by_algorithm` in `base`.",
+        ),
+        (
             BASE | {"algorithm": "isrl_mbsgd", "rounds": 3},
             {"rounds.x": [1]},
             ("grid", "rounds.x"),
@@ -115,3 +127,18 @@ def test_errors_are_located_in_the_grid_the_base_or_the_per_algorithm_params():
     assert locate("params.batch_size", point, BASE) == ("base", "params", "batch_size")
     assert locate("dataset.silos", point, BASE) == ("base", "dataset", "silos")
     assert locate("spec", point, BASE) == ("base",)
+
+
+def test_a_per_algorithm_model_replaces_the_base_model_for_its_points_only():
+    # a sweep may set logistic-regression algorithms beside MLP ones
+    base = BASE | {
+        "model": {"name": "mlp", "hidden": [32]},
+        "model_by_algorithm": {"gdp_gd": {"name": "logreg"}},
+    }
+    grid = {"algorithm": ["isrl_mbsgd", "gdp_gd"], "privacy.mu": [1.0]}
+    isrl, gdp = expand(base, grid, max_points=500)
+    assert isrl.data["model"] == {"name": "mlp", "hidden": [32]}
+    assert gdp.data["model"] == {"name": "logreg"}
+    assert "model_by_algorithm" not in gdp.data and "model_by_algorithm" not in isrl.data
+    assert locate("model.name", gdp, base) == ("base", "model_by_algorithm", "gdp_gd", "name")
+    assert locate("model.name", isrl, base) == ("base", "model", "name")

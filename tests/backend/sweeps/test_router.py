@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 
 import pytest
@@ -310,3 +311,67 @@ def test_submitting_a_sweep_needs_a_token_when_tokens_are_set(settings):
         )
         assert res.status_code == 201
         assert c.get("/api/sweeps").status_code == 200  # reads stay open
+
+
+def test_a_preview_counts_runs_and_tasks_and_estimates_from_past_runs_here(client, settings):
+    from tests.backend.conftest import run_here
+
+    mixed = BASE | {"model_by_algorithm": {"gdp_gd": {"name": "logreg"}}}
+    grid = {"algorithm": ["isrl_mbsgd", "fedavg"], "privacy.epsilon": [0.5, 1], "seed": [0, 1, 2]}
+    first = client.post("/api/sweeps/preview", json={"base": mixed, "grid": grid})
+    assert first.status_code == 200
+    body = first.json()
+    # isrl_mbsgd: 2 ε × 3 seeds, one batch of 6; fedavg once per seed, alone (it does not batch)
+    assert (body["num_runs"], body["tasks"], body["estimated_seconds"]) == (9, 4, None)
+    assert [
+        (a["algorithm"], a["runs"], a["tasks"], a["models"], a["seconds_per_round"], a["past_runs"])
+        for a in body["algorithms"]
+    ] == [
+        ("isrl_mbsgd", 6, 1, ["mlp"], None, 0),
+        ("fedavg", 3, 3, ["mlp"], None, 0),
+    ]
+    assert_nothing_created(client)  # a preview writes nothing
+
+    done = []
+    for algorithm in ("isrl_mbsgd", "fedavg"):
+        spec = {k: v for k, v in BASE.items() if k != "params_by_algorithm"} | {"algorithm": algorithm}
+        if algorithm == "fedavg":
+            spec.pop("privacy")
+        else:
+            spec["privacy"] = {"delta": 1e-5, "epsilon": 1.0}
+            spec["params"] = BASE["params"] | {"clip": 1.0}
+        run = client.post("/api/runs", json=spec).json()
+        assert "id" in run, run
+        run_here(settings, run["id"])
+        done.append(client.get(f"/api/runs/{run['id']}").json())
+    pace = {}
+    for run in done:
+        assert run["status"] == "succeeded", run
+        started, finished = (dt.datetime.fromisoformat(run[k]) for k in ("started_at", "finished_at"))
+        pace[run["algorithm"]] = (finished - started).total_seconds() / run["rounds"]
+    body = client.post("/api/sweeps/preview", json={"base": mixed, "grid": grid}).json()
+    got = {a["algorithm"]: (a["seconds_per_round"], a["past_runs"]) for a in body["algorithms"]}
+    assert got["isrl_mbsgd"] == (pytest.approx(pace["isrl_mbsgd"]), 1)
+    assert got["fedavg"] == (pytest.approx(pace["fedavg"]), 1)
+    # one task of 6 isrl runs at 3 rounds, three fedavg tasks of 3 rounds each
+    assert body["estimated_seconds"] == pytest.approx(3 * pace["isrl_mbsgd"] + 3 * 3 * pace["fedavg"])
+
+
+def test_a_preview_refuses_what_submit_refuses_naming_the_field(client):
+    base = {"dataset": {"name": "logistic", "silos": 4}, "model": {"name": "mlp"}, "rounds": 3}
+    res = client.post(
+        "/api/sweeps/preview", json={"base": base, "grid": {"algorithm": ["gdp_gd"], "privacy.mu": [1.0]}}
+    )
+    assert res.status_code == 422
+    (error,) = res.json()["detail"]
+    assert error["loc"] == ["body", "base", "model", "name"]
+    assert error["msg"].startswith("must be `logreg` for gdp_gd")
+    ok = client.post(
+        "/api/sweeps/preview",
+        json={
+            "base": base | {"model_by_algorithm": {"gdp_gd": {"name": "logreg"}}},
+            "grid": {"algorithm": ["gdp_gd"], "privacy.mu": [1.0]},
+        },
+    )
+    assert ok.status_code == 200, ok.json()
+    assert ok.json()["algorithms"][0]["models"] == ["logreg"]
