@@ -20,7 +20,13 @@ from dpfl.spec import DatasetSpec
 __all__ = ["FederatedData", "federate"]
 
 # Image datasets whose rows are flattened pixels; image models see them as (H, W) again.
-_IMAGE_SHAPES = {"mnist": (28, 28), "cifar10": (3, 32, 32)}
+_IMAGE_SHAPES = {
+    "mnist": (28, 28),
+    "cifar10": (3, 32, 32),
+    "svhn": (3, 32, 32),
+    "usps": (16, 16),
+    "digit_domains": (32, 32),
+}
 
 
 @dataclass(frozen=True)

@@ -200,9 +200,10 @@ def _with_data(sweeps: Sequence[Sweep], *, required: bool) -> tuple[list[Sweep],
             continue
         now = os.environ.get("DPFL_DATA_DIR") or "unset"
         absent[sweep.setting] = "; ".join(
-            f"dataset {name!r} not found: put {' and '.join(files)} in $DPFL_DATA_DIR/{folder}/ (now {now}) "
-            f"or fetch it with `dpfl run SPEC --download`"
-            for name, (folder, files) in missing.items()
+            f"dataset {name!r} not found: put "
+            + ", ".join(f"{' and '.join(files)} in $DPFL_DATA_DIR/{folder}/" for folder, files in places)
+            + f" (now {now}) or fetch it with `dpfl run SPEC --download`"
+            for name, places in missing.items()
         )
     if absent and (required or not kept):
         raise DpflError(next(iter(absent.values())))

@@ -31,18 +31,22 @@ OnPoint = Callable[[int, int, str, RunSpec], None]  # (index, total, label, spec
 
 def missing_files(
     sweeps: Sequence[Sweep], *, data_dirs: Sequence[Path], cache_dir: Path | None
-) -> dict[str, tuple[str, list[str]]]:
-    """Returns each dataset the sweeps need whose files are not found, with the folder they go in
-    (under a data folder) and their names, so that nothing starts half-way."""
+) -> dict[str, list[tuple[str, list[str]]]]:
+    """Returns each dataset the sweeps need whose files are not found (or fail their checksum),
+    with each folder its missing files go in (under a data folder) and their names, so that
+    nothing starts half-way. A dataset may draw on several folders (`digit_domains`: svhn, mnist,
+    usps); only the files not found are named."""
     names = {parse_spec(p.data).dataset.name for s in sweeps for p in s.points}
     missing = {}
     for name in sorted(names):
-        files = dataset_info(name).files
-        try:
-            locate(list(files), search_dirs=list(data_dirs), cache_dir=cache_dir, download=False)
-        except DatasetUnavailable:
-            folder = files[0].folder if files else name
-            missing[name] = (folder, [f.basename for f in files])
+        absent: dict[str, list[str]] = {}
+        for spec in dataset_info(name).files:
+            try:
+                locate([spec], search_dirs=list(data_dirs), cache_dir=cache_dir, download=False)
+            except DatasetUnavailable:
+                absent.setdefault(spec.folder or name, []).append(spec.basename)
+        if absent:
+            missing[name] = list(absent.items())
     return missing
 
 

@@ -88,10 +88,13 @@ class VotingAlgorithm(Algorithm):
     )
     paper = "003: Zhu et al., Voting-based Approaches for Differentially Private Federated Learning"
     # The registered datasets whose test split holds the default public pool (1,000 records) and
-    # a test record more: adult 16,281, logistic 10,000, mnist 10,000, synthetic 1,824 (digits has
-    # 359, heart 254, breast_cancer 113). Others run with a smaller `params.public_pool`, which
-    # `carve_public_pool` checks on the loaded data (tests/dpfl/test_requirements.py).
-    default_datasets = frozenset({"adult", "cifar10", "logistic", "mnist", "synthetic"})
+    # a test record more: adult 16,281, logistic 10,000, mnist 10,000, synthetic 1,824, svhn 26,032,
+    # digit_domains 9,298, usps 2,007 (digits has 359, heart 254, breast_cancer 113). Others run
+    # with a smaller `params.public_pool`, which `carve_public_pool` checks on the loaded data
+    # (tests/dpfl/test_requirements.py).
+    default_datasets = frozenset(
+        {"adult", "cifar10", "digit_domains", "logistic", "mnist", "svhn", "synthetic", "usps"}
+    )
     pool_from_test = True
 
     @classmethod

@@ -50,8 +50,9 @@ class KNNDPFL(VotingAlgorithm):
     notion = "instance"
     summary = "agents vote the labels of their k nearest records to each public query; a student learns them"
     # Of the voting datasets (VotingAlgorithm), those with at least the default 50 PCA components'
-    # worth of features: adult 108, mnist 784, synthetic 60 (logistic has 10).
-    default_datasets = frozenset({"adult", "cifar10", "mnist", "synthetic"})
+    # worth of features: adult 108, mnist 784, synthetic 60, svhn 3,072, digit_domains 1,024, usps
+    # 256 (logistic has 10).
+    default_datasets = frozenset({"adult", "cifar10", "digit_domains", "mnist", "svhn", "synthetic", "usps"})
 
     def __init__(self, spec, data, model):
         super().__init__(spec, data, model)

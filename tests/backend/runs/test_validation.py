@@ -249,8 +249,11 @@ def test_the_catalogue_says_what_each_algorithm_takes(client):
         "adult",
         "cifar10",
         "csv",
+        "digit_domains",
         "heart",
         "mnist",
+        "svhn",
+        "usps",
     ]
     assert sorted(bundled_first) == everything
     for name in ("gdp_localnewton", "gdp_gd", "localnewton"):
@@ -261,8 +264,12 @@ def test_the_catalogue_says_what_each_algorithm_takes(client):
         entry = by_name[name]
         assert (entry["models"], entry["datasets"]) == (registered_models(), bundled_first)
         assert (entry["requires_users"], entry["binary_labels"]) == (True, False)
-    assert by_name["ae_dpfl"]["datasets"] == ["logistic", "synthetic", "adult", "cifar10", "mnist"]
-    assert by_name["knn_dpfl"]["datasets"] == ["synthetic", "adult", "cifar10", "mnist"]
+    assert by_name["ae_dpfl"]["datasets"] == [
+        *("logistic", "synthetic", "adult", "cifar10", "digit_domains", "mnist", "svhn", "usps")
+    ]
+    assert by_name["knn_dpfl"]["datasets"] == [
+        *("synthetic", "adult", "cifar10", "digit_domains", "mnist", "svhn", "usps")
+    ]
     for name in ("ae_dpfl", "knn_dpfl"):
         assert (by_name[name]["models"], by_name[name]["requires_users"]) == (registered_models(), False)
     for name in ("fedavg", "isrl_mbsgd", "uldp_naive", "dp_fedavg"):

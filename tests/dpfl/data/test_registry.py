@@ -21,11 +21,14 @@ def test_registry_holds_the_designed_datasets() -> None:
         "breast_cancer",
         "cifar10",
         "csv",
+        "digit_domains",
         "digits",
         "heart",
         "logistic",
         "mnist",
+        "svhn",
         "synthetic",
+        "usps",
     ]
 
 
