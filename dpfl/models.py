@@ -12,8 +12,9 @@ Binary tasks use ``num_classes=2`` (softmax over two logits), so every model tra
 same cross-entropy loss.
 
 Initialisation reproduces PyTorch's default for `Linear` and `Conv2d` (weights and biases
-uniform in ±1/√fan_in, i.e. Kaiming-uniform with a = √5), but draws from a
-`torch.Generator` seeded with ``seed``: the global RNG is never read or advanced.
+uniform in ±1/√fan_in, i.e. Kaiming-uniform with a = √5) and `GroupNorm` (scale 1, shift 0),
+but draws from a `torch.Generator` seeded with ``seed``: the global RNG is never read or
+advanced.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from dpfl import resnet
 from dpfl.errors import SpecError
 from dpfl.registry import Registry
 
@@ -109,7 +111,8 @@ def build_model(
 
 
 def _initialise(model: nn.Module, generator: torch.Generator) -> None:
-    """Draws every weight and bias uniformly in ±1/√fan_in (PyTorch's default bounds)."""
+    """Draws every weight and bias uniformly in ±1/√fan_in (PyTorch's default bounds); sets
+    every GroupNorm to the identity's scale 1 and shift 0 (PyTorch's default, drawing nothing)."""
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, nn.Linear | nn.Conv2d):
@@ -118,6 +121,10 @@ def _initialise(model: nn.Module, generator: torch.Generator) -> None:
                 module.weight.uniform_(-bound, bound, generator=generator)
                 if module.bias is not None:
                     module.bias.uniform_(-bound, bound, generator=generator)
+            elif isinstance(module, nn.GroupNorm):
+                if module.affine:
+                    module.weight.fill_(1.0)
+                    module.bias.zero_()
             elif next(module.parameters(recurse=False), None) is not None:
                 raise TypeError(f"no initialisation rule for {type(module).__name__}")
 
@@ -263,3 +270,28 @@ def _lenet_stack(
         nn.ReLU(),
         nn.Linear(84, num_classes),
     )
+
+
+@MODELS.register("resnet_gn", images=True)
+def _resnet_gn(
+    input_shape: tuple[int, ...], num_classes: int, *, depth: int = 8, width: int = 16, groups: int = 16
+) -> nn.Module:
+    """He et al.'s CIFAR ResNet with GroupNorm for DP-SGD (`dpfl.resnet`); ``depth=20`` is ResNet-20.
+
+    ``depth`` = 6n + 2 layers with weights (8, 14, 20, 32, …), n basic blocks in each of three
+    stages of ``width``, 2·``width`` and 4·``width`` channels; ``groups`` GroupNorm groups, a
+    divisor of ``width`` (16, as in De et al. 2022). ResNet-20 has 269,722 parameters on
+    3×32×32 inputs with 10 classes (He et al. 2016, §4.2: "0.27M"); the default ResNet-8,
+    small enough to train on a CPU, has 75,290. Any image side works: global average pooling
+    ends it.
+    """
+    lead, channels, _, _ = _image_input(input_shape, "resnet_gn")
+    for field, value in (("depth", depth), ("width", width), ("groups", groups)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpecError(f"model.{field}", f"must be a positive integer; got {value!r}.")
+    if depth < 8 or (depth - 2) % 6:
+        raise SpecError("model.depth", f"must be 6n + 2 for n ≥ 1 (8, 14, 20, 32, …); got {depth}.")
+    if width % groups:
+        raise SpecError("model.groups", f"must divide model.width ({width}); got {groups}.")
+    blocks = (depth - 2) // 6
+    return resnet.resnet_gn(lead, channels, num_classes, blocks_per_stage=blocks, width=width, groups=groups)

@@ -31,7 +31,8 @@ def test_every_registered_name_is_offered(options):
 def test_models_say_whether_they_take_hidden(options):
     models = {m["name"]: m for m in options["models"]}
     assert models["mlp"]["takes_hidden"] is True and models["mlp"]["options"] == {"hidden": [64]}
-    assert [n for n, m in models.items() if not m["takes_hidden"]] == ["cifar_cnn", "cnn", "lenet", "logreg"]
+    assert [n for n, m in models.items() if m["takes_hidden"]] == ["mlp"]
+    assert models["resnet_gn"]["options"] == {"depth": 8, "width": 16, "groups": 16}
     assert models["logreg"]["description"] == (
         "Softmax (multinomial logistic) regression: one linear layer on the flattened input."
     )

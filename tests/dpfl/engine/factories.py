@@ -14,6 +14,8 @@ CASES = {
     "cnn": {"input_shape": (1, 16, 16)},
     "lenet": {"input_shape": (12, 12)},
     "cifar_cnn": {"input_shape": (3, 16, 16)},
+    # residual blocks and GroupNorm, odd sides: the generic torch.func path
+    "resnet_gn": {"input_shape": (2, 9, 7), "width": 4, "groups": 2},
 }
 NUM_CLASSES = 3
 

@@ -194,7 +194,7 @@ def test_ghost_clipping_does_not_apply_to_dropout_or_batchnorm():
 
 
 def test_ghost_clipping_applies_to_linear_models_only():
-    assert [ghost_clipping_applies(model_and_layout(n)[0]) for n in ALL] == [False, False, False, True, True]
+    assert [n for n in ALL if ghost_clipping_applies(model_and_layout(n)[0])] == ["logreg", "mlp"]
     with pytest.raises(ValueError, match="method='ghost' needs a Sequential of Linear layers"):
         model, layout = model_and_layout("cnn")
         clipped_grad_sum(
