@@ -23,6 +23,7 @@ __all__ = ["FederatedData", "federate"]
 _IMAGE_SHAPES = {
     "mnist": (28, 28),
     "cifar10": (3, 32, 32),
+    "femnist": (28, 28),
     "svhn": (3, 32, 32),
     "usps": (16, 16),
     "digit_domains": (32, 32),

@@ -35,8 +35,8 @@ def spec(algorithm: str, **changes):
         (
             spec("gdp_gd", model={"name": "logreg"}, dataset={"name": "mnist"}),
             "dataset.name",
-            "must be a dataset with two classes for gdp_gd (one of adult, breast_cancer, csv, heart, "
-            "logistic); 'mnist' has 10.",
+            "must be a dataset with two classes for gdp_gd (one of adult, breast_cancer, creditcard, csv, "
+            "heart, logistic); 'mnist' has 10.",
         ),
         (spec("uldp_sgd"), "dataset.users", f"is required for uldp_sgd: {USERS}"),
         (spec("fedavg"), "privacy", "must be omitted: fedavg is not private."),
@@ -78,8 +78,8 @@ def test_a_csv_with_three_classes_is_refused_once_loaded(tmp_path):
         runner.prepare(given)
     assert (info.value.field, info.value.reason) == (
         "dataset.name",
-        "must be a dataset with two classes for gdp_gd (one of adult, breast_cancer, csv, heart, "
-        "logistic); 'csv' has 3.",
+        "must be a dataset with two classes for gdp_gd (one of adult, breast_cancer, creditcard, csv, "
+        "heart, logistic); 'csv' has 3.",
     )
 
 

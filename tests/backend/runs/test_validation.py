@@ -33,7 +33,7 @@ USERS_ADVICE = (
     "say who owns each record, e.g. `users: {kind: zipf, count: 100}` "
     "(kinds: uniform, balanced, zipf, natural)."
 )
-BINARY = "adult, breast_cancer, csv, heart, logistic"
+BINARY = "adult, breast_cancer, creditcard, csv, heart, logistic"
 
 
 def form_spec(name: str, **changes) -> dict:
@@ -248,8 +248,10 @@ def test_the_catalogue_says_what_each_algorithm_takes(client):
         "synthetic",
         "adult",
         "cifar10",
+        "creditcard",
         "csv",
         "digit_domains",
+        "femnist",
         "heart",
         "mnist",
         "svhn",
@@ -259,7 +261,7 @@ def test_the_catalogue_says_what_each_algorithm_takes(client):
     for name in ("gdp_localnewton", "gdp_gd", "localnewton"):
         entry = by_name[name]
         assert (entry["models"], entry["requires_users"], entry["binary_labels"]) == (["logreg"], False, True)
-        assert entry["datasets"] == ["breast_cancer", "logistic", "adult", "csv", "heart"]
+        assert entry["datasets"] == ["breast_cancer", "logistic", "adult", "creditcard", "csv", "heart"]
     for name in ("uldp_avg", "uldp_avg_w", "uldp_group", "uldp_sgd"):
         entry = by_name[name]
         assert (entry["models"], entry["datasets"]) == (registered_models(), bundled_first)

@@ -9,7 +9,7 @@ import pytest
 from dpfl.data import dataset_info, load_dataset, registered_datasets
 from tests.factories import data_dir
 
-FITTING = ["adult", "breast_cancer", "csv", "heart"]
+FITTING = ["adult", "breast_cancer", "creditcard", "csv", "heart"]
 
 
 def test_exactly_the_fitting_loaders_declare_unfitted_options():
