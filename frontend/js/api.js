@@ -75,6 +75,7 @@ export const api = {
   listSweeps: () => request("/sweeps"),
   getSweep: (id) => request(`/sweeps/${encodeURIComponent(id)}`),
   createSweep: (body) => post("/sweeps", body),
+  previewSweep: (body) => post("/sweeps/preview", body),
   summary: (id) => request(`/sweeps/${encodeURIComponent(id)}/summary`),
   tradeoffFigure: (params) => request(`/figures/tradeoff${query(params)}`),
   tradeoffPoints: (params) => request(`/figures/tradeoff/points${query(params)}`),

@@ -112,17 +112,23 @@ export function showRelevant(form, algorithm, catalogue) {
   for (const name of ["epsilon", "noise_multiplier", "mu"]) show(`privacy.${name}`, target === name);
 }
 
+/** Returns the params the form's inputs give for `algorithm` (those it shows); a blank or a clone's unset default is left out. */
+export function readParams(form, algorithm) {
+  const params = {};
+  for (const [key, schema] of Object.entries(algorithm?.params_schema?.properties ?? {})) {
+    const input = form.elements[`params.${key}`];
+    if (!input || input.value === "" || input.dataset.unsetDefault === input.value) continue;
+    params[key] = readParam(input.value, schema);
+  }
+  return params;
+}
+
 /** Returns the spec the form describes (the advanced box aside: see spec-fragment.js); hidden fields are left out. */
 export function readSpec(form, algorithms) {
   const v = (name) => form.elements[name]?.value ?? "";
   const num = (name) => (v(name) === "" ? undefined : Number(v(name)));
   const algorithm = algorithms.find((a) => a.name === v("algorithm"));
-  const params = {};
-  for (const [key, schema] of Object.entries(algorithm?.params_schema?.properties ?? {})) {
-    const input = form.elements[`params.${key}`];
-    if (v(`params.${key}`) === "" || input?.dataset.unsetDefault === v(`params.${key}`)) continue;
-    params[key] = readParam(v(`params.${key}`), schema);
-  }
+  const params = readParams(form, algorithm);
   /** The shown, filled options of the kind chosen in `<prefix>.kind`, as numbers. */
   const kindOptions = (prefix) => {
     const out = { kind: v(`${prefix}.kind`) };

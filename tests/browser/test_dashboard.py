@@ -107,7 +107,7 @@ def test_sweep_draws_one_trace_per_algorithm_with_bands_and_the_url_reproduces_i
     page: Page, server, browser
 ):
     page.goto("/#/new?mode=sweep")
-    fill_form(page, SMALL | {"sweep.epsilons": "1, 8", "sweep.seeds": "0, 1"})
+    fill_form(page, SMALL | {"sweep.privacy.epsilon": "1, 8", "sweep.seed": "0, 1"})
     page.click("button[type=submit]")
     # the Compare page may already have written its view into the URL (`?log=1&sweeps=…`) by the
     # time the wait looks: either form names the new sweep

@@ -29,6 +29,7 @@ def test_a_plugin_algorithm_is_in_the_form_and_trains(browser, tmp_path):
             "federated averaging, registered by a test · privacy: none · paper: a test's toy"
         )
         expect(page.locator(".projection")).to_have_text("not private: no ε is spent", timeout=20_000)
+        page.goto("/#/new?mode=sweep")  # and among a sweep's algorithms
         expect(page.locator(f"input[name='sweep.algorithms'][value='{NAME}']")).to_have_count(1)
         context.close()
         assert errors == []

@@ -4,8 +4,9 @@
 import { ApiError, api } from "../api.js";
 import { draw } from "../charts.js";
 import { deltaText, fmt, h, replace, setTitle } from "../dom.js";
-import { clearError, field, formErrors, kindOptionFields, NO_USERS, number, paramInputs, readSpec, select, showErrors, showRelevant } from "../spec-form.js";
+import { clearError, field, formErrors, kindOptionFields, NO_USERS, number, paramInputs, readParams, readSpec, select, showErrors, showRelevant } from "../spec-form.js";
 import { merge, parseFragment, unmodelled } from "../spec-fragment.js";
+import { showPreview, sweepSection } from "../sweep-form.js";
 import { current, go } from "../state.js";
 
 const EPS_MIN = 0.1, EPS_MAX = 100;
@@ -111,17 +112,6 @@ function kindDefaults(catalogue) {
   return { dataset: { partition: defaults(catalogue.partition_kinds), users: defaults(catalogue.user_kinds) } };
 }
 
-/** The sweep fieldset: the grid's ε values, algorithms and seeds. */
-function sweepFields(algorithms, initial, hidden) {
-  return h("fieldset", { class: "sweep", hidden }, h("legend", {}, "Sweep"),
-    field("ε values (comma-separated)", "grid.privacy.epsilon", h("input", { name: "sweep.epsilons", value: "0.5, 1, 2, 4, 8" })),
-    h("fieldset", { class: "field", dataset: { field: "grid.algorithm" } }, h("legend", {}, "algorithms"),
-      algorithms.map((a) => h("label", { class: "check" },
-        h("input", { type: "checkbox", name: "sweep.algorithms", value: a.name, checked: a.name === initial.algorithm || a.name === "fedavg" }), ` ${a.name}`)),
-      h("small", { class: "error" })),
-    field("seeds (comma-separated)", "grid.seed", h("input", { name: "sweep.seeds", value: "0, 1, 2" })));
-}
-
 /** The page's elements that its handlers fill: notes, the params box, the projection, the advanced box, the submit error. */
 const pageParts = () => ({
   about: h("p", { class: "muted about" }),
@@ -152,15 +142,18 @@ const submitLine = (sweepMode) => h("p", { class: "submit" }, h("button", { type
   h("a", { href: sweepMode ? "#/new" : "#/new?mode=sweep" }, sweepMode ? "single run instead" : "sweep instead"));
 
 /** The whole form: algorithm, data and advanced on the left; privacy, sweep, projection and submit on the right. */
-function buildForm({ algorithms, datasets, catalogue, initial, sweepMode }, parts, on) {
+function buildForm({ algorithms, datasets, catalogue, initial, sweep }, parts, on) {
   return h("form", { class: "spec", novalidate: true, onsubmit: (e) => { e.preventDefault(); on.submit(); }, oninput: (e) => { clearError(e.target); on.changed(); }, onchange: () => on.changed() },
     h("div", {}, algorithmFields(algorithms, initial, parts, on.switchAlgorithm), dataFields(initial, datasets, catalogue), advancedFields(parts.advanced)),
-    h("div", {}, privacyFields(initial.privacy, catalogue, () => on.changed()), sweepFields(algorithms, initial, !sweepMode),
-      h("h2", {}, "Before it runs"), parts.projectionState, parts.projection, parts.slowWarnings, parts.partitionChart, submitLine(sweepMode), parts.submitError));
+    h("div", {}, privacyFields(initial.privacy, catalogue, () => on.changed()), sweep?.el ?? null,
+      h("h2", {}, "Before it runs"), parts.projectionState, parts.projection, parts.slowWarnings, parts.partitionChart, submitLine(Boolean(sweep)), parts.submitError));
 }
 
-/** Returns a reader of the spec the form and the advanced box describe, or `null` with the errors shown beside their fields. */
-const specReader = (form, advanced, algorithms) => () => {
+/**
+ * Returns a reader of the spec the form and the advanced box describe, or `null` with the errors
+ * shown beside their fields; `more(spec)` adds the errors of fields beyond the spec (a sweep's lists).
+ */
+const specReader = (form, advanced, algorithms, more = () => ({})) => () => {
   const errors = formErrors(form);
   let fragment = {};
   try {
@@ -168,11 +161,13 @@ const specReader = (form, advanced, algorithms) => () => {
   } catch (err) {
     errors.advanced = err.message;
   }
+  const spec = merge(readSpec(form, algorithms), fragment);
+  Object.assign(errors, more(spec));
   if (Object.keys(errors).length) {
     showErrors(form, errors);
     return null;
   }
-  return merge(readSpec(form, algorithms), fragment);
+  return spec;
 };
 
 /** The projection as one line: σ and the projected ε (or "not private"), and the budget the run would use. */
@@ -184,17 +179,35 @@ function projectionText(p, datasetName) {
   return parts.join(" · ");
 }
 
+/** Returns what shows a run's projection: σ, the projected ε, the warnings and the partition's chart. */
+const runProjection = ({ projection, slowWarnings, partitionChart }) => async (spec, current) => {
+  const p = await api.project(spec);
+  if (!current()) return;
+  projection.textContent = projectionText(p, spec.dataset.name);
+  replace(slowWarnings,
+    ...(p.not_guaranteed ? [h("p", { class: "guarantee-warning error-text", role: "note" }, `Not guaranteed: ${p.not_guaranteed}; its ε would not bound what the run leaks.`)] : []),
+    ...(p.warnings ?? []).map((w) => h("p", { class: "slow-warning", role: "note" }, `Slow: ${w}.`)));
+  projection.dataset.noiseMultiplier = JSON.stringify(p.noise_multiplier);
+  if (p.partition_figure) await draw(partitionChart, p.partition_figure);
+};
+
+/** Returns what shows a sweep's preview: its runs, worker tasks and estimated time. */
+const sweepPreview = ({ projection }, request) => async (spec, current) => {
+  const preview = await api.previewSweep(request(spec));
+  if (current()) showPreview(projection, preview, spec.dataset.name);
+};
+
 /**
  * Returns `changed`: it shows the relevant fields, marks the shown projection stale and, 300 ms
- * after the last change, asks for a new one; an answer to an older form is dropped. The form is
- * counted when it changes, not when it is sent: an answer that arrives while a newer form waits
- * out its 300 ms is older too.
+ * after the last change, asks for a new one (`show(spec, current)`: a run's projection or a
+ * sweep's preview); an answer to an older form is dropped. The form is counted when it changes,
+ * not when it is sent: an answer that arrives while a newer form waits out its 300 ms is older too.
  */
-function projectionUpdater(form, { projection, projectionState, slowWarnings, partitionChart }, catalogue, chosen, specOrErrors) {
+function projectionUpdater(form, { projection, projectionState, slowWarnings }, relevant, specOrErrors, show) {
   let timer = null;
   let seq = 0;
   return () => {
-    showRelevant(form, chosen(), catalogue);
+    relevant();
     clearTimeout(timer);
     // the shown projection is for the form as it was: say so until the new one arrives
     projection.classList.add("stale");
@@ -209,21 +222,14 @@ function projectionUpdater(form, { projection, projectionState, slowWarnings, pa
         return;
       }
       try {
-        const p = await api.project(spec);
-        if (mine !== seq) return;
-        projection.textContent = projectionText(p, spec.dataset.name);
-        replace(slowWarnings,
-          ...(p.not_guaranteed ? [h("p", { class: "guarantee-warning error-text", role: "note" }, `Not guaranteed: ${p.not_guaranteed}; its ε would not bound what the run leaks.`)] : []),
-          ...(p.warnings ?? []).map((w) => h("p", { class: "slow-warning", role: "note" }, `Slow: ${w}.`)));
-        projection.dataset.noiseMultiplier = JSON.stringify(p.noise_multiplier);
-        if (p.partition_figure) await draw(partitionChart, p.partition_figure);
+        await show(spec, () => mine === seq);
         if (mine !== seq) return;
         projection.classList.remove("stale");
         projectionState.textContent = "";
       } catch (err) {
         if (mine !== seq) return;
         replace(slowWarnings);
-        projection.textContent = `Cannot project: ${err instanceof ApiError && err.status === 422 ? showErrors(form, err.fields) || "see the fields marked" : err.message}`;
+        projection.textContent = `Cannot project: ${err instanceof ApiError && err.status === 422 ? showErrors(form, formFieldNames(err.fields)) || "see the fields marked" : err.message}`;
         projection.classList.remove("stale");
         projectionState.textContent = "";
       }
@@ -232,11 +238,14 @@ function projectionUpdater(form, { projection, projectionState, slowWarnings, pa
   };
 }
 
-/** Returns the params renderer: the chosen algorithm's summary and inputs (a clone's values if it is the clone's algorithm), then a new projection. */
-const paramsRenderer = ({ about, paramBox }, base, chosen, changed) => () => {
+/**
+ * Returns the params renderer: the chosen algorithm's summary and inputs (a clone's values if it
+ * is the clone's algorithm, or those set for it earlier in a sweep), then a new projection.
+ */
+const paramsRenderer = ({ about, paramBox }, base, paramsBy, chosen, changed) => () => {
   const algorithm = chosen();
   about.textContent = `${algorithm.summary} · privacy: ${algorithm.notion} · paper: ${algorithm.paper}`;
-  const same = base && base.algorithm === algorithm.name ? base.params : null;
+  const same = paramsBy[algorithm.name] ?? (base && base.algorithm === algorithm.name ? base.params : null);
   replace(paramBox, paramInputs(algorithm, same));
   changed();
 };
@@ -262,26 +271,19 @@ function refuse(form, submitError, noun, message) {
   submitError.scrollIntoView({ block: "nearest" });
 }
 
-/** The sweep request: the form's spec as its base (its params for the chosen algorithm only) and the grid from the sweep fieldset. */
-function sweepRequest(form, spec) {
-  const list = (name) => form.elements[name].value.split(",").map((s) => s.trim()).filter(Boolean).map(Number);
-  const grid = { algorithm: [...form.querySelectorAll("input[name='sweep.algorithms']:checked")].map((b) => b.value),
-    "privacy.epsilon": list("sweep.epsilons"), seed: list("sweep.seeds") };
-  // The form's params belong to the chosen algorithm; the sweep's other algorithms keep their defaults.
-  const sweepBase = { ...spec, params: {}, params_by_algorithm: { [spec.algorithm]: spec.params },
-    privacy: spec.privacy ?? { epsilon: 1, delta: 1e-5 } };
-  return { base: sweepBase, grid };
-}
-
-/** A 422's field names as the form's: a sweep's `base.` prefix dropped, `params_by_algorithm.X.` read as `params.`. */
+/**
+ * A 422's field names as the form's: a sweep's `base.` prefix dropped, `params_by_algorithm.X.`
+ * read as `params.`, and an algorithm's own model shown beside the algorithms that chose it.
+ */
 const formFieldNames = (fields) => Object.fromEntries(Object.entries(fields).map(([k, m]) =>
-  [k.replace(/^base\./, "").replace(/^params_by_algorithm\.[^.]+\./, "params."), m]));
+  [k.replace(/^base\./, "").replace(/^params_by_algorithm\.[^.]+\./, "params.").replace(/^model_by_algorithm\..*/, "grid.algorithm"), m]));
 
 /** A random idempotency key (crypto.randomUUID needs a secure context; a server on a LAN address is not one). */
 const newKey = () => Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
 
-/** Returns the submit handler: it starts the run (or the sweep) and shows a refusal beside the fields and the button. */
-function submitHandler(form, submitError, sweepMode, specOrErrors) {
+/** Returns the submit handler: it starts the run (or the sweep: `request(spec)`) and shows a refusal beside the fields and the button. */
+function submitHandler(form, submitError, request, specOrErrors) {
+  const sweepMode = Boolean(request);
   const refused = (message) => refuse(form, submitError, sweepMode ? "sweep" : "run", message);
   const button = form.querySelector('button[type="submit"]');
   let inFlight = false;
@@ -300,7 +302,7 @@ function submitHandler(form, submitError, sweepMode, specOrErrors) {
         go(`runs/${run.id}`);
         return;
       }
-      const sweep = await api.createSweep(sweepRequest(form, spec));
+      const sweep = await api.createSweep(request(spec));
       go("compare", { sweep: sweep.id });
     } catch (err) {
       if (err instanceof ApiError && err.status === 422) {
@@ -325,26 +327,64 @@ function fillAdvanced(advanced, base, form, algorithms, catalogue) {
   advanced.value = Object.keys(rest).length ? JSON.stringify(rest, null, 1) : "";
 }
 
+/**
+ * A cloned sweep as the form shows it: a run spec of its first algorithm (with that algorithm's
+ * params and the grid's first privacy value, so the privacy target is the sweep's), and every
+ * algorithm's params, shared ones included.
+ */
+function sweepInitial(sweep) {
+  const { params_by_algorithm: own = {}, model_by_algorithm: models = {}, ...base } = sweep.base;
+  // shown first: an algorithm that runs with the base's model (the others keep their own)
+  const algorithm = base.algorithm ?? sweep.grid.algorithm?.find((n) => !models[n]) ?? sweep.grid.algorithm?.[0] ?? DEFAULT_SPEC.algorithm;
+  const names = sweep.grid.algorithm ?? [algorithm];
+  const paramsBy = Object.fromEntries(names.map((n) => [n, { ...base.params, ...own[n] }]));
+  const privacy = { ...(base.privacy ?? DEFAULT_SPEC.privacy) };
+  for (const target of ["epsilon", "noise_multiplier", "mu"]) {
+    if (sweep.grid[`privacy.${target}`]) {
+      for (const other of ["epsilon", "noise_multiplier", "mu"]) delete privacy[other];
+      privacy[target] = sweep.grid[`privacy.${target}`][0];
+    }
+  }
+  const spec = { ...DEFAULT_SPEC, ...base, algorithm, params: paramsBy[algorithm], privacy, model: models[algorithm] ?? base.model ?? DEFAULT_SPEC.model };
+  return { spec, paramsBy };
+}
+
 export async function render(root, { params }) {
   const [algorithms, { datasets }, catalogue] = await Promise.all([api.algorithms(), api.datasets(), api.options()]);
-  const base = params.from ? await api.spec(params.from) : null;
-  const initial = base ?? DEFAULT_SPEC;
   const sweepMode = current().params.mode === "sweep";
+  const base = params.from ? await api.spec(params.from) : null;
+  const cloned = sweepMode && params.sweep ? await api.getSweep(params.sweep) : null;
+  const fromSweep = cloned ? sweepInitial(cloned) : null;
+  const initial = base ?? fromSweep?.spec ?? DEFAULT_SPEC;
+  const paramsBy = { ...fromSweep?.paramsBy };  // a sweep's algorithms' params, set as each is chosen
   const parts = pageParts();
+  const sweep = sweepMode ? sweepSection({ algorithms, catalogue, datasets, spec: initial, sweep: cloned }) : null;
   // the handlers need the form, so its listeners reach them through these arrows (called only after render has made them)
-  const form = buildForm({ algorithms, datasets, catalogue, initial, sweepMode }, parts,
+  const form = buildForm({ algorithms, datasets, catalogue, initial, sweep }, parts,
     { changed: () => changed(), switchAlgorithm: () => switchAlgorithm(), submit: () => submit() });
   const chosen = () => algorithms.find((a) => a.name === form.elements.algorithm.value);
-  const specOrErrors = specReader(form, parts.advanced, algorithms);
-  const changed = projectionUpdater(form, parts, catalogue, chosen, specOrErrors);
-  const renderParams = paramsRenderer(parts, base, chosen, changed);
-  /** A new algorithm: the model, dataset and users it accepts, its params, and a line saying what moved. */
-  const switchAlgorithm = () => { parts.switched.textContent = fitTo(form, chosen()).join("; "); renderParams(); };
-  const submit = submitHandler(form, parts.submitError, sweepMode, specOrErrors);
+  const request = sweep ? (spec) => sweep.request(form, spec, paramsBy) : null;
+  const specOrErrors = specReader(form, parts.advanced, algorithms, sweep ? (spec) => sweep.errors(form, spec) : undefined);
+  const relevant = () => { showRelevant(form, chosen(), catalogue); sweep?.relevant(form); };
+  const changed = projectionUpdater(form, parts, relevant, specOrErrors, sweep ? sweepPreview(parts, request) : runProjection(parts));
+  const renderParams = paramsRenderer(parts, base ?? fromSweep?.spec, paramsBy, chosen, changed);
+  let shown = chosen().name;
+  /** A new algorithm: the model, dataset and users it accepts, its params, and a line saying what moved; in a sweep, the params set for the one before are kept and the new one is ticked. */
+  const switchAlgorithm = () => {
+    if (sweep) {
+      paramsBy[shown] = readParams(form, algorithms.find((a) => a.name === shown));
+      form.querySelector(`input[name='sweep.algorithms'][value='${chosen().name}']`).checked = true;
+    }
+    shown = chosen().name;
+    parts.switched.textContent = fitTo(form, chosen()).join("; ");
+    renderParams();
+  };
+  const submit = submitHandler(form, parts.submitError, request, specOrErrors);
 
-  replace(root, h("h1", {}, sweepMode ? "New sweep" : (base ? `New run (from ${params.from})` : "New run")), form);
+  const heading = sweepMode ? (cloned ? `New sweep (from ${cloned.name || cloned.id})` : "New sweep") : base ? `New run (from ${params.from})` : "New run";
+  replace(root, h("h1", {}, heading), form);
   fitTo(form, chosen());  // disables what the algorithm does not accept (a clone's choices are accepted ones)
   renderParams();
-  if (base) fillAdvanced(parts.advanced, base, form, algorithms, catalogue);
+  if (base ?? fromSweep) fillAdvanced(parts.advanced, base ?? fromSweep.spec, form, algorithms, catalogue);
   setTitle(sweepMode ? "New sweep" : "New run", root);
 }

@@ -64,7 +64,7 @@ export async function showSweep(panel, id, onChange = () => {}) {
       onChange();
       return saved;
     }).el,
-    h("div", { class: "toolbar" }, archive, archiveState),
+    h("div", { class: "toolbar" }, archive, h("a", { href: `#/new?mode=sweep&sweep=${encodeURIComponent(id)}`, class: "clone-sweep" }, "Clone sweep"), archiveState),
     h("h3", {}, "How its runs train"), batchList(sweep),
     // one above the other, full width: a parcoords axis per varying parameter needs the room
     h("h3", {}, "Hyperparameters of each run"), parcoords,
