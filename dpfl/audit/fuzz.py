@@ -39,6 +39,7 @@ from dpfl.algorithms import Algorithm, algorithm_class
 from dpfl.algorithms.voting.cache import clear_vote_cache
 from dpfl.algorithms.voting.split import carve_public_pool
 from dpfl.audit.coverage import Coverage, all_records
+from dpfl.audit.local import LOCAL_COVERAGE
 from dpfl.audit.neighbours import (
     Neighbours,
     agent_neighbours,
@@ -53,6 +54,7 @@ from dpfl.audit.neighbours import (
     user_neighbours,
 )
 from dpfl.engine.release import Release, tap
+from dpfl.errors import SpecError
 from dpfl.federation import FederatedData
 from dpfl.privacy.events import (
     ComposedEvent,
@@ -67,7 +69,16 @@ from dpfl.privacy.events import (
 )
 from dpfl.spec import RunSpec, parse_spec
 
-__all__ = ["COVERAGE", "NOT_COVERED", "Coverage", "ReleaseGap", "coverage_of", "fixed_sample_spec", "fuzz"]
+__all__ = [
+    "COVERAGE",
+    "NOT_COVERED",
+    "Coverage",
+    "ReleaseGap",
+    "check_auditable",
+    "coverage_of",
+    "fixed_sample_spec",
+    "fuzz",
+]
 
 TOLERANCE = 1e-4
 """A ratio up to 1 + TOLERANCE is sound: releases are float32 sums of clipped rows, each rounded
@@ -161,6 +172,23 @@ def coverage_of(name: str) -> Coverage | None:
     else what its class declares (`Algorithm.audit_coverage`, how a plugin declares it); None when
     it is not covered."""
     return COVERAGE.get(name) or algorithm_class(name).audit_coverage
+
+
+def check_auditable(name: str) -> None:
+    """Raises SpecError naming `algorithm` for an algorithm the auditor cannot audit: one that is
+    not private (nothing to audit), or one that is private but declares no coverage ("not
+    auditable yet", never "not private"). Here, not in `rounds`, so that every run's projection
+    asks it without loading the trials' statistics (scipy.stats; issue 43)."""
+    if name in LOCAL_COVERAGE or coverage_of(name) is not None:
+        return
+    if algorithm_class(name).notion == "none":
+        raise SpecError(
+            "algorithm", f"{name!r} is not private: it releases without noise, so there is nothing to audit."
+        )
+    why = NOT_COVERED.get(
+        name, "it declares no audit coverage (`Algorithm.audit_coverage`, a `dpfl.audit.coverage.Coverage`)"
+    )
+    raise SpecError("algorithm", f"{name!r} is not auditable yet: {why}.")
 
 
 @dataclass(frozen=True)

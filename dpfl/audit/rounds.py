@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from dpfl.algorithms import algorithm_class
 from dpfl.audit.blackbox import BlackBoxAudit, black_box
-from dpfl.audit.fuzz import NOT_COVERED, TOLERANCE, ReleaseGap, coverage_of, fixed_sample_spec, fuzz
+from dpfl.audit.fuzz import TOLERANCE, ReleaseGap, check_auditable, coverage_of, fixed_sample_spec, fuzz
 from dpfl.audit.local import LOCAL_COVERAGE, local_randomizer_audit
 from dpfl.audit.statistics import epsilon_lower_bound
 from dpfl.audit.trials import projected_trials
@@ -246,22 +245,6 @@ def _bounds(
             epsilon_lower_bound(a, b, delta=delta, confidence=SINGLE_CONFIDENCE).epsilon for a, b in samples
         ),
     }
-
-
-def check_auditable(name: str) -> None:
-    """Raises SpecError naming `algorithm` for an algorithm the auditor cannot audit: one that is
-    not private (nothing to audit), or one that is private but declares no coverage ("not
-    auditable yet", never "not private")."""
-    if name in LOCAL_COVERAGE or coverage_of(name) is not None:
-        return
-    if algorithm_class(name).notion == "none":
-        raise SpecError(
-            "algorithm", f"{name!r} is not private: it releases without noise, so there is nothing to audit."
-        )
-    why = NOT_COVERED.get(
-        name, "it declares no audit coverage (`Algorithm.audit_coverage`, a `dpfl.audit.coverage.Coverage`)"
-    )
-    raise SpecError("algorithm", f"{name!r} is not auditable yet: {why}.")
 
 
 def audit_json(audits: Sequence[ReleaseAudit], black: BlackBoxAudit | None = None) -> dict[str, Any]:

@@ -7,7 +7,7 @@ in order. Every transform is fitted on the training rows only.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -16,9 +16,19 @@ from dpfl.data.dataset import Dataset
 from dpfl.errors import SpecError
 from dpfl.registry import Registry
 
-__all__ = ["apply_features", "binary_labels", "feature_transforms", "pca", "pca_components"]
+__all__ = ["PcaFit", "apply_features", "binary_labels", "feature_transforms", "pca", "pca_components"]
 
 _ROW_BLOCK = 8192
+
+
+@dataclass(frozen=True)
+class PcaFit:
+    """A PCA fitted before, as `pca` applies it: the training mean (float32 [d]) and the top
+    components (float32 [k, d], rows in decreasing variance, signs as `pca_components` fixes
+    them). Serves `pca: j` for every j ≤ k: a component does not depend on how many are asked."""
+
+    mean: np.ndarray
+    components: np.ndarray
 
 
 def pca_components(x_train: np.ndarray, num_components: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -47,12 +57,14 @@ def pca_components(x_train: np.ndarray, num_components: int) -> tuple[np.ndarray
     return mean, components, eigenvalues[:num_components] / max(len(x_train) - 1, 1)
 
 
-def pca(dataset: Dataset, num_components: int) -> Dataset:
+def pca(dataset: Dataset, num_components: int, *, fit: PcaFit | None = None) -> Dataset:
     """Returns the dataset projected on its top ``num_components`` principal components.
 
     Fitted on ``x_train`` only; both splits are centred by the training mean and projected
     (the ISRL-DP paper's MNIST setting is 784 -> 50, reference/000_isrl_dp.md §6.2). Labels
     and groupings are unchanged; features become ``pc1 .. pck`` (float32, not whitened).
+    ``fit``: this very ``x_train``'s fit, computed before (`dpfl.data.fits`: shipped for a dataset
+    fixed by checksum); used when it holds enough components, else the rows are fitted.
 
     Raises:
         SpecError: ``num_components`` is not in [1, min(num_train, num_features)].
@@ -68,9 +80,13 @@ def pca(dataset: Dataset, num_components: int) -> Dataset:
             f"must be an integer in [1, {upper}] (at most the number of "
             f"training rows and of features of {dataset.name!r}); got {num_components!r}.",
         )
-    mean, components, _ = pca_components(dataset.x_train, int(num_components))
-    basis = components.T.astype(np.float32)
-    shift = mean.astype(np.float32)
+    k = int(num_components)
+    if fit is not None and len(fit.components) >= k and fit.mean.shape == (dataset.num_features,):
+        shift, basis = fit.mean, fit.components[:k].T  # the layout the fitted branch gives
+    else:
+        mean, components, _ = pca_components(dataset.x_train, k)
+        basis = components.T.astype(np.float32)
+        shift = mean.astype(np.float32)
     return dataset.with_features(
         x_train=(dataset.x_train - shift) @ basis,
         x_test=(dataset.x_test - shift) @ basis,
@@ -105,6 +121,7 @@ def binary_labels(dataset: Dataset, positive: Sequence[int]) -> Dataset:
         y_train=np.isin(dataset.y_train, classes).astype(np.int64),
         y_test=np.isin(dataset.y_test, classes).astype(np.int64),
         num_classes=2,
+        class_names=None,
     )
 
 
@@ -119,12 +136,21 @@ def feature_transforms() -> list[str]:
     return FEATURE_TRANSFORMS.names()
 
 
-def apply_features(dataset: Dataset, features: Mapping[str, Any]) -> Dataset:
+def apply_features(
+    dataset: Dataset, features: Mapping[str, Any], *, fits: Mapping[str, Any] | None = None
+) -> Dataset:
     """Returns ``dataset`` with each named transform applied in order, e.g. ``{"pca": 50}``.
+
+    ``fits``: fits of transforms on this very dataset as loaded (`dpfl.data.fits.shipped_fits`),
+    by transform name; only the first transform sees the data they were fitted on.
 
     Raises:
         UnknownNameError: a name is not a feature transform; the message lists them.
     """
-    for name, argument in features.items():
-        dataset = FEATURE_TRANSFORMS[name](dataset, argument)
+    for i, (name, argument) in enumerate(features.items()):
+        transform = FEATURE_TRANSFORMS[name]
+        if i == 0 and fits and name in fits:
+            dataset = transform(dataset, argument, fit=fits[name])
+        else:
+            dataset = transform(dataset, argument)
     return dataset

@@ -76,3 +76,25 @@ def test_privacy_commands_load_the_accountants_but_not_torch():
     assert loaded(*argv) == ["dp_accounting", "scipy"]
     assert loaded(*argv, heavy=NOT_FOR_RDP) == []
     assert "torch" not in loaded("privacy", "vote", "--sigma", "40", "--queries", "100", "--delta", "1e-5")
+
+
+PROJECTION = """
+import json, sys
+from dpfl.runner import prepare, project
+from tests.factories import isrl_digits_spec
+project(prepare(isrl_digits_spec(dataset={{"name": "synthetic", "silos": 10}})))
+print(json.dumps(sorted(m for m in {heavy} if m in sys.modules)), file=sys.stderr)
+"""
+
+
+def test_a_projection_loads_neither_the_auditors_statistics_nor_the_pld():
+    # its caveats ask whether the auditor covers the algorithm (dpfl.projection.auditable); that
+    # once loaded the trials' statistics, scipy.stats: about 1 s of every run's set-up (issue 43)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROJECTION.format(heavy=NOT_FOR_RDP)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == []

@@ -80,7 +80,8 @@ def load_mnist(*, search_dirs: Sequence[Path], cache_dir: Path | None, download:
 
     def images(name: str) -> np.ndarray:
         pixels = read_idx(paths[f"mnist/{name}"], magic=_IMAGES_MAGIC)
-        return (pixels.reshape(len(pixels), -1).astype(np.float32)) / np.float32(255.0)
+        # one pass, no float32 temporary: the same values as astype(float32) / 255
+        return np.divide(pixels.reshape(len(pixels), -1), np.float32(255.0), dtype=np.float32)
 
     def labels(name: str) -> np.ndarray:
         return read_idx(paths[f"mnist/{name}"], magic=_LABELS_MAGIC).astype(np.int64)
