@@ -12,12 +12,14 @@ from backend.figures.router import router as figures
 from backend.health.router import router as health
 from backend.options.router import router as options
 from backend.privacy.router import router as privacy
+from backend.runs.ingest import router as ingest
 from backend.runs.router import router as runs
 from backend.sweeps.router import router as sweeps
 
 api = APIRouter(prefix="/api", dependencies=[Depends(refuse_nul), Depends(refuse_repeats)])
 for router in (
     runs,
+    ingest,
     audits,
     budgets,
     sweeps,

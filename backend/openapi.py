@@ -4,7 +4,9 @@ fuzzer, sends what the server takes and nothing it refuses.
 What FastAPI's schema cannot say on its own is completed here, once, when the schema is built:
 
 - run and projection bodies are the RunSpec (`backend.deps.SpecBody` reads them as JSON objects,
-  so that a bad field is our 422 naming it), with `algorithm` one of the registered names;
+  so that a bad field is our 422 naming it), with `algorithm` one of the registered names; a run
+  body may instead be an ExternalRun, and external runs' rounds, ends and imports have theirs
+  (`dpfl.external`), each event an object with a registered `kind`;
 - an `accountant` parameter is one of the registered accountants (a plugin may add one, so the
   names are read when the schema is built);
 - no string may hold NUL (`backend.deps.refuse_nul` refuses it everywhere: Postgres cannot store it).
@@ -17,7 +19,9 @@ from typing import Any
 from fastapi import FastAPI
 
 from dpfl.algorithms import registered_algorithms
+from dpfl.external import ExternalImport, ExternalRun, ReportedRound, RunEnd
 from dpfl.privacy.accountants import registered_accountants
+from dpfl.privacy.events import event_kinds
 from dpfl.spec import RunSpec
 
 __all__ = ["NO_NUL", "complete_schema"]
@@ -38,6 +42,13 @@ def complete_schema(app: FastAPI) -> None:
         spec = RunSpec.model_json_schema(ref_template="#/components/schemas/{model}")
         spec["properties"]["algorithm"]["enum"] = registered_algorithms()
         components.update(spec.pop("$defs", {}) | {"RunSpec": spec})
+        for model in (ExternalRun, ReportedRound, RunEnd, ExternalImport):
+            external = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(external.pop("$defs", {}) | {model.__name__: external})
+        parties = components["ReportedRound"]["properties"]["events"]
+        parties["additionalProperties"] = False  # a party name outside the pattern is refused
+        for events in parties["patternProperties"].values():
+            events["items"] |= {"properties": {"kind": {"enum": event_kinds()}}, "required": ["kind"]}
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():
                 for parameter in operation.get("parameters", []):

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from backend import budgets
 from backend.db import utcnow
 from backend.errors import Conflict, TooManyRequests
-from backend.models import Audit, AuditStatus, WorkerBeat
+from backend.models import Audit, AuditStatus, RunSource, WorkerBeat
 from backend.runs.service import get_run
 from backend.settings import Settings
 from dpfl.audit.rounds import check_auditable
@@ -35,13 +35,18 @@ def create_audit(
 
     Raises:
         NotFound: no run with this id.
-        Conflict: the run is not private, its algorithm has no audit coverage, its dataset
-            has a budget (the audit releases round 1 many times on the private data, unaccounted),
+        Conflict: the run is external or not private, its algorithm has no audit coverage, its
+            dataset has a budget (the audit releases round 1 many times on the private data, unaccounted),
             or it is being audited already.
         TooManyRequests: `max_open_audits` audits are queued or running (429): each can take a
             worker for long and gigabytes of memory, so they do not pile up.
     """
     run = get_run(session, run_id)
+    if run.source == RunSource.external:
+        raise Conflict(
+            f"run {run_id!r} was executed outside this server (ledger as reported): without its code "
+            "and data there is nothing to audit"
+        )
     if run.notion == "none":
         raise Conflict(
             f"run {run_id!r} is not private ({run.algorithm} releases without noise); "

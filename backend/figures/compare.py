@@ -169,6 +169,8 @@ def _series(
             parts.append(configs[r.id].label)
         if r.protected:  # charged to a budget, noise from a secret key: never averaged with simulations
             parts.append("protected")
+        if r.spec.get("source") == "external":  # executed elsewhere, ledger as reported: marked
+            parts.append("external")
         names[r.id] = " · ".join(parts)
     return names
 

@@ -4,7 +4,7 @@ from backend.models.audit import Audit, AuditStatus
 from backend.models.budget import Budget, BudgetCharge
 from backend.models.ledger_event import LedgerEventRow
 from backend.models.round_metric import RoundMetric
-from backend.models.run import CLAIMED, LIVE, Run, RunStatus
+from backend.models.run import CLAIMED, LIVE, Run, RunSource, RunStatus
 from backend.models.sweep import Sweep
 from backend.models.worker import WorkerBeat
 
@@ -18,6 +18,7 @@ __all__ = [
     "LedgerEventRow",
     "RoundMetric",
     "Run",
+    "RunSource",
     "RunStatus",
     "Sweep",
     "WorkerBeat",

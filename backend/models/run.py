@@ -13,7 +13,12 @@ from sqlalchemy.orm import Mapped, column_property, mapped_column
 from backend.db import Base, UtcDateTime, utcnow
 from backend.models.sweep import Sweep
 
-__all__ = ["CLAIMED", "LIVE", "Run", "RunStatus"]
+__all__ = ["CLAIMED", "LIVE", "Run", "RunSource", "RunStatus"]
+
+
+class RunSource(enum.StrEnum):
+    native = "native"  # run by our workers from its spec
+    external = "external"  # executed elsewhere, its rounds and ledger logged through the API
 
 
 class RunStatus(enum.StrEnum):
@@ -71,6 +76,12 @@ class Run(Base):
     target_epsilon: Mapped[float | None] = mapped_column(Float)
     projected_epsilon: Mapped[float | None] = mapped_column(Float)
     epsilon: Mapped[float | None] = mapped_column(Float)
+    # An external run: where it came from, and the ε its own tool reported (shown beside ours,
+    # never used as its ε: that is always recomputed from its ledger).
+    source: Mapped[str] = mapped_column(
+        String(16), default=RunSource.native, server_default=RunSource.native.value, index=True
+    )
+    reported_epsilon: Mapped[float | None] = mapped_column(Float)
     delta: Mapped[float | None] = mapped_column(Float)
     accountant: Mapped[str | None] = mapped_column(String(16))
     noise_multiplier: Mapped[Any] = mapped_column(JSON, nullable=True)

@@ -10,15 +10,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from sqlalchemy.exc import IntegrityError
 
-from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, SpecBody, WriteGuard
+from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
 from backend.dispatch import send
 from backend.models import Run
-from backend.runs import listing, pages, service
+from backend.runs import ingest, listing, pages, service
 from backend.runs.filters import MAX_FILTER_CHARS
 from backend.runs.listing import SORTS, Archived, RunQuery
 from backend.runs.schemas import LedgerRead, MetricRead, RunDetail, RunPage, RunPatch, RunRead
@@ -26,6 +26,18 @@ from dpfl.formats import cell_text
 from dpfl.spec import parse_spec
 
 router = APIRouter(prefix="/runs", tags=["runs"])
+
+# A RunSpec (run by this server), or an ExternalRun (`source: external`, logged from elsewhere);
+# read as a JSON object so that a bad field is our 422 naming it (`backend.openapi` adds both schemas).
+RunBody = Annotated[
+    dict[str, Any],
+    Body(
+        description="a RunSpec, or an ExternalRun (`source: external`)",
+        json_schema_extra={
+            "anyOf": [{"$ref": "#/components/schemas/RunSpec"}, {"$ref": "#/components/schemas/ExternalRun"}]
+        },
+    ),
+]
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"description": "no run with this id"},
@@ -62,7 +74,7 @@ def create_run(
     response: Response,
     session: SessionDep,
     settings: SettingsDep,
-    spec: SpecBody,
+    spec: RunBody,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -77,7 +89,11 @@ def create_run(
     """Validate a run spec, reserve its projected ε against the dataset budget, and queue it.
 
     201 means the run is admitted and will run: if the broker cannot be reached now, the run
-    stays queued and its message is sent when the broker is back (`dispatch_timeout_s`)."""
+    stays queued and its message is sent when the broker is back (`dispatch_timeout_s`).
+    A body with `source: external` describes a run executed elsewhere: it is added, running,
+    and never queued (`backend.runs.ingest`)."""
+    if spec.get("source") == "external":
+        return ingest.create(response, session, settings, spec, idempotency_key)
     parsed = parse_spec(spec)
 
     def replayed() -> Run | None:

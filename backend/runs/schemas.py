@@ -17,6 +17,7 @@ __all__ = [
     "LedgerRead",
     "MetricRead",
     "Projection",
+    "RoundRecorded",
     "RunDetail",
     "RunPage",
     "RunPatch",
@@ -120,6 +121,12 @@ class RunRead(BaseModel):
     epsilon: float | None
     delta: float | None
     accountant: str | None
+    source: str = Field(
+        "native", description="`native`: run by this server; `external`: logged from elsewhere"
+    )
+    reported_epsilon: float | None = Field(
+        None, description="an external run's ε as its own tool reported it (ours is `epsilon`)"
+    )
     noise_multiplier: Any
     final_accuracy: float | None
     final_loss: float | None
@@ -166,6 +173,15 @@ class RunDetail(RunRead):
         if self.notion == "none":
             return None
         return no_better_than_guessing(self.final_accuracy, run_baseline(self.diagnostics))
+
+
+class RoundRecorded(BaseModel):
+    """POST /api/runs/{id}/rounds: the round as stored, and the run's ε recomputed after it."""
+
+    round: int
+    epsilon: float | None = Field(description="the run's ε after this round, by our accountant")
+    reported_epsilon: float | None = Field(description="the ε its tool last reported")
+    replayed: bool = Field(description="true: this round was stored before, by the same request")
 
 
 class RunPage(BaseModel):

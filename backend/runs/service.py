@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from backend import budgets
 from backend.datasets.service import check_dataset_files
 from backend.errors import Conflict, NotFound, ParameterError
-from backend.models import CLAIMED, BudgetCharge, LedgerEventRow, RoundMetric, Run, RunStatus
+from backend.models import CLAIMED, BudgetCharge, LedgerEventRow, RoundMetric, Run, RunSource, RunStatus
 from backend.privacy import bounded
 from backend.runs.schemas import LedgerRead, Projection
 from backend.settings import Settings
@@ -277,13 +277,14 @@ def get_run(session: Session, run_id: str) -> Run:
 
 
 def cancel_run(session: Session, run_id: str) -> Run:
-    """Cancels a queued run at once (refunding its reservation) or asks a running one to stop."""
+    """Cancels a queued or external run at once (refunding a reservation) or asks a running one to stop."""
     run = get_run(session, run_id)
     if RunStatus(run.status).finished:
         raise Conflict(
             f"run {run_id!r} is already {run.status}; only queued or running runs can be cancelled"
         )
-    if run.status == RunStatus.queued:
+    if run.status == RunStatus.queued or run.source == RunSource.external:
+        # an external run has no worker to ask: it ends here, and takes no more rounds
         run.status = RunStatus.cancelled
         run.finished_at = dt.datetime.now(dt.UTC)
         budgets.settle(session, run_id=run.id, spent=0.0)
@@ -397,7 +398,8 @@ def requeue_stale(session: Session, *, settings: Settings) -> list[str]:
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=settings.heartbeat_timeout_s)
     stale = session.scalars(
         select(Run)
-        .where(Run.status.in_(CLAIMED), Run.heartbeat_at < cutoff)
+        # an external run has no worker (and no heartbeat): its own code ends it
+        .where(Run.status.in_(CLAIMED), Run.source == RunSource.native, Run.heartbeat_at < cutoff)
         .with_for_update(skip_locked=True)
     ).all()
     again = []

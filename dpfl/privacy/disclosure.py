@@ -28,7 +28,14 @@ __all__ = ["DIAGNOSTICS_LABEL", "Caveat", "CaveatKind", "split_metrics"]
 DIAGNOSTICS_LABEL = "not private: computed from the private data without noise, not covered by the ledger's ε"
 
 CaveatKind = Literal[
-    "simulation", "preprocessing", "trusted", "approximation", "data_dependent", "evaluation", "unaudited"
+    "simulation",
+    "preprocessing",
+    "trusted",
+    "approximation",
+    "data_dependent",
+    "evaluation",
+    "unaudited",
+    "reported",
 ]
 
 
@@ -39,7 +46,8 @@ class Caveat:
     Attributes:
         kind: `simulation` (noise regenerable from the spec's seed), `preprocessing` (a
             transform fitted on private rows), `trusted` (a component the guarantee trusts),
-            `approximation`, or `data_dependent` (a choice read from private data).
+            `approximation`, `data_dependent` (a choice read from private data), or `reported`
+            (an external run's ledger, as its own code reported it).
         text: one sentence, for the API, the CLI and the run page.
         breaks_guarantee: True when the ledger's ε does not bound what the run leaks.
     """

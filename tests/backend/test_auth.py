@@ -63,6 +63,9 @@ def test_every_guarded_route_documents_401_in_openapi(strict):
     assert guarded == {
         ("POST", "/api/runs"),
         ("POST", "/api/runs/{run_id}/cancel"),
+        ("POST", "/api/runs/{run_id}/rounds"),
+        ("POST", "/api/runs/{run_id}/finish"),
+        ("POST", "/api/runs/import"),
         ("DELETE", "/api/runs/{run_id}"),
         ("PATCH", "/api/runs/{run_id}"),
         ("PATCH", "/api/sweeps/{sweep_id}"),

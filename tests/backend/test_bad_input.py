@@ -207,9 +207,15 @@ def test_archived_takes_true_or_false_only(quiet):
 def test_the_schema_says_what_the_checks_take(quiet):
     """A run spec body is the RunSpec, not any object; `sort` is an enum of the keys the list sorts by."""
     schema = quiet.get("/openapi.json").json()
-    for path in ("/api/runs", "/api/privacy/project"):
-        body = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
-        assert body["$ref"] == "#/components/schemas/RunSpec", body
+    body = schema["paths"]["/api/privacy/project"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"]["$ref"] == "#/components/schemas/RunSpec", body
+    # a run is a RunSpec, or an ExternalRun executed elsewhere (issue 45)
+    body = schema["paths"]["/api/runs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["anyOf"] == [
+        {"$ref": "#/components/schemas/RunSpec"},
+        {"$ref": "#/components/schemas/ExternalRun"},
+    ], body
+    assert schema["components"]["schemas"]["ExternalRun"]["properties"]["source"]["const"] == "external"
     spec = schema["components"]["schemas"]["RunSpec"]
     assert spec["required"] == ["algorithm"] and spec["additionalProperties"] is False
     assert spec["properties"]["privacy"]["anyOf"][0] == {"$ref": "#/components/schemas/PrivacySpec"}
