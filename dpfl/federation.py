@@ -43,6 +43,7 @@ class FederatedData:
         label_histogram: [silos, classes] record counts, for the dashboard's partition chart.
         users: the user of every silo's records (user-level DP), or None.
         fitted: what was fitted on the training rows without noise (`Dataset.fitted`).
+        class_names: one name per class (`Dataset.class_names`), or None for ``class 0``, ….
     """
 
     x_train: torch.Tensor
@@ -55,6 +56,7 @@ class FederatedData:
     label_histogram: np.ndarray
     users: UserAllocation | None = None
     fitted: tuple[str, ...] = ()
+    class_names: tuple[str, ...] | None = None
 
     @classmethod
     def build(
@@ -79,6 +81,7 @@ class FederatedData:
             label_histogram=partition.label_histogram(),
             users=users,
             fitted=dataset.fitted,
+            class_names=dataset.class_names,
         )
 
     def to(self, device: torch.device) -> FederatedData:

@@ -142,6 +142,7 @@ class RunResult:
     final_params: torch.Tensor | None = None  # the server's model after the last round, flat [P]
     # diagnostic: records per class of the evaluation set, for the majority-class baseline; None when withheld
     test_label_histogram: list[int] | None = None
+    class_names: tuple[str, ...] | None = None  # the classes' own names (a CSV's label values)
 
     @property
     def final(self) -> RoundRecord | None:
@@ -194,6 +195,7 @@ class RunResult:
             "label_histogram": None if self.label_histogram is None else self.label_histogram.tolist(),
             "users": self.users,
             "test_label_histogram": self.test_label_histogram,
+            "class_names": None if self.class_names is None else list(self.class_names),
         }
 
 

@@ -430,6 +430,7 @@ def _result(run: Started) -> RunResult:
         test_label_histogram=None
         if withhold
         else torch.bincount(data.y_test, minlength=data.num_classes).tolist(),
+        class_names=data.class_names,
     )
 
 

@@ -39,6 +39,7 @@ from backend.settings import Settings
 from dpfl.algorithms import algorithm_class
 from dpfl.data import dataset_info, registered_datasets
 from dpfl.data.identity import data_digests, file_digest
+from dpfl.data.uploads import dataset_label
 from dpfl.formats import number_text
 from dpfl.spec import RunSpec
 
@@ -62,8 +63,11 @@ log = logging.getLogger(__name__)
 def budget_name(spec: RunSpec, settings: Settings) -> str:
     """Returns the name a run's data is shown under: an upload's own name for a CSV from the
     upload store (every upload runs through the `csv` loader, yet each is its own data), else
-    the dataset's name."""
+    the dataset's name (`dpfl.data.uploads.dataset_label`; a spec from before uploads were named
+    gives the stored file's path)."""
     ds = spec.dataset
+    if (label := dataset_label(ds.name, ds.options)) != ds.name:
+        return label  # named by its upload
     path = ds.options.get("path") if ds.name == "csv" else None
     if isinstance(path, str) and path:
         resolved = Path(path).resolve()
@@ -79,7 +83,7 @@ def covering(session: Session, spec: RunSpec, settings: Settings) -> str | None:
         Conflict: the spec reads records of two budgets (409): a run is charged to one.
     """
     ds = spec.dataset
-    digests = data_digests(ds.name, ds.options, search_dirs=settings.data_dirs)
+    digests = data_digests(ds.name, ds.options, search_dirs=settings.data_dirs, cache_dir=settings.cache_dir)
     found = [b.dataset for b in _budgets(session, settings) if digests & set(b.digests or ())]
     if len(found) > 1:
         raise Conflict(

@@ -20,11 +20,15 @@ UPLOAD_BODY = {
             "multipart/form-data": {
                 "schema": {
                     "type": "object",
-                    "required": list(upload.FIELDS),
+                    "required": list(upload.REQUIRED),
                     "properties": {
                         "file": {"type": "string", "format": "binary", "description": "a CSV file"},
                         "name": {"type": "string", "pattern": service.NAME.pattern, "maxLength": 40},
                         "label": {"type": "string", "minLength": 1, "description": "the label column"},
+                        "user_id": {
+                            "type": "string",
+                            "description": "the column of user ids, for user-level DP (optional)",
+                        },
                     },
                 }
             }
@@ -53,7 +57,8 @@ def list_datasets(settings: SettingsDep) -> Any:
     openapi_extra=UPLOAD_BODY,
 )
 async def upload_dataset(request: Request, settings: SettingsDep) -> Any:
-    """Store an uploaded CSV (multipart fields file, name, label) once the csv loader accepts it."""
+    """Store an uploaded CSV (multipart fields file, name, label, optional user_id) once the csv
+    loader accepts it; a spec then names it as `{"name": "csv", "options": {"upload": name}}`."""
     with service.staging(settings) as folder:
         form = await upload.receive(request, target=folder / "upload.csv", limit=settings.max_upload_bytes)
         return await run_in_threadpool(service.store_upload, settings, form=form)

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-__all__ = ["DatasetList", "DatasetRead", "UploadRead"]
+__all__ = ["DatasetList", "DatasetRead", "UploadClass", "UploadRead"]
 
 
 class DatasetRead(BaseModel):
@@ -21,18 +21,27 @@ class DatasetRead(BaseModel):
     unavailable_reason: str | None = Field(description="which files are missing and where they go")
 
 
+class UploadClass(BaseModel):
+    name: str = Field(description="the label column's value")
+    count: int = Field(description="rows of this class (train and test)")
+
+
 class UploadRead(BaseModel):
     name: str
     label: str = Field(description="the label column")
+    user_id: str | None = Field(None, description="the column of user ids (user-level DP), or none")
     num_rows: int
     num_classes: int
+    classes: list[UploadClass] = Field(
+        default_factory=list, description="each class by its value, with its rows; empty for older uploads"
+    )
     columns: list[str]
     filename: str | None = Field(description="the file name the client sent")
-    path: str = Field(description="where the server stores it")
     size_bytes: int
     uploaded_at: str
     spec_dataset: dict[str, Any] = Field(
-        description="the `dataset` block that uses this upload in a RunSpec (add `silos`, `partition`)"
+        description="the `dataset` block that uses this upload in a RunSpec, by its name (add `silos`, "
+        "`partition`)"
     )
 
 

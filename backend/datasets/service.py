@@ -1,9 +1,10 @@
 """The dataset catalogue (from the dpfl registry) and uploaded CSV files.
 
 An upload is stored as `<cache_dir>/uploads/<name>.csv` beside a `<name>.json` record of what
-was validated (label, rows, classes, columns). It is used in a RunSpec through the `csv`
-loader: the upload's `spec_dataset` is the exact `dataset` block to put in a spec. Uploads are
-never overwritten, so a run's spec keeps naming the data it ran on.
+was validated (label and user-id columns, rows, classes and their counts, columns). A spec names
+it, never its path: `dataset: {name: csv, options: {upload: <name>}}` (`dpfl.data.uploads`), the
+upload's `spec_dataset`. Uploads are never overwritten, so a run's spec keeps naming the data it
+ran on.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from backend.datasets.schemas import DatasetList, DatasetRead, UploadRead
@@ -28,6 +30,8 @@ from backend.settings import Settings
 from dpfl.data import dataset_info, load_dataset, locate, registered_datasets
 from dpfl.data.files import confine
 from dpfl.data.loaders.csv_table import NonFiniteCell
+from dpfl.data.uploads import upload_record
+from dpfl.data.uploads import uploads_dir as _uploads_under
 from dpfl.errors import DatasetUnavailable, SpecError
 from dpfl.spec import RunSpec
 
@@ -35,12 +39,12 @@ __all__ = ["catalogue", "check_dataset_files", "list_uploads", "staging", "store
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # The csv loader's fields, as the upload form names them.
-_FORM_FIELD = {"dataset.label": "label"}
+_FORM_FIELD = {"dataset.label": "label", "dataset.user_id": "user_id"}
 
 
 def uploads_dir(settings: Settings) -> Path:
     """Returns the folder of uploaded CSV files."""
-    return settings.cache_dir / "uploads"
+    return _uploads_under(settings.cache_dir)
 
 
 def catalogue(settings: Settings) -> DatasetList:
@@ -106,6 +110,7 @@ def store_upload(settings: Settings, *, form: Form) -> UploadRead:
         Conflict: an upload of that name exists (409).
     """
     name, label = form.fields.get("name", ""), form.fields.get("label", "")
+    user_id = form.fields.get("user_id") or None
     if form.file is None:
         raise SpecError("file", "is required; send the CSV file as the multipart field `file`.")
     if not NAME.fullmatch(name):
@@ -123,9 +128,9 @@ def store_upload(settings: Settings, *, form: Form) -> UploadRead:
     if target.exists():
         raise _taken(name)
     staged = form.file.rename(form.file.with_name(target.name))  # loader messages name <name>.csv
-    _check_label(staged, label)
+    _check_columns(staged, label=label, user_id=user_id)
     try:
-        data = load_dataset("csv", path=str(staged), label=label)
+        data = load_dataset("csv", path=str(staged), label=label, user_id=user_id)
     except NonFiniteCell as exc:  # the uploader sent the file: its column is named
         column = _header(staged)[exc.column]
         raise SpecError(
@@ -139,11 +144,14 @@ def store_upload(settings: Settings, *, form: Form) -> UploadRead:
         os.link(staged, target)  # atomic: of two uploads with one name, exactly one wins
     except FileExistsError:
         raise _taken(name) from None
+    counts = np.bincount(np.concatenate([data.y_train, data.y_test]), minlength=data.num_classes)
     record = {
         "name": name,
         "label": label,
+        "user_id": user_id,
         "num_rows": len(data.y_train) + len(data.y_test),
         "num_classes": data.num_classes,
+        "classes": [{"name": n, "count": int(c)} for n, c in zip(data.class_names, counts, strict=True)],
         "columns": _header(target),
         "filename": form.filename,
         "uploaded_at": utcnow().isoformat(),
@@ -152,16 +160,23 @@ def store_upload(settings: Settings, *, form: Form) -> UploadRead:
     return _upload_read(record, folder)
 
 
-def _check_label(staged: Path, label: str) -> None:
-    """Refuses a label the upload's header lacks, listing its columns: the uploader sent them (the
-    csv loader never echoes a file's contents, as it may read files no request sent)."""
+def _check_columns(staged: Path, *, label: str, user_id: str | None) -> None:
+    """Refuses a label or user-id column the upload's header lacks, listing its columns: the
+    uploader sent them (the csv loader never echoes a path's contents, as it may read files no
+    request sent)."""
     try:
         header = _header(staged)
     except (UnicodeDecodeError, csv.Error):
         return  # the loader says why the file is unreadable
-    if header and label not in header:
+    for field, column in (("label", label), ("user_id", user_id)):
+        if header and column is not None and column not in header:
+            raise SpecError(
+                field,
+                f"names column {column!r}, which {staged.name} lacks; columns found: {', '.join(header)}.",
+            )
+    if user_id is not None and user_id == label:
         raise SpecError(
-            "label", f"names column {label!r}, which {staged.name} lacks; columns found: {', '.join(header)}."
+            "user_id", f"names the label column {label!r}; choose the column of user ids, or none."
         )
 
 
@@ -174,6 +189,8 @@ def check_dataset_files(spec: RunSpec, settings: Settings) -> None:
     """
     dataset_info(spec.dataset.name)  # an unknown name is a 422 naming dataset.name, listing them all
     options = spec.dataset.options
+    if spec.dataset.name == "csv" and "upload" in options:
+        upload_record(settings.cache_dir, options["upload"], field="dataset.options.upload")
     if "path" in options:
         confine(
             options["path"],
@@ -192,9 +209,8 @@ def _upload_read(record: dict[str, Any], folder: Path) -> UploadRead:
     return UploadRead.model_validate(
         record
         | {
-            "path": str(path),
             "size_bytes": path.stat().st_size,
-            "spec_dataset": {"name": "csv", "options": {"path": str(path), "label": record["label"]}},
+            "spec_dataset": {"name": "csv", "options": {"upload": record["name"]}},
         }
     )
 

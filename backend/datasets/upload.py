@@ -20,9 +20,10 @@ from starlette.concurrency import run_in_threadpool
 from backend.errors import PayloadTooLarge
 from dpfl.errors import SpecError
 
-__all__ = ["FIELDS", "FRAMING_BYTES", "Form", "receive"]
+__all__ = ["FIELDS", "FRAMING_BYTES", "REQUIRED", "Form", "receive"]
 
-FIELDS = ("file", "name", "label")
+FIELDS = ("file", "name", "label", "user_id")
+REQUIRED = ("file", "name", "label")
 FRAMING_BYTES = 64 * 1024  # multipart boundaries, part headers and the small fields around the file
 _MAX_FIELD_BYTES = 1024
 
@@ -145,7 +146,8 @@ async def receive(request: Request, *, target: Path, limit: int) -> Form:
     if kind != b"multipart/form-data" or not options.get(b"boundary"):
         raise SpecError(
             "file",
-            f"must be sent as multipart/form-data with fields {', '.join(FIELDS)}; "
+            f"must be sent as multipart/form-data with fields {', '.join(REQUIRED)} "
+            "(and optionally user_id); "
             f"got content type {content_type or 'none'!r}.",
         )
     bound = limit + FRAMING_BYTES

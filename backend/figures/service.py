@@ -47,7 +47,9 @@ def run_figures(session: Session, run_id: str, *, accountant: str | None) -> dic
             )
     diagnostics = run.diagnostics or {}  # not private; empty when withheld (protected runs)
     if diagnostics.get("label_histogram"):
-        out["partition"] = plots.to_json(plots.label_histogram(diagnostics["label_histogram"]))
+        out["partition"] = plots.to_json(
+            plots.label_histogram(diagnostics["label_histogram"], class_names=diagnostics.get("class_names"))
+        )
     if diagnostics.get("users"):
         out["users"] = plots.to_json(plots.user_distribution(diagnostics["users"]))
     return out

@@ -51,8 +51,10 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> Projectio
         histogram, figure = None, None
     else:
         key = json.dumps(spec.dataset.model_dump(mode="json"), sort_keys=True)  # a DatasetSpec holds dicts
-        histogram = _label_histogram(key, spec.seed, tuple(settings.data_dirs), settings.cache_dir)
-        figure = plots.to_json(plots.label_histogram(histogram))
+        histogram, class_names = _label_histogram(
+            key, spec.seed, tuple(settings.data_dirs), settings.cache_dir
+        )
+        figure = plots.to_json(plots.label_histogram(histogram, class_names=class_names))
     return ProjectionRead(
         notion=projection.notion,
         epsilon=projection.epsilon,
@@ -70,12 +72,15 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> Projectio
 
 
 @functools.lru_cache(maxsize=32)
-def _label_histogram(dataset_json: str, seed: int, data_dirs: tuple[Path, ...], cache_dir: Path) -> list:
-    # Labels only: feature transforms (PCA) do not change them, so they are skipped.
+def _label_histogram(
+    dataset_json: str, seed: int, data_dirs: tuple[Path, ...], cache_dir: Path
+) -> tuple[list, tuple[str, ...] | None]:
+    # Labels only: feature transforms (PCA) do not change them, so they are skipped. Returns the
+    # histogram and the classes' names.
     dataset = DatasetSpec.model_validate_json(dataset_json)
     data = load_dataset(dataset.name, search_dirs=data_dirs, cache_dir=cache_dir, **dataset.options)
     _, split, _ = runner.federate(data, dataset, seed=seed)  # the run's own silos
-    return split.label_histogram().tolist()
+    return split.label_histogram().tolist(), data.class_names
 
 
 def _remaining(session: Session, budget: str | None) -> float | None:

@@ -37,6 +37,7 @@ class Dataset:
         silo_test: silo index of each test row, or ``None``.
         user_train: user id of each training row, or ``None``.
         silo_names: one name per silo, set exactly when ``silo_train`` is.
+        class_names: one name per class (a CSV's label values), or ``None`` for ``class 0``, ….
         fitted: what was fitted on the training rows without noise (e.g. "features standardised
             with the training rows' mean and standard deviation"): a disclosure of private data
             the privacy ledger does not cover, listed in every run's caveats.
@@ -54,6 +55,7 @@ class Dataset:
     user_train: np.ndarray | None = None
     silo_names: tuple[str, ...] | None = None
     fitted: tuple[str, ...] = ()
+    class_names: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         _check_features("x_train", self.x_train)
@@ -79,6 +81,8 @@ class Dataset:
             raise ValueError("silo_test needs silo_train and silo_names")
         if self.user_train is not None:
             _check_ids("user_train", self.user_train, len(self.x_train), None)
+        if self.class_names is not None and len(self.class_names) != self.num_classes:
+            raise ValueError(f"class_names has {len(self.class_names)} names for {self.num_classes} classes")
 
     @property
     def num_features(self) -> int:
@@ -108,6 +112,7 @@ class Dataset:
             y_train=(self.y_train % 2 == 0).astype(np.int64),
             y_test=(self.y_test % 2 == 0).astype(np.int64),
             num_classes=2,
+            class_names=("odd", "even"),
         )
 
     def with_features(

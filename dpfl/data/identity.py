@@ -14,6 +14,7 @@ from typing import Any
 
 from dpfl.data.files import file_md5, lookup_candidates
 from dpfl.data.registry import dataset_info
+from dpfl.data.uploads import upload_names, uploads_dir
 
 __all__ = ["data_digests", "file_digest"]
 
@@ -24,16 +25,30 @@ def file_digest(path: Path) -> str:
 
 
 def data_digests(
-    name: str, options: Mapping[str, Any], *, search_dirs: Sequence[Path], public_test: bool = False
+    name: str,
+    options: Mapping[str, Any],
+    *,
+    search_dirs: Sequence[Path],
+    cache_dir: Path | None = None,
+    public_test: bool = False,
 ) -> frozenset[str]:
     """Returns the digests of what the dataset `name` with loader `options` reads.
 
-    A loader's `path` option names its one file (looked up as the loader looks it up); a dataset
+    A loader's `path` option names its one file (looked up as the loader looks it up), as its
+    `upload` option does (an upload stored under `cache_dir`); a dataset
     with declared files reads those (each verified against its md5 before use, so the declared
     md5 is the content's), less its test files when `public_test` (a budget that declares the
     test split public does not cover them). A path that names no file yet has no digest: its run
     fails to load.
     """
+    upload = options.get("upload")
+    if isinstance(upload, str) and upload:
+        found_upload = cache_dir is not None and upload in upload_names(cache_dir)
+        return (
+            frozenset({file_digest(uploads_dir(cache_dir) / f"{upload}.csv")})
+            if found_upload
+            else frozenset()
+        )
     path = options.get("path")
     if isinstance(path, str) and path:
         found = next((c for c in lookup_candidates(path, search_dirs) if c.is_file()), None)

@@ -39,7 +39,7 @@ FORMAT = 1
 _MEMORY: OrderedDict[str, Dataset] = OrderedDict()
 _MEMORY_BYTES = 1 << 30
 _ARRAYS = ("x_train", "y_train", "x_test", "y_test", "silo_train", "silo_test", "user_train")
-_FIELDS = ("num_classes", "name", "feature_names", "silo_names", "fitted")
+_FIELDS = ("num_classes", "name", "feature_names", "silo_names", "fitted", "class_names")
 
 
 def load_prepared(
@@ -108,7 +108,11 @@ def _read(path: Path) -> Dataset | None:
             arrays = {f: npz[f] for f in _ARRAYS if f in npz.files}
     except (OSError, ValueError, KeyError):
         return None
-    tuples = {f: tuple(meta[f]) if meta[f] is not None else None for f in ("feature_names", "silo_names")}
+    # `class_names` is absent from entries stored before it was kept: None, as they had it
+    tuples = {
+        f: tuple(meta[f]) if meta.get(f) is not None else None
+        for f in ("feature_names", "silo_names", "class_names")
+    }
     return Dataset(
         **arrays,
         num_classes=meta["num_classes"],

@@ -60,6 +60,7 @@ const send = (method, path, body) => request(path, { method, body: body === unde
 export const api = {
   algorithms: () => request("/algorithms"),
   datasets: () => request("/datasets"),
+  uploadDataset: (form) => request("/datasets", { method: "POST", body: form }),
   listRuns: (params = {}) => request(`/runs${runQuery(params)}`),
   runsCsvUrl: (params = {}) => `/api/runs.csv${runQuery(params)}`,
   getRun: (id) => request(`/runs/${encodeURIComponent(id)}`),

@@ -137,7 +137,10 @@ export function readSpec(form, algorithms) {
     }
     return out;
   };
-  const dataset = { name: v("dataset.name"), silos: num("dataset.silos"), partition: kindOptions("dataset.partition") };
+  // an upload is named through the csv loader (its option marks it: datasets.js)
+  const upload = form.elements["dataset.name"]?.selectedOptions[0]?.dataset.upload !== undefined;
+  const dataset = upload ? { name: "csv", options: { upload: v("dataset.name") } } : { name: v("dataset.name") };
+  Object.assign(dataset, { silos: num("dataset.silos"), partition: kindOptions("dataset.partition") });
   if (v("dataset.features.pca") !== "") dataset.features = { pca: num("dataset.features.pca") };
   if (v("dataset.users.kind") !== NO_USERS && v("dataset.users.kind") !== "") {
     dataset.users = kindOptions("dataset.users");

@@ -68,7 +68,7 @@ function axisChoices(algorithms, catalogue, datasets) {
     participation: { label: "silos per round", type: { kind: "integer", min: 1 } },
     "privacy.delta": { label: "δ", type: { kind: "number", min: 0, exclusiveMin: true, max: 1, example: "1e-5, 1e-6" } },
     "privacy.accountant": { label: "accountant", type: { kind: "enum", values: catalogue.accountants.filter((a) => !a.data_dependent).map((a) => a.name) } },
-    "dataset.name": { label: "dataset", type: { kind: "enum", values: datasets.filter((d) => d.available).map((d) => d.name) } },
+    "dataset.name": { label: "dataset", type: { kind: "enum", values: datasets.filter((d) => d.available && d.name !== "csv").map((d) => d.name) } },
     "dataset.partition.kind": { label: "partition", type: { kind: "enum", values: catalogue.partition_kinds.map((k) => k.name) } },
     "dataset.features.pca": { label: "PCA components", type: { kind: "integer", min: 1 } },
     "model.name": { label: "model", type: { kind: "enum", values: catalogue.models.map((m) => m.name) } },

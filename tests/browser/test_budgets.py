@@ -12,9 +12,13 @@ from playwright.sync_api import Page, expect
 pytestmark = pytest.mark.browser
 
 
-def test_the_dataset_is_chosen_from_the_known_datasets(page: Page, server):
+def test_the_dataset_is_chosen_from_the_datasets_here_and_the_uploads(page: Page, server):
     page.goto("/#/budgets")
-    names = [d["name"] for d in httpx.get(f"{server}/api/datasets").json()["datasets"]]
+    catalogue = httpx.get(f"{server}/api/datasets").json()
+    # the csv loader and datasets whose files are missing are no choice; uploads are, by name
+    names = [d["name"] for d in catalogue["datasets"] if d["available"] and d["name"] != "csv"]
+    names += [f"{u['name']} (your upload)" for u in catalogue["uploads"]]
+    assert "mnist" in names and len(names) < len(catalogue["datasets"])
     expect(page.locator("select[name=dataset] option")).to_have_count(len(names) + 1)
     assert page.locator("select[name=dataset] option").all_inner_texts() == ["choose a dataset", *names]
 

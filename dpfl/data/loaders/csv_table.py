@@ -13,6 +13,7 @@ from dpfl.data.dataset import Dataset
 from dpfl.data.files import lookup_candidates
 from dpfl.data.preprocessing import one_hot, standardise, stratified_split
 from dpfl.data.registry import DATASETS
+from dpfl.data.uploads import upload_record
 from dpfl.errors import SpecError
 
 __all__ = ["NonFiniteCell", "load_csv"]
@@ -51,6 +52,7 @@ def load_csv(
     cache_dir: Path | None,
     download: bool,
     path: str | None = None,
+    upload: str | None = None,
     label: str | None = None,
     silo: str | None = None,
     user_id: str | None = None,
@@ -78,6 +80,9 @@ def load_csv(
     Args:
         path: the CSV file; a relative path is looked up in the working directory, then in
             each search directory.
+        upload: instead of `path`, the name of a file uploaded to this server
+            (`dpfl.data.uploads`); its label, silo and user-id columns are the upload's unless
+            given here.
         label: name of the label column.
         silo: name of the natural-silo column, or ``None``.
         user_id: name of the user-id column, or ``None``.
@@ -106,7 +111,17 @@ def load_csv(
         raise SpecError("dataset.standardise", f"must be 'train' or 'none'; got {standardise!r}.")
     if not isinstance(test_fraction, int | float) or not 0 < test_fraction < 1:
         raise SpecError("dataset.test_fraction", f"must be in (0, 1); got {test_fraction!r}.")
-    file = _resolve(path, search_dirs)
+    if upload is not None:
+        if path is not None:
+            raise SpecError(
+                "dataset.upload", "names an upload, so `path` must be left out; give one of them."
+            )
+        file, record = upload_record(cache_dir, upload)
+        label = label if label is not None else record.get("label")
+        silo = silo if silo is not None else record.get("silo")
+        user_id = user_id if user_id is not None else record.get("user_id")
+    else:
+        file = _resolve(path, search_dirs)
     size = file.stat().st_size
     if size > max_bytes:
         raise SpecError(
@@ -118,10 +133,12 @@ def load_csv(
     columns = {name: index for index, name in enumerate(header)}
     for field, name in (("label", label), ("silo", silo), ("user_id", user_id)):
         if (name is not None or field == "label") and name not in columns:
-            # The header is the file's first line: never echoed (the file may be anything).
+            # A path's header is the file's first line: never echoed (the file may be anything);
+            # an upload's columns are its uploader's own.
             found = "is required" if name is None else f"names a column {file.name} lacks"
             count = f"{len(header)} column" + ("" if len(header) == 1 else "s")
-            raise SpecError(f"dataset.{field}", f"{found} (its header has {count}).")
+            shown = f"its columns: {', '.join(header)}" if upload is not None else f"its header has {count}"
+            raise SpecError(f"dataset.{field}", f"{found} ({shown}).")
     table = np.array(rows, dtype=object)  # rectangular: _read_rows refuses ragged rows
 
     def column(name: str) -> np.ndarray:
@@ -160,6 +177,7 @@ def load_csv(
         y_test=y[test],
         num_classes=len(class_names),
         name="csv",
+        class_names=tuple(class_names),
         feature_names=names,
         silo_train=silo_train,
         silo_test=silo_test,

@@ -2,6 +2,7 @@
 // remaining, and the runs that spent it.
 import { api } from "../api.js";
 import { fmt, h, replace, setTitle } from "../dom.js";
+import { datasetChoices } from "../datasets.js";
 import { clearError, field, showErrors } from "../spec-form.js";
 
 const table = (className, columns, rows) => h("div", { class: "table-scroll" },
@@ -26,7 +27,7 @@ function card(b, onDelete) {
 
 export async function render(root) {
   setTitle("Budgets", root);
-  const { datasets } = await api.datasets();
+  const choices = datasetChoices(await api.datasets());
   const list = h("div");
   async function load() {
     const budgets = await api.listBudgets();
@@ -37,7 +38,7 @@ export async function render(root) {
     try { await api.deleteBudget(dataset); await load(); } catch (err) { refusal.textContent = `Could not delete the budget: ${err.message}`; }
   }
   const name = h("select", { name: "dataset", required: true },
-    h("option", { value: "" }, "choose a dataset"), datasets.map((d) => h("option", { value: d.name }, d.name)));
+    h("option", { value: "" }, "choose a dataset"), choices.map((c) => h("option", { value: c.value }, c.text)));
   const total = h("input", { name: "total", type: "number", step: "any", min: 0, required: true });
   const delta = h("input", { name: "delta", type: "text", inputmode: "decimal", placeholder: "1e-5" });
   const publicTest = h("input", { name: "public_test", type: "checkbox" });

@@ -3,6 +3,7 @@
 // beside the submit button.
 import { ApiError, api } from "../api.js";
 import { draw } from "../charts.js";
+import { datasetChoices, datasetOption, uploadPanel } from "../datasets.js";
 import { deltaText, fmt, h, replace, setTitle } from "../dom.js";
 import { clearError, field, formErrors, kindOptionFields, NO_USERS, number, paramInputs, readParams, readSpec, select, showErrors, showRelevant } from "../spec-form.js";
 import { merge, parseFragment, unmodelled } from "../spec-fragment.js";
@@ -52,12 +53,20 @@ function privacyFields(privacy, catalogue, changed) {
       "paper: the paper's closed-form noise; the ledger still reports the true ε"));
 }
 
-/** The data and model fieldset; its names and options are the registries' (GET /api/options). */
-function dataFields(initial, datasets, catalogue) {
+/**
+ * The data and model fieldset; its names and options are the registries' (GET /api/options), its
+ * datasets those here and the uploads, and an upload panel adds one (`uploaded(upload)`).
+ */
+function dataFields(initial, catalogueOfData, catalogue, uploaded) {
   const { dataset, model } = initial;
   const users = dataset.users ?? null;
+  const chosen = dataset.name === "csv" && dataset.options?.upload ? dataset.options.upload : dataset.name;
+  const choices = datasetChoices(catalogueOfData);
+  // a clone of a spec that reads a path through the csv loader keeps it (its path is in the advanced box)
+  if (!choices.some((c) => c.value === chosen)) choices.push({ value: chosen, text: chosen, upload: false });
   return h("fieldset", {}, h("legend", {}, "Data and model"),
-    field("dataset", "dataset.name", select("dataset.name", datasets.filter((d) => d.available).map((d) => d.name), dataset.name)),
+    field("dataset", "dataset.name", h("select", { name: "dataset.name" }, choices.map((c) => datasetOption(c, c.value === chosen)))),
+    uploadPanel(uploaded),
     field("silos", "dataset.silos", number("dataset.silos", dataset.silos, { min: 1, step: 1 })),
     field("partition", "dataset.partition.kind", select("dataset.partition.kind", catalogue.partition_kinds.map((k) => k.name), dataset.partition?.kind ?? "iid")),
     kindOptionFields("dataset.partition.kind", catalogue.partition_kinds, dataset.partition, "partition"),
@@ -82,10 +91,12 @@ function dataFields(initial, datasets, catalogue) {
 function fitTo(form, algorithm) {
   const notes = [];
   const needs = (names) => (names.length === 1 ? "needs it" : `takes only ${names.join(", ")}`);
+  // an upload runs through the csv loader: it is accepted where csv is
+  const loader = (option) => (option.dataset.upload !== undefined ? "csv" : option.value);
   for (const [name, noun, accepted] of [["model.name", "model", algorithm.models], ["dataset.name", "dataset", algorithm.datasets]]) {
     const input = form.elements[name];
-    for (const option of input.options) option.disabled = !accepted.includes(option.value);
-    if (accepted.includes(input.value)) continue;
+    for (const option of input.options) option.disabled = !accepted.includes(loader(option));
+    if (!input.selectedOptions[0] || accepted.includes(loader(input.selectedOptions[0]))) continue;
     const first = accepted.find((n) => [...input.options].some((o) => o.value === n));
     if (first === undefined) continue;  // none of its datasets is available here: the projection says why
     input.value = first;
@@ -143,10 +154,19 @@ const submitLine = (sweepMode) => h("p", { class: "submit" }, h("button", { type
 
 /** The whole form: algorithm, data and advanced on the left; privacy, sweep, projection and submit on the right. */
 function buildForm({ algorithms, datasets, catalogue, initial, sweep }, parts, on) {
-  return h("form", { class: "spec", novalidate: true, onsubmit: (e) => { e.preventDefault(); on.submit(); }, oninput: (e) => { clearError(e.target); on.changed(); }, onchange: () => on.changed() },
-    h("div", {}, algorithmFields(algorithms, initial, parts, on.switchAlgorithm), dataFields(initial, datasets, catalogue), advancedFields(parts.advanced)),
+  // a stored upload joins the dataset menu, chosen; with a user-id column its users are its natural ones
+  const uploaded = (upload) => {
+    const select = form.elements["dataset.name"];
+    select.append(datasetOption({ value: upload.name, text: `${upload.name} (your upload)`, upload: true }, true));
+    select.value = upload.name;
+    if (upload.user_id && [...form.elements["dataset.users.kind"].options].some((o) => o.value === "natural")) form.elements["dataset.users.kind"].value = "natural";
+    on.switchAlgorithm();
+  };
+  const form = h("form", { class: "spec", novalidate: true, onsubmit: (e) => { e.preventDefault(); on.submit(); }, oninput: (e) => { clearError(e.target); on.changed(); }, onchange: () => on.changed() },
+    h("div", {}, algorithmFields(algorithms, initial, parts, on.switchAlgorithm), dataFields(initial, datasets, catalogue, uploaded), advancedFields(parts.advanced)),
     h("div", {}, privacyFields(initial.privacy, catalogue, () => on.changed()), sweep?.el ?? null,
       h("h2", {}, "Before it runs"), parts.projectionState, parts.projection, parts.slowWarnings, parts.partitionChart, submitLine(Boolean(sweep)), parts.submitError));
+  return form;
 }
 
 /**
@@ -268,7 +288,8 @@ function refuse(form, submitError, noun, message) {
   const invalid = form.querySelector(".field.invalid :is(input, select, textarea)");
   invalid?.focus({ preventScroll: true });
   invalid?.scrollIntoView({ block: "nearest" });
-  submitError.scrollIntoView({ block: "nearest" });
+  // centred, not "nearest": aligned to the bottom edge it sat a subpixel past a phone's viewport
+  submitError.scrollIntoView({ block: "center" });
 }
 
 /**
@@ -350,7 +371,7 @@ function sweepInitial(sweep) {
 }
 
 export async function render(root, { params }) {
-  const [algorithms, { datasets }, catalogue] = await Promise.all([api.algorithms(), api.datasets(), api.options()]);
+  const [algorithms, datasets, catalogue] = await Promise.all([api.algorithms(), api.datasets(), api.options()]);
   const sweepMode = current().params.mode === "sweep";
   const base = params.from ? await api.spec(params.from) : null;
   const cloned = sweepMode && params.sweep ? await api.getSweep(params.sweep) : null;
@@ -358,7 +379,7 @@ export async function render(root, { params }) {
   const initial = base ?? fromSweep?.spec ?? DEFAULT_SPEC;
   const paramsBy = { ...fromSweep?.paramsBy };  // a sweep's algorithms' params, set as each is chosen
   const parts = pageParts();
-  const sweep = sweepMode ? sweepSection({ algorithms, catalogue, datasets, spec: initial, sweep: cloned }) : null;
+  const sweep = sweepMode ? sweepSection({ algorithms, catalogue, datasets: datasets.datasets, spec: initial, sweep: cloned }) : null;
   // the handlers need the form, so its listeners reach them through these arrows (called only after render has made them)
   const form = buildForm({ algorithms, datasets, catalogue, initial, sweep }, parts,
     { changed: () => changed(), switchAlgorithm: () => switchAlgorithm(), submit: () => submit() });

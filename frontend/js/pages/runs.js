@@ -81,7 +81,7 @@ export async function render(root) {
   const paramKeys = new Set(columns.filter((k) => k.startsWith("params.")));
   let items = [];
   let loads = 0;  // a list answered after a later request was sent is not drawn over its answer
-  const [algorithms, { datasets }] = await Promise.all([api.algorithms(), api.datasets()]);
+  const [algorithms, datasets] = await Promise.all([api.algorithms(), api.datasets()]);
   const tbody = h("tbody");
   const head = h("tr");
   const pager = h("div", { class: "pager" });
@@ -241,7 +241,8 @@ export async function render(root) {
       h("label", { class: "filter-expression" }, "filter", expression),
       filter("status", ["queued", "preparing", "running", "succeeded", "failed", "cancelled"]),
       filter("algorithm", algorithms.map((a) => a.name)),
-      filter("dataset", datasets.map((d) => d.name)),
+      // runs are listed under an upload's own name, beside every registered dataset's
+      filter("dataset", [...datasets.datasets.map((d) => d.name), ...datasets.uploads.map((u) => u.name)]),
       h("label", { class: "check" }, h("input", { type: "checkbox", name: "archived", checked: state.archived === "all",
         onchange: (e) => { state.archived = e.target.checked ? "all" : ""; reset(); } }), " show archived"),
       h("details", { class: "columns-menu" }, h("summary", {}, "Columns"), menuList),

@@ -74,8 +74,11 @@ def test_upload_is_201_and_a_run_on_it_is_201(client, settings):
         "t.csv",
         len(body),
     )
-    assert out["path"] == str(stored) and stored.read_bytes() == body
-    assert out["spec_dataset"] == {"name": "csv", "options": {"path": str(stored), "label": "y"}}
+    assert stored.read_bytes() == body and "path" not in out  # a server path is never shown
+    assert out["spec_dataset"] == {"name": "csv", "options": {"upload": "my_table"}}
+    counts = np.bincount(np.digitize(*_first_two(body)), minlength=3)
+    assert out["classes"] == [{"name": str(k), "count": int(counts[k])} for k in range(3)]
+    assert out["user_id"] is None
     assert client.get("/api/datasets").json()["uploads"] == [out]
     spec = {
         "algorithm": "isrl_mbsgd",
@@ -88,6 +91,57 @@ def test_upload_is_201_and_a_run_on_it_is_201(client, settings):
     assert run.status_code == 201, run.text
     # an upload is budgeted (and listed) under its own name, though it runs through the csv loader
     assert run.json()["dataset"] == "my_table" and run.json()["projected_epsilon"] > 0
+
+
+def _first_two(body: bytes):
+    rows = np.array([line.split(",") for line in body.decode().splitlines()[1:]], dtype=float)
+    return rows[:, 0] + 0.5 * rows[:, 1], [-0.5, 0.5]
+
+
+def test_an_upload_with_a_user_column_runs_user_level_by_name_and_names_its_classes(client, settings):
+    lines = ["patient_id,age,outcome"] + [
+        f"p{i % 40},{20 + i % 50},{'sick' if i % 3 else 'well'}" for i in range(240)
+    ]
+    res = client.post(
+        "/api/datasets",
+        files={"file": ("patients.csv", ("\n".join(lines) + "\n").encode(), "text/csv")},
+        data={"name": "patients", "label": "outcome", "user_id": "patient_id"},
+    )
+    assert res.status_code == 201, res.text
+    out = res.json()
+    assert (out["user_id"], out["classes"]) == (
+        "patient_id",
+        [{"name": "sick", "count": 160}, {"name": "well", "count": 80}],
+    )
+    spec = {
+        "algorithm": "uldp_avg",
+        "dataset": out["spec_dataset"] | {"silos": 2, "users": {"kind": "natural"}},
+        "model": {"name": "mlp", "hidden": [8]},
+        "rounds": 2,
+        "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+    }
+    run = client.post("/api/runs", json=spec)
+    assert run.status_code == 201, run.text
+    assert run.json()["dataset"] == "patients"
+    # the record's user-id column is not a feature: 1 feature (age) plus the bias-free MLP's input
+    missing = client.post(
+        "/api/runs", json=spec | {"dataset": spec["dataset"] | {"options": {"upload": "nope"}}}
+    )
+    assert missing.status_code == 422
+    assert missing.json()["detail"][0]["loc"] == ["body", "dataset", "options", "upload"]
+    assert missing.json()["detail"][0]["msg"] == (
+        "names no upload on this server; got 'nope'. Uploads: patients."
+    )
+    wrong = client.post(
+        "/api/datasets",
+        files={"file": ("p.csv", ("\n".join(lines) + "\n").encode(), "text/csv")},
+        data={"name": "patients2", "label": "outcome", "user_id": "patient"},
+    )
+    assert wrong.status_code == 422
+    assert wrong.json()["detail"][0]["loc"] == ["body", "user_id"]
+    assert wrong.json()["detail"][0]["msg"] == (
+        "names column 'patient', which patients2.csv lacks; columns found: patient_id, age, outcome."
+    )
 
 
 def test_upload_over_the_limit_is_413_and_stores_nothing(settings):
@@ -172,8 +226,8 @@ def test_upload_must_be_multipart(client):
     assert res.json()["detail"] == [
         {
             "loc": ["body", "file"],
-            "msg": "must be sent as multipart/form-data with fields file, name, label; "
-            "got content type 'application/json'.",
+            "msg": "must be sent as multipart/form-data with fields file, name, label "
+            "(and optionally user_id); got content type 'application/json'.",
             "type": "value_error",
         }
     ]
