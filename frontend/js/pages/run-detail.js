@@ -5,6 +5,7 @@ import { annotationEditor } from "../annotations.js";
 import { api, subscribe } from "../api.js";
 import { draw, preloadCharts } from "../charts.js";
 import { banner, chip, deltaText, fmt, h, replace, setTitle } from "../dom.js";
+import { isExternal } from "../external.js";
 import { setParams } from "../state.js";
 import { runHeader } from "./run-header.js";
 
@@ -191,7 +192,7 @@ export async function render(root, { id, params }) {
   /** Shows the latest audit (polling while it is queued or running) and, for a private run, the button. */
   async function loadAudit(run) {
     clearTimeout(auditTimer);
-    if (run.notion === "none") { replace(auditCard); return; }
+    if (run.notion === "none" || isExternal(run)) { replace(auditCard); return; } // external: no code to audit
     if (run.protected) {
       replace(auditCard, h("h2", {}, "Audit"), h("p", { class: "muted audit-status" }, "Not audited: an audit releases round 1 many times without accounting, so runs on a dataset with a privacy budget are not audited."));
       return;

@@ -4,6 +4,7 @@
 // buttons keep keyboard focus.
 import { api } from "../api.js";
 import { banner, chip, deltaText, fmt, h, progressBar, replace, setChip, setProgress, setTitle } from "../dom.js";
+import { externalChip, isExternal, reportedBelow, reportedText } from "../external.js";
 import { go } from "../state.js";
 
 const FINISHED = ["succeeded", "failed", "cancelled"];
@@ -71,11 +72,14 @@ export function runHeader(id, onChanged) {
   const error = h("p", { class: "error-text run-error", hidden: true });
   const warning = h("p", { class: "error-text privacy-warning", hidden: true });
   const caveats = h("div");
+  const reported = h("p", { class: "reported-epsilon", hidden: true });
+  const marker = h("span");
+  const clone = h("button", { onclick: () => go("new", { from: id }) }, "Clone and edit");
   const dd = Object.fromEntries(["privacy", "eps", "sigma", "noise-source", "acc", "worker", "duration"].map((k) => [k, h("dd", { class: k })]));
   const el = h("div", { class: "run-header" },
-    h("h1", {}, title, " ", status),
-    h("div", { class: "toolbar" }, bar, round, cancel, h("button", { onclick: () => go("new", { from: id }) }, "Clone and edit"), archive, remove),
-    actionError, sweepLink, guessing, error, warning, caveats,
+    h("h1", {}, title, " ", status, marker),
+    h("div", { class: "toolbar" }, bar, round, cancel, clone, archive, remove),
+    actionError, sweepLink, guessing, error, warning, reported, caveats,
     h("dl", { class: "kv" },
       h("dt", {}, "privacy"), dd.privacy, h("dt", {}, "ε target / spent"), dd.eps, h("dt", {}, "noise multiplier"), dd.sigma,
       h("dt", {}, "noise"), dd["noise-source"], h("dt", {}, "accuracy / loss"), dd.acc, h("dt", {}, "worker"), dd.worker,
@@ -103,12 +107,19 @@ export function runHeader(id, onChanged) {
     error.hidden = !run.error;
     warning.textContent = run.warning ? `Privacy: ${run.warning}.` : "";
     warning.hidden = !run.warning;
+    // an external run: marked, never cloned (no spec of ours), its tool's ε beside ours
+    replace(marker, externalChip(run) ? [" ", externalChip(run)] : []);
+    clone.hidden = isExternal(run);
+    reported.textContent = reportedText(run);
+    reported.hidden = !reported.textContent;
+    reported.classList.toggle("error-text", reportedBelow(run));
     const caveatKey = JSON.stringify(run.caveats ?? null);
     if (caveatKey !== shownCaveats) { replace(caveats, caveatList(run.caveats)); shownCaveats = caveatKey; }
     dd.privacy.textContent = run.notion === "none" ? "not private" : `${run.notion}-level, δ = ${deltaText(run.delta)}, ${run.accountant}`;
     dd.eps.textContent = `${fmt(run.target_epsilon)} / ${fmt(run.epsilon, 4)}`;
     dd.sigma.textContent = noiseMultiplier(run.noise_multiplier);
-    dd["noise-source"].textContent = run.protected ? "protected: OS entropy, never stored" : "simulation: seeded from the spec";
+    dd["noise-source"].textContent = isExternal(run) ? "executed elsewhere: as its code reported"
+      : run.protected ? "protected: OS entropy, never stored" : "simulation: seeded from the spec";
     dd.acc.textContent = `${fmt(run.final_accuracy)} / ${fmt(run.final_loss)}`;
     dd.worker.textContent = run.worker ?? "–";
     dd.duration.textContent = duration(run);

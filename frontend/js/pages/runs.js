@@ -3,6 +3,7 @@
 // CSV export.
 import { api, subscribe } from "../api.js";
 import { banner, chip, deltaText, fmt, h, progressBar, replace, setChip, setProgress, setTitle } from "../dom.js";
+import { externalChip } from "../external.js";
 import { current, go, setParams } from "../state.js";
 
 const LIMIT = 25;
@@ -20,7 +21,7 @@ const runLink = (run, text) => h("a", { href: `#/runs/${run.id}` }, text);
  * (live updates find cells by it) and its content. `params.<key>` columns are added per page.
  */
 const COLUMNS = {
-  name: { label: "name", sort: "name", cell: (r) => [runLink(r, r.name || r.id.slice(0, 8)), r.archived ? " " : null, r.archived ? h("span", { class: "chip archived" }, "archived") : null] },
+  name: { label: "name", sort: "name", cell: (r) => [runLink(r, r.name || r.id.slice(0, 8)), r.archived ? " " : null, r.archived ? h("span", { class: "chip archived" }, "archived") : null, externalChip(r) ? " " : null, externalChip(r)] },
   tags: { label: "tags", sort: null, cls: "tags" },
   status: { label: "status", sort: "status", cls: "status", cell: (r) => chip(r.status) },
   progress: { label: "progress", sort: null, cls: "progress", cell: (r) => [progressBar(r.progress, `progress of run ${r.id}`), h("span", { class: "muted rounds" }, ` ${r.current_round}/${r.rounds}`)] },
