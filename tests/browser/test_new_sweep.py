@@ -69,6 +69,34 @@ def test_mu_and_epsilon_sweeps_mixing_logreg_and_mlp_algorithms_with_an_axis_a_n
     expect(note).to_have_text("(runs with logreg: it does not take mlp)")
     expect(page.locator(".sweep-count")).to_contain_text("4 runs in ")
     expect(page.locator(".sweep-algorithms")).to_contain_text("gdp_localnewton (logreg): 2 runs")
+    # × params.lr, submitted
+    page.click("button.add-axis")
+    page.locator(".axis [name='axis.field']").select_option("params.lr")
+    page.locator(".axis [name='axis.values']").fill("0.1, 1")
+    page.fill("[name='sweep.name']", "μ × lr on breast cancer")
+    expect(page.locator(".sweep-count")).to_contain_text("8 runs in ")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/#/compare*")
+    mu = httpx.get(f"{server}/api/sweeps", params={"q": "μ × lr on breast cancer"}).json()["items"][0]
+    assert mu["num_runs"] == 8 and mu["grid"] == {
+        "algorithm": ["gdp_gd", "gdp_localnewton"],
+        "privacy.mu": [0.5, 2],
+        "seed": [0],
+        "params.lr": [0.1, 1],
+    }
+    assert mu["base"]["model_by_algorithm"] == {
+        "gdp_gd": {"name": "logreg"},
+        "gdp_localnewton": {"name": "logreg"},
+    }
+    page.goto("/#/new?mode=sweep")
+    for name, value in SMALL.items():
+        page.fill(f"[name='{name}']", value)
+    page.locator("[name='dataset.name']").select_option("breast_cancer")
+    page.check("input[name=target][value=mu]")
+    page.fill("[name='sweep.privacy.mu']", "0.5, 2")
+    page.fill("[name='sweep.seed']", "0")
+    for name, on in (("fedavg", False), ("gdp_gd", True)):
+        page.set_checked(f"input[name='sweep.algorithms'][value={name}]", on)
     # μ is a GDP target: ticking an MLP algorithm is refused beside the μ values, before submit
     page.check("input[name='sweep.algorithms'][value=isrl_mbsgd]")
     expect(field(page, "grid.privacy.mu").locator(".error")).to_contain_text(

@@ -7,6 +7,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.browser.conftest import wait_finished
+
 pytestmark = pytest.mark.browser
 
 LINES = ["patient_id,age,outcome"] + [
@@ -44,15 +46,18 @@ def test_an_upload_from_the_browser_is_a_dataset_by_name_in_every_menu(page: Pag
         "return c && c.data && c.data.map(t => t.name).join() === 'sick,well'; }",
         timeout=60_000,
     )
-    page.locator("[name='algorithm']").select_option("isrl_mbsgd")
+    # user-level DP over its own users: uldp_avg, users natural (the upload's patient_id)
+    page.locator("[name='algorithm']").select_option("uldp_avg")
+    expect(page.locator("[name='dataset.name']")).to_have_value("patients_2026")
+    expect(page.locator("[name='dataset.users.kind']")).to_have_value("natural")
     page.fill("[name='rounds']", "2")
     page.fill("[name='dataset.silos']", "2")
-    page.locator("[name='dataset.users.kind']").select_option("none")
     page.click("button[type=submit]")
     page.wait_for_url("**/#/runs/*")
     run_id = page.url.rsplit("/", 1)[-1]
     spec = httpx.get(f"{server}/api/runs/{run_id}/spec").json()
     assert spec["dataset"]["name"] == "csv" and spec["dataset"]["options"] == {"upload": "patients_2026"}
+    assert spec["dataset"]["users"]["kind"] == "natural" and spec["algorithm"] == "uldp_avg"
     assert httpx.get(f"{server}/api/runs/{run_id}").json()["dataset"] == "patients_2026"
 
     # a second upload of that name is refused beside the name field, and nothing is replaced
@@ -63,9 +68,19 @@ def test_an_upload_from_the_browser_is_a_dataset_by_name_in_every_menu(page: Pag
         "an upload named 'patients_2026' exists; uploads are never replaced, so choose another name"
     )
 
+    # a budget on it from the Budgets page, by its name
     page.goto("/#/budgets")
     options = page.locator("select[name=dataset] option").all_inner_texts()
     assert "patients_2026 (your upload)" in options and "csv" not in options
+    page.select_option("select[name=dataset]", "patients_2026")
+    page.fill("input[name=total]", "50")
+    page.click("button:has-text('Set budget')")
+    expect(page.locator(".card[data-dataset=patients_2026] h2")).to_contain_text("patients_2026")
+    assert httpx.get(f"{server}/api/budgets/patients_2026").json()["total_epsilon"] == 50
     page.goto("/#/runs")
     page.locator("select[name=dataset]").select_option("patients_2026")
     expect(page.locator(f"tr[data-run='{run_id}']")).to_be_visible()
+    assert (
+        httpx.delete(f"{server}/api/budgets/patients_2026").status_code == 204
+    )  # later tests run unbudgeted
+    assert wait_finished(server, run_id)["status"] == "succeeded"
