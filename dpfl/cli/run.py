@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dpfl.cli.settings import DEVICE_HELP, cache_dir, data_dirs
-from dpfl.errors import DatasetUnavailable, SpecError
+from dpfl.errors import DatasetUnavailable, DpflError, SpecError
 from dpfl.formats import number_text
 
 if TYPE_CHECKING:
@@ -68,14 +68,19 @@ def run(
                 fields["acc"] = f"{p.record.accuracy:.3f}"
             bar.update(task, completed=p.round, **fields)
 
-        result = runner.run(
-            spec,
-            data_dirs=data_dirs(),
-            cache_dir=cache_dir(),
-            download=download,
-            on_round=on_round,
-            device=where,
-        )
+        try:
+            result = runner.run(
+                spec,
+                data_dirs=data_dirs(),
+                cache_dir=cache_dir(),
+                download=download,
+                on_round=on_round,
+                device=where,
+            )
+        except DpflError:
+            if not bar.tasks[0].completed:  # nothing ran (files missing, say): the error line is all
+                console.quiet = True  # the bar's last frame would print before it
+            raise
     data = result.to_json()
     if out is not None:
         out.write_text(json.dumps(data, indent=1))
@@ -102,6 +107,16 @@ def run(
         console.print(f"diagnostics (not private): {shown}", highlight=False)
 
 
+def _folder_found(folder: str) -> str:
+    """Returns where a dataset read from a folder (no fixed file list) is: the first data folder's
+    `folder` that holds files, else where to put them (there is nothing to download)."""
+    for root in [*data_dirs(), cache_dir()]:
+        here = Path(root) / folder
+        if here.is_dir() and any(here.iterdir()):
+            return str(here)
+    return f"missing: put its files in $DPFL_DATA_DIR/{folder}/ (nothing to download; see its source)"
+
+
 def datasets(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
@@ -114,6 +129,8 @@ def datasets(
         info = dataset_info(name)
         if not info.needs_files:
             where = "bundled or generated"
+        elif info.folder is not None:
+            where = _folder_found(info.folder)
         elif not info.files:
             where = "your own file (option `path`)"
         else:

@@ -142,7 +142,7 @@ def locate(
         timeout_s: socket timeout of one download request, in seconds.
 
     Raises:
-        DatasetUnavailable: a file is missing (the message lists every missing file, its
+        DatasetUnavailable: a file is missing (the message, one line, lists every missing file, its
             md5, where to put it and where to get it), a found file fails its checksum, or
             a download fails.
     """
@@ -220,19 +220,22 @@ def _download(spec: FileSpec, cache_dir: Path, timeout_s: float) -> Path:
 def _missing_message(
     missing: Sequence[FileSpec], search_dirs: Sequence[Path], cache_dir: Path | None, download: bool
 ) -> str:
+    """Returns one line: each missing file with its checksum, the folder it goes in and its official
+    source, the folders looked in, and the other ways to get them (`dpfl run` prints it as is)."""
     home = Path(search_dirs[0]) if search_dirs else cache_dir
     where = f"{home}" if home is not None else "<data dir>"
-    lines = [f"{len(missing)} dataset file(s) missing:"]
+    puts = []
     for spec in missing:
         folder = f"{where}/{spec.folder}/" if spec.folder else f"{where}/"
-        source = f"; official source: {spec.urls[0]}" if spec.urls else ""
-        lines.append(f"  put {spec.basename} ({' '.join(spec.checksum)}) in {folder}{source}")
+        source = f" (from {spec.urls[0]})" if spec.urls else ""
+        puts.append(f"put {spec.basename} ({' '.join(spec.checksum)}) in {folder}{source}")
     looked = [str(d) for d in search_dirs] + ([f"{cache_dir} (cache)"] if cache_dir is not None else [])
-    lines.append(f"Looked in: {', '.join(looked) if looked else 'no folders'}.")
-    remedy = "Put the files there or set DPFL_DATA_DIR to a folder that holds them"
+    remedy = "or set DPFL_DATA_DIR to a folder that holds them"
     if not download:
-        remedy += ", or allow downloading them (download=True)"
+        remedy += ", or allow downloading them (download=True; `dpfl run --download`)"
     elif cache_dir is None:
         remedy += "; downloading needs a cache directory"
-    lines.append(remedy + ".")
-    return "\n".join(lines)
+    return (
+        f"{len(missing)} dataset file(s) missing: {'; '.join(puts)}; "
+        f"looked in {', '.join(looked) if looked else 'no folders'}; {remedy}."
+    )

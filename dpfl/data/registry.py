@@ -39,6 +39,8 @@ class DatasetInfo:
             data has no natural grouping by default.
         needs_files: whether the loader reads files that may be missing (``DatasetUnavailable``).
         files: the files it needs, with md5s (empty for generated or bundled data).
+        folder: for a dataset read from a folder of files that has no fixed list (FEMNIST's LEAF
+            JSON), the folder under a data folder that holds them; None otherwise.
         options: the loader's option names and defaults.
         unfitted: the options under which the loader fits nothing on the records (no statistic of
             the rows shapes the features), which a dataset with a privacy budget needs; empty when
@@ -55,6 +57,7 @@ class DatasetInfo:
     files: tuple[FileSpec, ...] = ()
     options: tuple[tuple[str, Any], ...] = ()
     unfitted: tuple[tuple[str, Any], ...] = ()
+    folder: str | None = None
 
 
 def _dataset_entry(
@@ -69,6 +72,7 @@ def _dataset_entry(
     files: Sequence[FileSpec] = (),
     needs_files: bool | None = None,
     unfitted: dict[str, Any] | None = None,
+    folder: str | None = None,
 ) -> tuple[DatasetInfo, Loader]:
     """Returns the dataset's metadata, its options read from the loader's keyword-only parameters."""
     options = tuple(
@@ -87,6 +91,7 @@ def _dataset_entry(
         files=tuple(files),
         options=options,
         unfitted=tuple((unfitted or {}).items()),
+        folder=folder,
     )
     return info, loader
 

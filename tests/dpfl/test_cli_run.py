@@ -102,4 +102,25 @@ def test_datasets_says_where_each_is(capsys, monkeypatch, tmp_path):
     assert code == 0
     assert rows["digits"]["found"] == "bundled or generated"
     assert rows["mnist"]["found"] == "missing: put the files in $DPFL_DATA_DIR/mnist or use --download"
+    # a folder of files without a fixed list: where the folder goes, not a CSV's option
+    assert rows["femnist"]["found"] == (
+        "missing: put its files in $DPFL_DATA_DIR/femnist/ (nothing to download; see its source)"
+    )
+    assert rows["csv"]["found"] == "your own file (option `path`)"
+    (tmp_path / "femnist" / "train").mkdir(parents=True)
+    (tmp_path / "femnist" / "train" / "all_data_0.json").write_text("{}")
+    _, out, _ = run_cli(capsys, "datasets", "--json")
+    assert {row["name"]: row for row in json.loads(out)}["femnist"]["found"] == str(tmp_path / "femnist")
     assert rows["heart"]["silos"] == 4
+
+
+def test_a_run_without_its_dataset_files_is_one_line_naming_them(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("DPFL_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("DPFL_HOME", str(tmp_path / "home"))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("algorithm: fedavg\ndataset: {name: mnist, silos: 2}\nmodel: {name: logreg}\nrounds: 1\n")
+    code, out, err = run_cli(capsys, "run", str(spec))
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1 and err.startswith("error: 4 dataset file(s) missing: put train-images-")
+    assert f"(md5 f68b3c2dcbeaaa9fbdd348bbdeb94873) in {tmp_path / 'empty'}/mnist/" in err
+    assert err.endswith("(download=True; `dpfl run --download`).\n")

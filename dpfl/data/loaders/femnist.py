@@ -149,6 +149,7 @@ def _located(search_dirs: Sequence[Path], cache_dir: Path | None) -> Path:
     license="NIST Special Database 19's terms (the images); LEAF's scripts BSD-2-Clause",
     num_classes=FEMNIST_CLASSES,
     needs_files=True,
+    folder=FEMNIST_FOLDER,
 )
 def load_femnist(*, search_dirs: Sequence[Path], cache_dir: Path | None, download: bool) -> Dataset:
     """Returns FEMNIST from LEAF's ``train/`` and ``test/`` JSON files, with the writer of every

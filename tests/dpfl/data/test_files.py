@@ -53,11 +53,9 @@ def test_missing_file_message_names_file_md5_and_folder(tmp_path: Path) -> None:
             download=False,
         )
     assert str(caught.value) == (
-        "1 dataset file(s) missing:\n"
-        f"  put table.csv (md5 {CONTENT_MD5}) in {tmp_path}/toy/; official source: https://example.org/table.csv\n"
-        f"Looked in: {tmp_path}.\n"
-        "Put the files there or set DPFL_DATA_DIR to a folder that holds them, "
-        "or allow downloading them (download=True)."
+        f"1 dataset file(s) missing: put table.csv (md5 {CONTENT_MD5}) in {tmp_path}/toy/ "
+        f"(from https://example.org/table.csv); looked in {tmp_path}; or set DPFL_DATA_DIR to a "
+        "folder that holds them, or allow downloading them (download=True; `dpfl run --download`)."
     )
 
 
@@ -65,7 +63,7 @@ def test_missing_mnist_names_every_file_and_its_md5(tmp_path: Path) -> None:
     with pytest.raises(DatasetUnavailable) as caught:
         load_dataset("mnist", search_dirs=[tmp_path])
     message = str(caught.value)
-    assert message.startswith("4 dataset file(s) missing:")
+    assert message.startswith("4 dataset file(s) missing:") and "\n" not in message
     expected = f"put train-images-idx3-ubyte.gz (md5 f68b3c2dcbeaaa9fbdd348bbdeb94873) in {tmp_path}/mnist/"
     assert expected in message
     assert "put t10k-labels-idx1-ubyte.gz (md5 ec29112dd5afa0611ce80d1b7f02629c)" in message
