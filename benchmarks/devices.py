@@ -5,8 +5,9 @@ Two rounds, each timed on the CPU and, where PyTorch sees one, on the CUDA GPU:
   cifar_isrl: an ISRL-DP MB-SGD round of the ISRL-DP paper's CIFAR-10 setting
       (reference/000_isrl_dp.md §6.3): 10 silos × 1,000 records, K = 346 (R = 50), the paper's
       CNN (`cifar_cnn`, 62,006 parameters), C = 1, σ = 1. (a) the engine: `clipped_grad_sum`
-      for all silos at once, `gaussian_noise`, one step; (b) the per-silo loop with Opacus's
-      `GradSampleModule`, clipping and noise written as its users write them. Data: random
+      for all silos at once (on a GPU one dense pass over every silo's samples, `convclip`),
+      `gaussian_noise`, one step; (b) the per-silo loop with Opacus's `GradSampleModule`,
+      clipping and noise written as its users write them. Data: random
       images of CIFAR-10's shape (3×32×32; a round's time does not depend on the pixels).
   uldp_mnist_cnn: a ULDP-AVG round on MNIST, the setting of benchmarks/uldp.py (5 silos, 100
       zipf users, the ULDP-FL paper's CNN, Q = 1, B = 64) on the real data: (a) the algorithm's
@@ -17,7 +18,9 @@ Both variants of a round draw from the same generators and must agree before the
 Targets (issue 44), on a GPU only: the engine ≥ 10× its loop on the GPU, and the full ULDP MNIST
 setting under an hour. On the CPU the table is a record, without targets.
 
-Usage: python -m benchmarks.devices [--repeats N] [--no-write]
+Usage: python -m benchmarks.devices [--repeats N] [--round cifar_isrl|uldp_mnist_cnn] [--no-write]
+(--round: that round only, printed and not written over the section, e.g. to spend a lent GPU's
+minutes on the round that changed.)
 Exits 1 when a GPU target is missed.
 """
 
@@ -201,23 +204,30 @@ def render(results: dict[str, dict[str, dict]], repeats: int) -> tuple[str, bool
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--round", choices=["cifar_isrl", "uldp_mnist_cnn"], help="that round only")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args()
     data_dirs = [Path(os.environ["DPFL_DATA_DIR"])] if "DPFL_DATA_DIR" in os.environ else []
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
-    results: dict[str, dict[str, dict]] = {"cifar_isrl": {}, "uldp_mnist_cnn": {}}
+    rounds = [args.round] if args.round else ["cifar_isrl", "uldp_mnist_cnn"]
+    results: dict[str, dict[str, dict]] = {name: {} for name in rounds}
     for device in devices:
         began = time.perf_counter()
-        res = measure(*cifar_rounds(device), device, args.repeats)
-        results["cifar_isrl"][str(device)] = res | {"name": device_name(device)}
-        if data_dirs:
+        if "cifar_isrl" in rounds:
+            res = measure(*cifar_rounds(device), device, args.repeats)
+            results["cifar_isrl"][str(device)] = res | {"name": device_name(device)}
+        if data_dirs and "uldp_mnist_cnn" in rounds:
             res = measure(*uldp_device_rounds(device, data_dirs), device, args.repeats)
             results["uldp_mnist_cnn"][str(device)] = res | {"name": device_name(device)}
         print(f"{device}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
     body, ok = render(results, args.repeats)
     gpu = len(devices) > 1
     title = f"Devices: the engine against the loop on {'a GPU' if gpu else 'the CPU'}"
-    publish(title + (f" ({device_name(devices[-1])})" if gpu else ""), body, write=not args.no_write)
+    publish(
+        title + (f" ({device_name(devices[-1])})" if gpu else ""),
+        body,
+        write=not (args.no_write or args.round),
+    )
     speedups = {
         f"{name}@{device}": res["loop_s"] / res["engine_s"]
         for name, by_device in results.items()

@@ -2,7 +2,8 @@
 
 Parameters are flat ([P], or [S, P] for one model per silo; `params`), a round's data is a
 padded, masked `SiloBatch` (`batch`), gradients, clipping and evaluation are in `grads`
-(with ghost clipping for linear models in `ghost`), and randomness that does not depend on
+(with ghost clipping for linear models in `ghost`, and for convolutional ones a dense pass
+over every silo's samples in `convclip`), and randomness that does not depend on
 how silos are batched is in `noise`; every Gaussian release goes through `release`, where
 the auditor can tap it. `local` trains many models' local SGD at once, and `blocks` says
 how many models to train at once.

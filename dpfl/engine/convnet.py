@@ -232,7 +232,7 @@ def _pool_backward(
     height, width = shape[-2] // 2 * 2, shape[-1] // 2 * 2
     # an odd last row or column took no part: its gradient is zero
     odd = (height, width) != tuple(shape[-2:])
-    out = (torch.zeros if odd else torch.empty)(shape, dtype=g.dtype)
+    out = (torch.zeros if odd else torch.empty)(shape, dtype=g.dtype, device=g.device)
     a, b, c, d = (out[..., i:height:2, j:width:2] for i, j in _WINDOW)
     top = g * top_won
     torch.mul(top, a_won, out=a)

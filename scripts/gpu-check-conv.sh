@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The GPU checks of the dense per-sample pass for convolutional models (dpfl/engine/convclip.py), in
+# one short go: the CUDA tests (tests/dpfl/engine/test_convclip.py, then those of
+# tests/dpfl/test_device.py), the CIFAR-10 round's dense pass against the vmap path it replaces,
+# then benchmarks/devices.py's CIFAR-10 ISRL-DP round. Results go to $OUT (default
+# /tmp/gpu-check-conv). Run from the repository root with the machine's own PyTorch (CUDA build).
+#
+# Wheels and data as for scripts/gpu-check.sh: .whl (here also opacus's opt_einsum, and pydantic-core,
+# gmpy2, dm-tree and PyYAML for each of CPython 3.11–3.13, so that pip picks the machine's own) and
+# .gpudata; installed or read from there when present.
+set -uo pipefail
+OUT=${OUT:-/tmp/gpu-check-conv}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 DPFL_HOME=/tmp/dpfl-home
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        --find-links .whl pydantic pydantic-core annotated-types typing-inspection typing-extensions \
+        dp-accounting gmpy2 phe opacus opt-einsum absl-py attrs mpmath dm-tree pyyaml 2>&1 | tail -3 \
+        | tee "$OUT/install.log"
+    export PYTHONPATH=$PWD:/tmp/site  # ours first: the opacus wheel ships a top-level `benchmarks`
+fi
+[ -d .gpudata ] && export DPFL_DATA_DIR=$PWD/.gpudata
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+python3 -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, torch.cuda.get_device_name(0))" \
+    | tee -a "$OUT/gpu.txt"
+
+PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts="
+timeout 60 $PYTEST tests/dpfl/engine/test_convclip.py 2>&1 | tail -15 | tee "$OUT/tests-convclip.log"
+
+# The dense pass against the vmap path at the benchmark's shape, the clipped sum alone, on the GPU.
+timeout 60 python3 - <<'PY' 2>&1 | tee "$OUT/dense-vs-vmap.log"
+import statistics, time, torch
+from dpfl.engine import ParamLayout, SiloBatch, clipped_grad_sum
+from dpfl.models import build_model
+model = build_model("cifar_cnn", input_shape=(3, 32, 32), num_classes=10, seed=0)
+layout = ParamLayout.of(model)
+flat = layout.flatten_module(model).cuda()
+gen = torch.Generator().manual_seed(0)
+batch = SiloBatch.full(torch.randn(10, 346, 3, 32, 32, generator=gen).cuda(), torch.randint(0, 10, (10, 346), generator=gen).cuda())
+times = {"dense": [], "vmap": []}
+with torch.device("cuda"):
+    for i in range(12):
+        for name, method in (("dense", "auto"), ("vmap", "per_sample")):
+            torch.cuda.synchronize(); began = time.perf_counter()
+            clipped_grad_sum(model, layout, flat, batch, clip=1.0, method=method)
+            torch.cuda.synchronize()
+            if i >= 2:
+                times[name].append(time.perf_counter() - began)
+    peak = torch.cuda.max_memory_allocated() / 2**30
+print({k: f"{statistics.median(v) * 1e3:.2f} ms" for k, v in times.items()}, f"peak {peak:.2f} GiB")
+PY
+
+timeout 100 python3 -m benchmarks.devices --repeats 7 --round cifar_isrl --no-write 2>&1 | tee "$OUT/bench.log"
+
+timeout 150 $PYTEST tests/dpfl/test_device.py -k gpu 2>&1 | tail -15 | tee "$OUT/tests-device.log"
