@@ -25,7 +25,7 @@ import numpy as np
 from dpfl.privacy.accountants import headline_problem, make_accountant, rdp_pruned
 from dpfl.privacy.events import ComposedEvent, Event, SelfComposedEvent, from_json, public_event, to_json
 
-__all__ = ["Ledger", "LedgerEntry", "history_epsilon"]
+__all__ = ["Ledger", "LedgerEntry", "history_epsilon", "history_epsilons"]
 
 _PRUNED_ROUNDS = 300  # histories this long or shorter take rdp_pruned's curve
 
@@ -121,10 +121,8 @@ class Ledger:
                 return self._curves_after(after, delta=delta, accountant=accountant, **options)
             last = np.searchsorted(rounds, after, side="right") - 1
             return {party: _read(remembered[key], last) for party, key in of_party.items()}
-        curves = {
-            key: history_epsilon(events, counts, delta=delta, accountant=accountant, **options)
-            for key, (events, counts) in histories.items()
-        }
+        eps = history_epsilons(list(histories.values()), delta=delta, accountant=accountant, **options)
+        curves = dict(zip(histories, eps, strict=True))
         return {party: curves[key] for party, key in of_party.items()}
 
     @staticmethod
@@ -241,15 +239,35 @@ def history_epsilon(
     """Returns a party's cumulative ε after each round of its history (`counts`: [rounds, events]
     releases of each distinct event), 0 before its first release: the one computation of a
     history's ε. `rdp_pruned` keeps the curves it computes, which `Ledger._remembered` reads."""
+    return history_epsilons([(events, counts)], delta=delta, accountant=accountant, **options)[0]
+
+
+def history_epsilons(
+    histories: Sequence[tuple[Sequence[Event], np.ndarray]],
+    *,
+    delta: float,
+    accountant: str = "rdp",
+    **options,
+) -> list[np.ndarray]:
+    """Returns `history_epsilon` of each (events, counts) history; those `rdp_pruned` takes are
+    searched together, in one branch and bound (`rdp_pruned.pruned_epsilon_curves`)."""
     # the same ε from few RDP orders; past some 400 rounds the search over every round costs
     # more than whole curves (docs/benchmarks.md, ledger)
-    if len(counts) <= _PRUNED_ROUNDS and rdp_pruned.applies(accountant, events):
-        curve = rdp_pruned.pruned_epsilon_curve(
-            events, counts, delta=delta, **rdp_pruned.pruned_options(options)
+    pruned = [
+        i
+        for i, (events, counts) in enumerate(histories)
+        if len(counts) <= _PRUNED_ROUNDS and rdp_pruned.applies(accountant, events)
+    ]
+    curves: dict[int, np.ndarray] = {}
+    if pruned:
+        together = rdp_pruned.pruned_epsilon_curves(
+            [histories[i] for i in pruned], delta=delta, **rdp_pruned.pruned_options(options)
         )
-    else:
-        curve = make_accountant(accountant, **options).epsilon_curve(events, counts, delta=delta)
-    return _released(curve, counts)
+        curves = dict(zip(pruned, together, strict=True))
+    for i, (events, counts) in enumerate(histories):
+        if i not in curves:
+            curves[i] = make_accountant(accountant, **options).epsilon_curve(events, counts, delta=delta)
+    return [_released(curves[i], counts) for i, (_, counts) in enumerate(histories)]
 
 
 def _check_increasing(after: list[int]) -> None:

@@ -66,6 +66,8 @@ __all__ = [
     "prunable",
     "pruned_epsilon",
     "pruned_epsilon_curve",
+    "pruned_epsilon_curves",
+    "pruned_epsilons",
     "pruned_options",
     "remembered_epsilon_curve",
     "walked_epsilon",
@@ -143,6 +145,27 @@ def pruned_epsilon(
     Raises:
         AccountingError: no order gives a finite ε.
     """
+    return pruned_epsilons([event], delta=delta, orders=orders, conversion=conversion, near=near)[0]
+
+
+def pruned_epsilons(
+    events: Sequence[Event],
+    *,
+    delta: float,
+    orders: tuple[float, ...],
+    conversion: str = "tight",
+    near: float | None = None,
+) -> list[tuple[float, float]]:
+    """Returns `pruned_epsilon` of each event, all searched as rows of one branch and bound.
+
+    A calibration checks its silos' σ on the whole grid together (`parties._PartySearch`): their
+    minima lie at nearly the same orders, so one search computes about the orders one of them
+    needs, for all of them (issue 43). Each row's ε is the minimum over its computed orders, as
+    alone, to 1e-9 relative (`pruned_epsilon_curves` says why).
+
+    Raises:
+        AccountingError: no order gives a finite ε for some event.
+    """
     grid = _grid(orders)
     if near is None:
         start = _spread(grid)
@@ -152,14 +175,14 @@ def pruned_epsilon(
         start = np.clip(np.concatenate([around[:1] + np.array([-1, 0, 1]), around[1:]]), 0, len(grid) - 1)
     eps, best = _minimum(
         grid,
-        lambda cols: event_rdp(event, tuple(grid[cols].tolist()))[None, :],
-        rows=1,
+        lambda cols: np.stack([event_rdp(e, tuple(grid[cols].tolist())) for e in events]),
+        rows=len(events),
         start=start,
         delta=delta,
         conversion=conversion,
-        kl=np.array([kl_floor(event)]),
+        kl=np.array([kl_floor(e) for e in events]),
     )
-    return float(eps[0]), float(grid[best[0]])
+    return [(float(e), float(grid[b])) for e, b in zip(eps, best, strict=True)]
 
 
 def epsilon_at_order(event: Event, *, delta: float, order: float, conversion: str = "tight") -> float:
@@ -209,15 +232,37 @@ def pruned_epsilon_curve(
     Raises:
         AccountingError: no order gives a finite ε at some round.
     """
-    key = _history_key(events, counts, delta, orders, conversion)
-    curve = _remembered(key)
-    if curve is None:
-        curve = _curve(*key)
+    return pruned_epsilon_curves([(events, counts)], delta=delta, orders=orders, conversion=conversion)[0]
+
+
+def pruned_epsilon_curves(
+    histories: Sequence[tuple[Sequence[Event], np.ndarray]],
+    *,
+    delta: float,
+    orders: tuple[float, ...],
+    conversion: str = "tight",
+) -> list[np.ndarray]:
+    """Returns `pruned_epsilon_curve` of each (events, counts) history, those not remembered searched
+    together: every round of every history is a row of one branch and bound (`_minimum`).
+
+    A federation's silos have different sampling rates and σ, but their rounds hold their minima
+    at nearly the same orders, so the search computes about the orders one silo needs, for all of
+    them at once: 25 silos' plans cost one search loop instead of 25 (issue 43). Each row's ε is
+    the minimum over its computed orders, as alone; an order computed for another row can only
+    lower it where the bounds hold it cannot (`_SLACK`), so each curve is the one computed alone
+    to 1e-9 relative. Each is remembered under its own history.
+    """
+    keys = [_history_key(events, counts, delta, orders, conversion) for events, counts in histories]
+    curves = {key: curve for key in keys if (curve := _remembered(key)) is not None}
+    todo = list(dict.fromkeys(key for key in keys if key not in curves))
+    if todo:
+        computed = _curves(todo)
         with _LOCK:
-            _CURVES[key] = curve
+            for key, curve in zip(todo, computed, strict=True):
+                _CURVES[key] = curves[key] = curve
             while len(_CURVES) > _KEPT:
                 _CURVES.popitem(last=False)
-    return curve.copy()
+    return [curves[key].copy() for key in keys]
 
 
 def remembered_epsilon_curve(
@@ -255,16 +300,34 @@ def _history_key(
     return (tuple(events), counts.shape, counts.tobytes(), delta, tuple(orders), conversion)
 
 
+def _curves(keys: Sequence[tuple]) -> list[np.ndarray]:
+    """Returns the curve of each history key (`_history_key`; one δ, orders and conversion), all
+    searched as rows of one `_minimum` over the union of their events."""
+    delta, orders, conversion = keys[0][3:]
+    column: dict[Event, int] = {}
+    for key in keys:
+        for event in key[0]:
+            column.setdefault(event, len(column))
+    events = list(column)
+    blocks = []
+    for own, shape, counts, *_ in keys:
+        block = np.zeros((shape[0], len(events)))
+        block[:, [column[e] for e in own]] = np.cumsum(np.frombuffer(counts).reshape(shape), axis=0)
+        blocks.append(block)
+    eps = _curve(events, np.concatenate(blocks), delta=delta, orders=orders, conversion=conversion)
+    return np.split(eps, np.cumsum([key[1][0] for key in keys])[:-1])
+
+
 def _curve(
-    events: tuple[Event, ...],
-    shape: tuple[int, ...],
-    counts: bytes,
+    events: Sequence[Event],
+    totals: np.ndarray,
+    *,
     delta: float,
     orders: tuple,
     conversion: str,
 ) -> np.ndarray:
+    """Returns the ε of each row of `totals` ([rows, events] releases of each event so far)."""
     grid = _grid(orders)
-    totals = np.cumsum(np.frombuffer(counts).reshape(shape), axis=0)  # [rounds, events]
 
     def fill(cols: np.ndarray) -> np.ndarray:
         key = tuple(grid[cols].tolist())

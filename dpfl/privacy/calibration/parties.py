@@ -167,13 +167,13 @@ class _PartySearch:
             if not unchecked:
                 continue
             below = {p: hi - math.log1p(max(self.rtol, CHECKED)) for p, hi in unchecked.items()}
-            for p, event in self._events(below, idle).items():
-                gap = self.target.gap(event)
+            # every party's check on the whole grid in one search (`Target.gaps`)
+            for p, (gap, minimum) in self.target.gaps(self._events(below, idle)).items():
                 if gap > 0:
                     self.solved[p] = unchecked[p]
                     continue
                 orders_tried[p] += 1
-                order[p] = self.target.near[0] if orders_tried[p] < 2 and math.isfinite(gap) else None
+                order[p] = minimum if orders_tried[p] < 2 and math.isfinite(gap) else None
                 pending[p], known[p] = below[p], gap
 
     def _search_all(

@@ -73,6 +73,32 @@ class Target:
             return math.inf
         return self.gap_of(event, eps)
 
+    def gaps(self, events: Mapping[str, Event | None]) -> dict[str, tuple[float, float | None]]:
+        """Returns `gap` of each party's events on the whole accountant, with the RDP order that
+        held its minimum (None off the rdp accountant); under the rdp accountant all in one search
+        (`rdp_pruned.pruned_epsilons`), the same numbers as one by one."""
+        known = {p: e for p, e in events.items() if e is not None}
+        if len(known) < 2 or not rdp_pruned.applies(self.accountant, list(known.values())):
+            return {p: self._gap_and_order(e) for p, e in events.items()}
+        try:
+            found = rdp_pruned.pruned_epsilons(
+                list(known.values()),
+                delta=self.delta,
+                near=self.near[0],
+                **rdp_pruned.pruned_options(self.options),
+            )
+        except AccountingError:  # some party has no finite ε: each alone, as `gap` scores it
+            return {p: self._gap_and_order(e) for p, e in events.items()}
+        self.near[0] = found[-1][1]
+        out = {
+            p: (self.gap_of(e, eps), order) for (p, e), (eps, order) in zip(known.items(), found, strict=True)
+        }
+        return {p: out.get(p, (math.inf, None)) for p in events}
+
+    def _gap_and_order(self, event: Event | None) -> tuple[float, float | None]:
+        gap = self.gap(event)
+        return gap, self.near[0]
+
     def gap_of(self, event: Event, eps: float) -> float:
         """Returns log(ε / target ε) for an ε of the event that bounds the whole accountant's
         from above, remembering the event as met if it meets the target."""

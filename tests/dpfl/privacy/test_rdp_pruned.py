@@ -11,10 +11,12 @@ from dpfl.privacy.accountants import DEFAULT_ORDERS, RDPAccountant
 from dpfl.privacy.accountants.rdp import event_rdp
 from dpfl.privacy.accountants.rdp_pruned import (
     applies,
+    cache_clear,
     kl_floor,
     prunable,
     pruned_epsilon,
     pruned_epsilon_curve,
+    pruned_epsilon_curves,
 )
 from dpfl.privacy.calibration import epsilon, sgd_event
 from dpfl.privacy.events import (
@@ -178,3 +180,67 @@ def test_the_kl_floor_is_below_every_exact_order():
             steps=int(10 ** rng.uniform(0, 3)),
         )
         assert kl_floor(event) <= event_rdp(event, integers).min() * (1 + 1e-9)
+
+
+@pytest.fixture
+def searches(monkeypatch) -> list[int]:
+    """Counts the branch-and-bound searches (`rdp_pruned._minimum` calls, each still run) and
+    their rows."""
+    rows: list[int] = []
+    real = rdp_pruned._minimum
+
+    def counted(*args, **kwargs):
+        rows.append(kwargs["rows"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rdp_pruned, "_minimum", counted)
+    return rows
+
+
+def _silos(seed: int, num: int) -> list[tuple[list[PoissonSampledEvent], np.ndarray]]:
+    """Returns `num` silo histories of one Poisson-sampled Gaussian step a round, each its own q and σ."""
+    rng = np.random.default_rng(seed)
+    rounds = int(rng.integers(10, 120))
+    return [
+        (
+            [PoissonSampledEvent(float(rng.uniform(0.02, 0.1)), GaussianEvent(float(rng.uniform(0.8, 2.0))))],
+            np.ones((rounds, 1)),
+        )
+        for _ in range(num)
+    ]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_histories_searched_together_give_each_ones_curve(seed, searches):
+    histories = _silos(seed, 8)
+    cache_clear()
+    together = pruned_epsilon_curves(histories, delta=1e-5, orders=DEFAULT_ORDERS)
+    assert searches == [8 * len(histories[0][1])]  # one search, a row per round per silo
+    cache_clear()
+    alone = [pruned_epsilon_curve(e, c, delta=1e-5, orders=DEFAULT_ORDERS) for e, c in histories]
+    assert len(searches) == 1 + len(histories)
+    for (events, counts), curve, own in zip(histories, together, alone, strict=True):
+        np.testing.assert_allclose(curve, own, rtol=1e-9, atol=0)
+        full = RDPAccountant().epsilon_curve(events, counts, delta=1e-5)
+        np.testing.assert_allclose(curve, full, rtol=1e-12, atol=1e-15)
+
+
+def test_a_ledgers_silos_are_accounted_in_one_search(searches):
+    ledger = Ledger()
+    histories = _silos(7, 25)
+    for silo, (events, counts) in enumerate(histories):
+        for r in range(1, len(counts) + 1):
+            ledger.record(r, f"silo-{silo}", events[0])
+    cache_clear()
+    curves = ledger.epsilon_curves(delta=1e-5)
+    assert len(searches) == 1  # was one per silo
+    for silo, (events, counts) in enumerate(histories):
+        full = RDPAccountant().epsilon_curve(events, counts, delta=1e-5)
+        np.testing.assert_allclose(curves[f"silo-{silo}"], full, rtol=1e-12, atol=1e-15)
+    # remembered each under its own history: the projection's curves serve the run's records
+    assert (
+        rdp_pruned.remembered_epsilon_curve(
+            histories[3][0], histories[3][1], delta=1e-5, orders=DEFAULT_ORDERS
+        )
+        is not None
+    )
