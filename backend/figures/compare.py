@@ -453,8 +453,16 @@ def spent_figure(session: Session, run_ids: Sequence[str]) -> dict[str, Any]:
     return plots.to_json(plots.accuracy_vs_spent(series, subtitle=subtitle))
 
 
-def curves_figure(session: Session, run_ids: Sequence[str]) -> dict[str, Any]:
-    """Returns the test accuracy per round of the given runs, one line per run (a point's drill-down).
+def curves_figure(
+    session: Session,
+    run_ids: Sequence[str],
+    *,
+    metric: str = "accuracy",
+    log_y: bool = False,
+    smoothing: float = 0.0,
+) -> dict[str, Any]:
+    """Returns a metric per round of the given runs, one line per run (a point's drill-down, or
+    runs picked to overlay), with an optional log-scale y and smoothing (`dpfl.plots.metric_per_round`).
 
     Raises:
         NotFound: a run does not exist (404).
@@ -466,7 +474,10 @@ def curves_figure(session: Session, run_ids: Sequence[str]) -> dict[str, Any]:
         return {"seed": run.seed or 0, "label": f"{run.algorithm} {privacy} seed {run.seed} ({run.id[:6]})"}
 
     series, subtitle = _per_run(session, run_ids, fields)
-    return plots.to_json(plots.accuracy_per_round(series, subtitle=subtitle))
+    figure = plots.metric_per_round(
+        series, metric=metric, log_y=log_y, smoothing=smoothing, subtitle=subtitle
+    )
+    return plots.to_json(figure)
 
 
 def _per_run(
@@ -485,13 +496,24 @@ def _per_run(
 
 
 def _rounds(session: Session, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """Returns run id ↦ its evaluated rounds ``{round, accuracy, epsilon}``, in round order."""
+    """Returns run id ↦ its evaluated rounds ``{round, accuracy, loss, train_loss, epsilon}``, in
+    round order (the training loss is a diagnostic, not private; None where withheld)."""
     out: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
     rows = session.execute(
-        select(RoundMetric.run_id, RoundMetric.round, RoundMetric.accuracy, RoundMetric.epsilon)
+        select(
+            RoundMetric.run_id,
+            RoundMetric.round,
+            RoundMetric.accuracy,
+            RoundMetric.loss,
+            RoundMetric.epsilon,
+            RoundMetric.diagnostics,
+        )
         .where(RoundMetric.run_id.in_(run_ids))
         .order_by(RoundMetric.run_id, RoundMetric.round)
     )
-    for run_id, r, accuracy, epsilon in rows:
-        out[run_id].append({"round": r, "accuracy": accuracy, "epsilon": epsilon})
+    for run_id, r, accuracy, loss, epsilon, diagnostics in rows:
+        train_loss = (diagnostics or {}).get("train_loss")
+        out[run_id].append(
+            {"round": r, "accuracy": accuracy, "loss": loss, "train_loss": train_loss, "epsilon": epsilon}
+        )
     return out

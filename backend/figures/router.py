@@ -9,7 +9,7 @@ figures also carry ``layout.meta.notions`` (the privacy notions drawn, one panel
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 from sqlalchemy.orm import Session
@@ -131,14 +131,29 @@ def spent(
 
 @router.get("/figures/curves", responses=ERRORS)
 def curves(
-    session: SessionDep, runs: Annotated[str, Query(description="comma-separated run ids")]
+    session: SessionDep,
+    runs: Annotated[str, Query(description="comma-separated run ids")],
+    metric: Annotated[
+        Literal["accuracy", "loss", "train_loss", "epsilon"],
+        Query(
+            description="what is drawn per round: test accuracy, test loss, training loss (not "
+            "private), ε spent"
+        ),
+    ] = "accuracy",
+    log_y: Annotated[int, Query(ge=0, le=1, description="1: a log-scale y axis")] = 0,
+    smoothing: Annotated[
+        float, Query(ge=0, lt=1, description="exponential moving average weight; 0: the raw values")
+    ] = 0.0,
 ) -> dict[str, Any]:
-    """Test accuracy per round of the given runs (a trade-off point's seeds): one line per run.
+    """A metric per round of the given runs (a trade-off point's seeds, or runs picked to overlay):
+    one line per run.
 
-    Coloured by algorithm, dashed by seed; trace `meta = {role: "run", run_id, algorithm, seed}`,
-    points `customdata = [run_id, round]`.
+    Coloured by algorithm, dashed by seed; trace `meta = {role: "run", run_id, algorithm, seed}`
+    (raw markers under a smoothed line: `role: "raw"`), points `customdata = [run_id, round]`.
     """
-    return compare.curves_figure(session, compare.ids(runs, name="runs"))
+    return compare.curves_figure(
+        session, compare.ids(runs, name="runs"), metric=metric, log_y=bool(log_y), smoothing=smoothing
+    )
 
 
 @router.get("/sweeps/{sweep_id}/figures/parcoords", responses=ERRORS)

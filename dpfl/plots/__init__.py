@@ -31,7 +31,7 @@ from dpfl.plots.hyperparams import (
 from dpfl.plots.layout import to_json
 from dpfl.plots.notions import compare_subtitle
 from dpfl.plots.parties import epsilon_per_party, label_histogram, user_distribution
-from dpfl.plots.runs import accuracy_per_round, accuracy_vs_spent, learning_curves
+from dpfl.plots.runs import PER_ROUND_METRICS, accuracy_vs_spent, learning_curves, metric_per_round, smoothed
 from dpfl.plots.tradeoff import BANDS, Band, band_limits, tradeoff
 
 __all__ = [
@@ -39,8 +39,8 @@ __all__ = [
     "GUESSING_MARGIN",
     "NEUTRAL_COLOUR",
     "NOT_HYPERPARAMETERS",
+    "PER_ROUND_METRICS",
     "Band",
-    "accuracy_per_round",
     "accuracy_vs_spent",
     "algorithm_colour",
     "band_limits",
@@ -53,9 +53,11 @@ __all__ = [
     "label_histogram",
     "learning_curves",
     "majority_accuracy",
+    "metric_per_round",
     "no_better_than_guessing",
     "parallel_coordinates",
     "run_baseline",
+    "smoothed",
     "to_json",
     "tradeoff",
     "user_distribution",

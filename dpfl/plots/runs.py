@@ -13,7 +13,7 @@ from dpfl.plots.colours import LOSS_COLOUR, TEST_COLOUR, TRAIN_COLOUR, algorithm
 from dpfl.plots.layout import _DASHES, _epsilon_axis, _floats, _hover, _layout, _no_data
 from dpfl.plots.notions import epsilon_title, faceted_figure, notions_in
 
-__all__ = ["accuracy_per_round", "accuracy_vs_spent", "learning_curves"]
+__all__ = ["PER_ROUND_METRICS", "accuracy_vs_spent", "learning_curves", "metric_per_round", "smoothed"]
 
 
 def accuracy_vs_spent(
@@ -85,46 +85,113 @@ def accuracy_vs_spent(
     return fig
 
 
-def accuracy_per_round(runs: Sequence[Mapping[str, Any]], *, subtitle: str | None = None) -> go.Figure:
-    """Returns the test accuracy of several runs per round, one line per run: the drill-down of a point.
+# what `metric_per_round` draws: the round record's key ↦ (axis title, figure title)
+PER_ROUND_METRICS = {
+    "accuracy": ("test accuracy", "Test accuracy per round"),
+    "loss": ("test loss", "Test loss per round"),
+    "train_loss": ("training loss (not private)", "Training loss per round (not private)"),
+    "epsilon": ("ε spent", "ε spent per round"),
+}
+
+
+def smoothed(values: Sequence[float | None], weight: float) -> list[float | None]:
+    """Returns the exponential moving average of `values` with `weight` in [0, 1), debiased as
+    TensorBoard's smoothing is (the first value is not pulled towards 0); a None stays None and
+    leaves the average as it was."""
+    if not 0 <= weight < 1:
+        raise ValueError(f"smoothing must be in [0, 1); got {weight}")
+    out: list[float | None] = []
+    average, seen = 0.0, 0
+    for value in values:
+        if value is None:
+            out.append(None)
+            continue
+        seen += 1
+        average = weight * average + (1 - weight) * value
+        out.append(average / (1 - weight**seen))
+    return out
+
+
+def metric_per_round(
+    runs: Sequence[Mapping[str, Any]],
+    *,
+    metric: str = "accuracy",
+    log_y: bool = False,
+    smoothing: float = 0.0,
+    subtitle: str | None = None,
+) -> go.Figure:
+    """Returns a metric of several runs per round, one line per run: a point's drill-down, or runs
+    picked to overlay.
 
     Args:
         runs: ``{"id": str, "algorithm": str, "seed": int, "label": str, "rounds": [{"round":
-            int, "accuracy": float}]}``, drawn in the order given. The colour is the algorithm's,
-            the dash the seed's (the same seed has the same dash in every algorithm).
+            int, <metric>: float | None}]}``, drawn in the order given. The colour is the
+            algorithm's, the dash the seed's (the same seed has the same dash in every algorithm).
+        metric: a key of `PER_ROUND_METRICS`; the training loss is labelled "not private".
+        log_y: a log-scale y axis.
+        smoothing: the weight of an exponential moving average in [0, 1); above 0 the raw values
+            stay as faint markers under the smoothed line.
         subtitle: the title's second line (datasets, δ, rounds, accountants).
 
-    Each trace has ``meta = {"role": "run", "run_id", "algorithm", "seed"}`` and each point
-    ``customdata = [run_id, round]``.
+    Each run's line has ``meta = {"role": "run", "run_id", "algorithm", "seed"}`` (raw markers
+    under a smoothed line: ``role: "raw"``) and each point ``customdata = [run_id, round]``.
+
+    Raises:
+        ValueError: an unknown metric, or smoothing outside [0, 1).
     """
+    if metric not in PER_ROUND_METRICS:
+        raise ValueError(f"metric must be one of {', '.join(PER_ROUND_METRICS)}; got {metric!r}")
+    axis_title, title = PER_ROUND_METRICS[metric]
+    yaxis: dict[str, Any] = {"title": {"text": axis_title}}
+    if log_y:
+        yaxis["type"] = "log"
+    elif metric == "accuracy":
+        yaxis["range"] = [0, 1]
     fig = go.Figure(
         layout=_layout(
-            kind="accuracy_per_round",
-            title="Test accuracy per round",
+            kind=f"{metric}_per_round",
+            title=title,
             subtitle=subtitle,
             xaxis={"title": {"text": "round"}},
-            yaxis={"title": {"text": "test accuracy"}, "range": [0, 1]},
+            yaxis=yaxis,
         )
     )
     seeds = sorted({int(run["seed"]) for run in runs})
     for run in runs:
         algorithm, seed = run["algorithm"], int(run["seed"])
         rounds = sorted(run["rounds"], key=lambda r: r["round"])
+        x = [int(r["round"]) for r in rounds]
+        # a round without the metric (withheld, or not measured) is a gap in the line
+        y = [None if r.get(metric) is None else float(r[metric]) for r in rounds]
+        meta = {"role": "run", "run_id": run["id"], "algorithm": algorithm, "seed": seed}
+        colour, dash = algorithm_colour(algorithm), _DASHES[seeds.index(seed) % len(_DASHES)]
+        customdata = [[run["id"], xi] for xi in x]
+        if smoothing > 0:
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=y,
+                    mode="markers",
+                    marker={"size": 4, "color": colour},
+                    opacity=0.3,
+                    showlegend=False,
+                    customdata=customdata,
+                    hoverinfo="skip",
+                    meta=meta | {"role": "raw"},
+                )
+            )
+            y = smoothed(y, smoothing)
         fig.add_trace(
             go.Scatter(
-                x=[int(r["round"]) for r in rounds],
-                y=_floats(r["accuracy"] for r in rounds),
-                mode="lines+markers",
-                line={
-                    "color": algorithm_colour(algorithm),
-                    "dash": _DASHES[seeds.index(seed) % len(_DASHES)],
-                    "width": 2,
-                },
+                x=x,
+                y=y,
+                mode="lines" if smoothing > 0 else "lines+markers",
+                line={"color": colour, "dash": dash, "width": 2},
                 marker={"size": 4},
                 name=run["label"],
-                customdata=[[run["id"], int(r["round"])] for r in rounds],
-                hovertemplate=_hover(f"<b>{run['label']}</b>", "round %{x}", "accuracy %{y:.3f}"),
-                meta={"role": "run", "run_id": run["id"], "algorithm": algorithm, "seed": seed},
+                customdata=customdata,
+                hovertemplate=_hover(f"<b>{run['label']}</b>", "round %{x}", f"{axis_title} %{{y:.4g}}"),
+                meta=meta,
             )
         )
     if not runs:

@@ -95,7 +95,7 @@ export const api = {
   // compare
   searchSweeps: (params = {}) => request(`/sweeps${query(params)}`),
   patchSweep: (id, changes) => send("PATCH", `/sweeps/${encodeURIComponent(id)}`, changes),
-  curvesFigure: (runs) => request(`/figures/curves${query({ runs: runs.join(",") })}`),
+  curvesFigure: (runs, options = {}) => request(`/figures/curves${query({ runs: runs.join(","), ...options })}`),
   parcoordsFigure: (id) => request(`/sweeps/${encodeURIComponent(id)}/figures/parcoords`),
   importanceFigure: (id) => request(`/sweeps/${encodeURIComponent(id)}/figures/importance`),
 };

@@ -10,7 +10,6 @@ import pytest
 
 from dpfl.plots import (
     GUESSING_MARGIN,
-    accuracy_per_round,
     accuracy_vs_spent,
     algorithm_colour,
     band_limits,
@@ -20,9 +19,11 @@ from dpfl.plots import (
     importance,
     importance_bars,
     majority_accuracy,
+    metric_per_round,
     no_better_than_guessing,
     parallel_coordinates,
     run_baseline,
+    smoothed,
     to_json,
     tradeoff,
 )
@@ -246,7 +247,7 @@ def test_accuracy_per_round_colours_by_algorithm_and_dashes_by_seed():
         {"id": "b", "algorithm": "isrl_mbsgd", "seed": 1, "label": "isrl_mbsgd seed 1", "rounds": rounds},
         {"id": "c", "algorithm": "uldp_avg", "seed": 1, "label": "uldp_avg seed 1", "rounds": rounds},
     ]
-    fig = to_json(accuracy_per_round(runs, subtitle="digits"))
+    fig = to_json(metric_per_round(runs, subtitle="digits"))
     assert [t["line"]["dash"] for t in fig["data"]] == ["solid", "dash", "dash"]
     assert [t["line"]["color"] for t in fig["data"]] == [
         algorithm_colour(a) for a in ("isrl_mbsgd",) * 2 + ("uldp_avg",)
@@ -257,6 +258,30 @@ def test_accuracy_per_round_colours_by_algorithm_and_dashes_by_seed():
     assert fig["layout"]["meta"]["figure"] == "accuracy_per_round"
     assert fig["layout"]["xaxis"]["title"]["text"] == "round"
     assert fig["layout"]["title"]["subtitle"]["text"] == "digits"
+
+
+def test_an_overlay_draws_any_metric_with_log_y_and_smoothing_over_faint_raw_values():
+    rounds = [
+        {"round": r, "loss": v, "train_loss": None} for r, v in ((1, 2.0), (2, 1.0), (3, None), (4, 0.5))
+    ]
+    runs = [{"id": "a", "algorithm": "isrl_mbsgd", "seed": 0, "label": "a", "rounds": rounds}]
+    fig = to_json(metric_per_round(runs, metric="loss", log_y=True, smoothing=0.5))
+    raw, line = fig["data"]
+    assert raw["meta"]["role"] == "raw" and raw["opacity"] == 0.3 and raw["y"] == [2.0, 1.0, None, 0.5]
+    # debiased EMA with weight 0.5: the averages 1, 1, (the gap keeps it), 0.75 over 1 − 0.5ⁿ
+    assert line["y"] == pytest.approx([2.0, 4 / 3, None, 6 / 7])
+    assert line["meta"]["role"] == "run" and line["mode"] == "lines"
+    assert fig["layout"]["yaxis"]["type"] == "log" and fig["layout"]["meta"]["figure"] == "loss_per_round"
+    assert fig["layout"]["yaxis"]["title"]["text"] == "test loss"
+    train = to_json(metric_per_round(runs, metric="train_loss"))
+    assert train["layout"]["title"]["text"].startswith("Training loss per round (not private)")
+    assert smoothed([1.0, 3.0], 0.0) == [1.0, 3.0]
+    with pytest.raises(
+        ValueError, match="metric must be one of accuracy, loss, train_loss, epsilon; got 'f1'"
+    ):
+        metric_per_round(runs, metric="f1")
+    with pytest.raises(ValueError, match=r"smoothing must be in \[0, 1\); got 1"):
+        smoothed([1.0], 1)
 
 
 # --- hyperparameter importance and parallel coordinates ----------------------------------------------
@@ -393,7 +418,7 @@ def test_flatten_gives_dotted_keys_and_keeps_lists_whole():
     "build",
     [
         lambda: tradeoff(USER + RECORD, baselines=[{"accuracy": 0.1, "label": "digits"}]),
-        lambda: accuracy_per_round([]),
+        lambda: metric_per_round([]),
         lambda: parallel_coordinates(GRID_RUNS),
         lambda: parallel_coordinates([]),
         lambda: importance_bars(importance(GRID_RUNS)),

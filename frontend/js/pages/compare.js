@@ -2,13 +2,15 @@
 // privacy notion), the runs behind each point, accuracy against ε spent for the picked runs, and,
 // for one sweep, its own panel. The view's state lives in the URL (`sweeps=a,b`, `runs=x,y`,
 // `log`, `guaranteed` to hide runs whose guarantee is broken, `band`, `individual` to draw each
-// run, `average`; an old link's `sweep=a` is read as `sweeps=a`); export the chart as PNG and its
-// points as CSV or JSON, for any view.
+// run, `average`, and the picked runs' overlay: `metric`, `logy`, `smooth`; an old link's
+// `sweep=a` is read as `sweeps=a`); export the chart as PNG and its points as CSV or JSON, for any
+// view. Picked runs are also overlaid round by round, with a diff of their specs.
 import { api } from "../api.js";
 import { draw, exportPng, onPointClick, preloadCharts } from "../charts.js";
 import { banner, download, h, replace, setTitle } from "../dom.js";
 import { current, setParams } from "../state.js";
 import { plottedPoints, pointsTable, showPoint } from "./compare/drilldown.js";
+import { overlayCard } from "./compare/overlay.js";
 import { sweepPicker } from "./compare/sweep-picker.js";
 import { showSweep } from "./compare/sweep-panel.js";
 
@@ -44,10 +46,13 @@ export async function render(root) {
   const params = current().params;
   if (params.sweep || params.sweeps || params.runs) preloadCharts();
   // `sweep=` is how links made before multi-sweep compare name their sweep
-  const state = { sweeps: list([params.sweep, params.sweeps].filter(Boolean).join(",")), runs: list(params.runs), log: params.log ?? "1", guaranteed: params.guaranteed ?? "0", band: params.band ?? "std", individual: params.individual ?? "0", average: list(params.average) };
+  const state = { sweeps: list([params.sweep, params.sweeps].filter(Boolean).join(",")), runs: list(params.runs), log: params.log ?? "1", guaranteed: params.guaranteed ?? "0", band: params.band ?? "std", individual: params.individual ?? "0", average: list(params.average),
+    metric: params.metric ?? "accuracy", logy: params.logy ?? "0", smooth: params.smooth ?? "0" };
   const url = () => ({
     log: state.log, guaranteed: state.guaranteed === "1" ? "1" : "", band: state.band === "std" ? "" : state.band,
     individual: state.individual === "1" ? "1" : "", average: state.average.join(","), sweeps: state.sweeps.join(","), runs: state.runs.join(","),
+    metric: state.runs.length && state.metric !== "accuracy" ? state.metric : "", logy: state.runs.length && state.logy === "1" ? "1" : "",
+    smooth: state.runs.length && Number(state.smooth) > 0 ? state.smooth : "",
   });
 
   const tradeoff = h("div", { class: "chart tall", id: "chart-tradeoff" });
@@ -73,6 +78,7 @@ export async function render(root) {
   const spent = h("div", { class: "chart", id: "chart-spent" });
   const spentCard = h("div", { class: "card", hidden: true }, h("h2", {}, "Accuracy against ε spent so far"), spent);
   const sweepPanel = h("section", { class: "card sweep-panel", "aria-label": "the sweep", hidden: true });
+  const overlay = overlayCard(state, () => { setParams(url(), root); overlay.show().catch((err) => banner(`Could not overlay the runs: ${err.message}`)); });
   const oneSweep = () => (state.sweeps.length === 1 ? state.sweeps[0] : null);
   // the runs drawn and how they are grouped: the chart and its exports ask for the same points
   const selection = () => ({ sweeps: state.sweeps.join(","), runs: state.runs.join(","), guaranteed: state.guaranteed, band: state.band, average: state.average.join(",") });
@@ -106,6 +112,8 @@ export async function render(root) {
         if (shownSweep) showSweep(sweepPanel, shownSweep, () => picker.refresh()).catch((err) => banner(`Could not show the sweep: ${err.message}`));
       }
       spentCard.hidden = !state.runs.length;
+      await overlay.show();
+      if (stale()) return;
       if (state.runs.length) {
         const figure = await api.spentFigure(state.runs);
         if (stale()) return;
@@ -158,7 +166,7 @@ export async function render(root) {
       h("label", {}, "band", bandSelect), h("label", {}, "each run", individualBox),
       h("button", { onclick: () => exportPng(tradeoff, "tradeoff") }, "Export PNG"), csv, json,
       h("a", { href: "#/new?mode=sweep" }, "new sweep")),
-    picker.el, hint, chartCard, points, drilldown, spentCard, sweepPanel);
+    picker.el, hint, chartCard, points, drilldown, overlay.el, spentCard, sweepPanel);
   await Promise.all([picker.ready, load()]);
   // Redraw as the sweeps' runs finish: poll their counts, redraw only when they change.
   const timer = setInterval(async () => {

@@ -216,6 +216,28 @@ def test_curves_of_a_points_seeds_draw_one_line_per_run(world):
     assert fig["data"][0]["customdata"] == [[seeds[0], r] for r in (1, 2, 3)]
 
 
+def test_an_overlay_of_picked_runs_draws_loss_train_loss_or_epsilon_with_log_y_and_smoothing(world):
+    client = world["client"]
+    ids = _ids(world, sweep="eps", algorithm="isrl_mbsgd", epsilon=1)
+    metrics = client.get(f"/api/runs/{ids[0]}/metrics").json()
+    for metric, key in (("loss", "loss"), ("epsilon", "epsilon")):
+        fig = client.get("/api/figures/curves", params={"runs": ",".join(ids), "metric": metric}).json()
+        assert fig["layout"]["meta"]["figure"] == f"{metric}_per_round"
+        assert fig["data"][0]["y"] == [m[key] for m in metrics]
+    train = client.get("/api/figures/curves", params={"runs": ids[0], "metric": "train_loss"}).json()
+    assert train["data"][0]["y"] == [m["diagnostics"]["train_loss"] for m in metrics]
+    fig = client.get(
+        "/api/figures/curves", params={"runs": ids[0], "metric": "loss", "log_y": 1, "smoothing": 0.6}
+    ).json()
+    assert fig["layout"]["yaxis"]["type"] == "log"
+    assert [t["meta"]["role"] for t in fig["data"]] == ["raw", "run"]
+    assert fig["data"][1]["y"][0] == pytest.approx(metrics[0]["loss"])  # debiased: starts at the first value
+    res = client.get("/api/figures/curves", params={"runs": ids[0], "smoothing": 1})
+    assert res.status_code == 422 and res.json()["detail"][0]["loc"] == ["query", "smoothing"]
+    res = client.get("/api/figures/curves", params={"runs": ids[0], "metric": "f1"})
+    assert res.status_code == 422 and res.json()["detail"][0]["loc"] == ["query", "metric"]
+
+
 def test_parcoords_of_a_sweep_has_its_varying_parameters_then_outcomes(world):
     client = world["client"]
     fig = client.get(f"/api/sweeps/{world['eps']}/figures/parcoords").json()
