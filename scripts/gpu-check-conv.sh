@@ -5,9 +5,13 @@
 # then benchmarks/devices.py's CIFAR-10 ISRL-DP round. Results go to $OUT (default
 # /tmp/gpu-check-conv). Run from the repository root with the machine's own PyTorch (CUDA build).
 #
-# Wheels and data as for scripts/gpu-check.sh: .whl (here also opacus's opt_einsum, and pydantic-core,
-# gmpy2, dm-tree and PyYAML for each of CPython 3.11–3.13, so that pip picks the machine's own) and
-# .gpudata; installed or read from there when present.
+# Wheels and data as for scripts/gpu-check.sh: .whl and .gpudata, installed or read from there when
+# present. Here pip picks from .whl by name, so it may hold each binary wheel for several Pythons:
+#   for v in 3.11 3.12 3.13; do pip download --no-deps --only-binary=:all: --python-version $v \
+#     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+#     pydantic pydantic-core annotated-types typing-inspection typing-extensions dp-accounting gmpy2 phe \
+#     opacus opt-einsum absl-py attrs mpmath dm-tree pyyaml -d .whl; done   (the versions of .venv)
+# Remove .whl afterwards: scripts/gpu-check.sh installs every wheel in it and fails on the others.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-check-conv}
 mkdir -p "$OUT"
