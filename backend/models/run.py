@@ -7,10 +7,11 @@ import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false, select, text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false, func, select, text
 from sqlalchemy.orm import Mapped, column_property, mapped_column
 
 from backend.db import Base, UtcDateTime, utcnow
+from backend.models.round_metric import RoundMetric
 from backend.models.sweep import Sweep
 
 __all__ = ["CLAIMED", "LIVE", "Run", "RunSource", "RunStatus"]
@@ -87,6 +88,14 @@ class Run(Base):
     noise_multiplier: Mapped[Any] = mapped_column(JSON, nullable=True)
     final_accuracy: Mapped[float | None] = mapped_column(Float)
     final_loss: Mapped[float | None] = mapped_column(Float)
+    # The best test accuracy of any evaluated round (a column of the runs list and its CSV): loaded
+    # with the run, one indexed lookup, so a run read after its session closed still has it.
+    best_accuracy: Mapped[float | None] = column_property(
+        select(func.max(RoundMetric.accuracy))
+        .where(RoundMetric.run_id == id)
+        .correlate_except(RoundMetric)
+        .scalar_subquery()
+    )
     # A dataset with a privacy budget: noise from OS entropy, diagnostics withheld.
     protected: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # RunResult.diagnostics(): label histogram and records per user, labelled "not private"

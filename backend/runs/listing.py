@@ -64,6 +64,8 @@ SORTS: dict[str, ColumnElement[Any]] = {
     "created_at": Run.created_at,
     "epsilon": Run.epsilon,
     "final_accuracy": Run.final_accuracy,
+    "final_loss": Run.final_loss,
+    "best_accuracy": Run.best_accuracy,
     "target_epsilon": Run.target_epsilon,
     "algorithm": Run.algorithm,
     "status": Run.status,
@@ -194,6 +196,15 @@ def list_runs(
     stmt = _select(query)  # first: a bad sort is refused before any query runs
     total = count_runs(session, query)
     return list(session.scalars(stmt.limit(limit).offset(offset)).all()), total
+
+
+def param_keys(session: Session, query: RunQuery) -> list[str]:
+    """Returns the params keys of every run matching the filters, sorted: the CSV's `params.*` columns."""
+    keys: set[str] = set()
+    for params in session.scalars(select(Run.params).where(*query.where()).execution_options(yield_per=500)):
+        if isinstance(params, dict):
+            keys.update(params)
+    return sorted(keys)
 
 
 def stream_runs(session: Session, query: RunQuery, *, batch: int = 500) -> Iterator[Run]:

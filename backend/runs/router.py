@@ -61,6 +61,8 @@ CSV_COLUMNS = (
     "accountant",
     "noise_multiplier",
     "final_accuracy",
+    "best_accuracy",
+    "final_loss",
     "rounds",
     "seed",
     "duration_s",
@@ -205,7 +207,9 @@ async def list_runs(
     responses={
         200: {
             "content": {"text/csv": {}},
-            "description": "one line per matching run: " + ", ".join(CSV_COLUMNS),
+            "description": "one line per matching run: "
+            + ", ".join(CSV_COLUMNS)
+            + ", then params.<key> for every param key of the runs (blank where a run has none)",
         },
         422: ERRORS[422],
     },
@@ -217,14 +221,16 @@ def export_runs(request: Request, filters: FiltersDep) -> StreamingResponse:
     query.order()  # a bad sort is refused (422) before the answer starts
     with database.session() as session:
         total = listing.count_runs(session, query)
+        keys = listing.param_keys(session, query)
 
     def lines() -> Iterator[str]:
         with database.session() as session:
             out = io.StringIO()
             writer = csv.writer(out)
-            writer.writerow(CSV_COLUMNS)
+            writer.writerow([*CSV_COLUMNS, *(f"params.{k}" for k in keys)])
             for i, run in enumerate(listing.stream_runs(session, query), start=1):
-                writer.writerow(_csv_cells(run))
+                params = run.params if isinstance(run.params, dict) else {}
+                writer.writerow([*_csv_cells(run), *(_param_cell(params.get(k)) for k in keys)])
                 if i % 500 == 0:
                     yield out.getvalue()
                     out.seek(0)
@@ -246,6 +252,13 @@ def _csv_cells(run: Run) -> list[Any]:
     if isinstance(run.noise_multiplier, list | dict):  # σ per silo
         cells["noise_multiplier"] = json.dumps(run.noise_multiplier)
     return [cell_text(v) for v in cells.values()]
+
+
+def _param_cell(value: Any) -> Any:
+    """A param's CSV cell: numbers and words as written, lists and mappings as JSON, blank for none."""
+    if value is None:
+        return ""
+    return cell_text(json.dumps(value) if isinstance(value, list | dict) else value)
 
 
 @router.get("/{run_id}", response_model=RunDetail, responses=ERRORS)

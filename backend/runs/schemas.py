@@ -130,6 +130,7 @@ class RunRead(BaseModel):
     noise_multiplier: Any
     final_accuracy: float | None
     final_loss: float | None
+    best_accuracy: float | None = Field(None, description="the best test accuracy of any evaluated round")
     error: str | None
     # what the privacy result warns of: an under-protecting calibration, or a leak the ledger misses
     warning: str | None = None

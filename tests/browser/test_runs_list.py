@@ -294,3 +294,22 @@ def test_the_new_controls_pass_axe_and_fit_a_phone(browser, server, small_runs, 
         assert serious_violations(page) == []
     finally:
         context.close()
+
+
+def test_a_named_view_saves_the_filter_and_columns_and_opens_them_again(page: Page, server, small_runs):
+    page.goto("/#/runs?filter=rounds%20%3E%3D%201&cols=name,status,best_accuracy,final_loss")
+    expect(page.locator("table.runs thead th", has_text="best accuracy")).to_have_count(1, timeout=20_000)
+    expect(page.locator("table.runs thead th", has_text="loss")).to_have_count(1)
+    page.locator("details.views-menu summary").click()
+    page.fill("input[name=view-name]", "long runs")
+    page.click("button:has-text('Save this view')")
+    expect(page.locator(".views-said")).to_have_text("saved “long runs”.")
+    page.goto("/#/runs")  # elsewhere: the default view
+    expect(page.locator("input[name=filter]")).to_have_value("", timeout=20_000)
+    page.locator("details.views-menu summary").click()
+    page.locator(".views-list a", has_text="long runs").click()
+    expect(page.locator("input[name=filter]")).to_have_value("rounds >= 1")
+    expect(page.locator("table.runs thead th", has_text="best accuracy")).to_have_count(1)
+    page.locator("details.views-menu summary").click()
+    page.get_by_role("button", name="forget the view long runs").click()
+    expect(page.locator(".views-list")).to_have_text("none saved yet")

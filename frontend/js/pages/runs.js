@@ -5,6 +5,7 @@ import { api, subscribe } from "../api.js";
 import { banner, chip, deltaText, fmt, h, progressBar, replace, setChip, setProgress, setTitle } from "../dom.js";
 import { externalChip } from "../external.js";
 import { current, go, setParams } from "../state.js";
+import { viewsMenu } from "../views.js";
 
 const LIMIT = 25;
 // Runs created elsewhere arrive as events for ids the page does not show: one reload for a burst.
@@ -37,6 +38,8 @@ const COLUMNS = {
   rounds: { label: "rounds", sort: "rounds", cls: "num", cell: (r) => r.rounds },
   sweep: { label: "sweep", sort: null, cls: "sweep" },
   final_accuracy: { label: "accuracy", sort: "final_accuracy", cls: "num acc", cell: (r) => fmt(r.final_accuracy) },
+  best_accuracy: { label: "best accuracy", sort: "best_accuracy", cls: "num", cell: (r) => fmt(r.best_accuracy) },
+  final_loss: { label: "loss", sort: "final_loss", cls: "num", cell: (r) => fmt(r.final_loss) },
   duration_s: { label: "duration", sort: "duration_s", cls: "num", cell: (r) => seconds(r.duration_s) },
   created_at: { label: "created", sort: "created_at", cls: "muted", cell: (r) => new Date(r.created_at).toLocaleString() },
 };
@@ -247,6 +250,7 @@ export async function render(root) {
       h("label", { class: "check" }, h("input", { type: "checkbox", name: "archived", checked: state.archived === "all",
         onchange: (e) => { state.archived = e.target.checked ? "all" : ""; reset(); } }), " show archived"),
       h("details", { class: "columns-menu" }, h("summary", {}, "Columns"), menuList),
+      viewsMenu("runs"),
       csv),
     filterError,
     active,

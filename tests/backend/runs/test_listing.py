@@ -11,7 +11,7 @@ import io
 import pytest
 
 from backend.db import Database
-from backend.models import Run, Sweep
+from backend.models import RoundMetric, Run, Sweep
 
 pytestmark = pytest.mark.service
 
@@ -32,6 +32,8 @@ CSV_COLUMNS = [
     "accountant",
     "noise_multiplier",
     "final_accuracy",
+    "best_accuracy",
+    "final_loss",
     "rounds",
     "seed",
     "duration_s",
@@ -77,6 +79,12 @@ def add_runs(settings) -> None:
                     accountant=None if notion == "none" else "rdp",
                 )
             )
+        session.flush()
+        # a1's evaluated rounds: its best accuracy is not its last
+        session.add_all(
+            RoundMetric(run_id="a1", round=r, accuracy=a, loss=1 - a)
+            for r, a in ((5, 0.6), (10, 0.8), (20, 0.7))
+        )
     database.engine.dispose()
 
 
@@ -192,8 +200,9 @@ def test_an_unknown_sort_is_a_422_listing_the_keys(client):
     assert res.json()["detail"] == [
         {
             "loc": ["query", "sort"],
-            "msg": "must be one of accountant, algorithm, created_at, dataset, delta, duration_s, epsilon, "
-            "final_accuracy, name, notion, rounds, status, target_epsilon (prefix - for descending); "
+            "msg": "must be one of accountant, algorithm, best_accuracy, created_at, dataset, delta, duration_s, "
+            "epsilon, final_accuracy, final_loss, name, notion, rounds, status, target_epsilon (prefix - for "
+            "descending); "
             "got '-colour'.",
             "type": "value_error",
         }
@@ -206,7 +215,7 @@ def test_csv_exports_every_match_with_its_columns(client, settings):
     assert res.status_code == 200 and res.headers["x-total-count"] == "4"
     assert res.headers["content-type"] == "text/csv; charset=utf-8"
     table = list(csv.DictReader(io.StringIO(res.text)))
-    assert list(table[0]) == CSV_COLUMNS
+    assert list(table[0]) == [*CSV_COLUMNS, "params.lr"]  # then every param key of the runs
     assert [r["id"] for r in table] == ["a0", "a1", "a2", "b3"]
     assert table[1] | {"created_at": ""} == {
         "id": "a1",
@@ -224,11 +233,17 @@ def test_csv_exports_every_match_with_its_columns(client, settings):
         "accountant": "rdp",
         "noise_multiplier": "",
         "final_accuracy": "",
+        "best_accuracy": "0.8",
+        "final_loss": "",
         "rounds": "20",
         "seed": "11",
         "duration_s": "10.0",
         "created_at": "",
+        "params.lr": "0.2",
     }
+    assert (
+        client.get("/api/runs", params={"sort": "-best_accuracy"}).json()["items"][0]["best_accuracy"] == 0.8
+    )
     assert table[0]["created_at"] == "2026-01-01T00:00:00+00:00"
     tagged = list(csv.DictReader(io.StringIO(client.get("/api/runs.csv", params={"tag": "ref"}).text)))
     assert [r["id"] for r in tagged] == ["a0"]
