@@ -6,16 +6,31 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from backend.models import Run
 from backend.runs import service as runs
+from backend.runs import settled
 from dpfl import plots
 
 __all__ = ["run_figures"]
 
 
 def run_figures(session: Session, run_id: str, *, accountant: str | None) -> dict[str, Any]:
-    """Returns one run's figures: learning curves, ε per round per party, partition histogram."""
+    """Returns one run's figures: learning curves, ε per round per party, partition histogram;
+    a finished run's are built once per accountant (`settled.kept`)."""
     run = runs.get_run(session, run_id)
     runs.check_accountant(accountant)  # a non-private run's figures use none, but a name is checked
+    return settled.kept(
+        session,
+        run,
+        view="figures",
+        accountant=accountant or "",
+        delta=run.delta or 1e-5,  # the δ `runs.ledger` takes when none is asked
+        compute=lambda: _run_figures(session, run, accountant=accountant),
+    )
+
+
+def _run_figures(session: Session, run: Run, *, accountant: str | None) -> dict[str, Any]:
+    run_id = run.id
     metrics = runs.metrics(session, run_id)
     out: dict[str, Any] = {
         "learning": plots.to_json(

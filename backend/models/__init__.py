@@ -5,6 +5,7 @@ from backend.models.budget import Budget, BudgetCharge
 from backend.models.ledger_event import LedgerEventRow
 from backend.models.round_metric import RoundMetric
 from backend.models.run import CLAIMED, LIVE, Run, RunSource, RunStatus
+from backend.models.settled_view import SettledView
 from backend.models.sweep import Sweep
 from backend.models.worker import WorkerBeat
 
@@ -20,6 +21,7 @@ __all__ = [
     "Run",
     "RunSource",
     "RunStatus",
+    "SettledView",
     "Sweep",
     "WorkerBeat",
 ]

@@ -18,6 +18,7 @@ from backend.datasets.service import check_dataset_files
 from backend.errors import Conflict, NotFound, ParameterError
 from backend.models import CLAIMED, BudgetCharge, LedgerEventRow, RoundMetric, Run, RunSource, RunStatus
 from backend.privacy import bounded
+from backend.runs import settled
 from backend.runs.schemas import LedgerRead, Projection
 from backend.settings import Settings
 from dpfl import runner
@@ -340,7 +341,8 @@ def check_accountant(accountant: str | None) -> None:
 
 
 def ledger(session: Session, run_id: str, *, accountant: str | None, delta: float | None) -> LedgerRead:
-    """Returns the run's ledger recomputed by `accountant` at `delta` (defaults: the run's own)."""
+    """Returns the run's ledger recomputed by `accountant` at `delta` (defaults: the run's own);
+    a finished run's ε curves are computed once per accountant and δ (`settled.kept`)."""
     run = get_run(session, run_id)
     rows = session.scalars(
         select(LedgerEventRow)
@@ -354,6 +356,24 @@ def ledger(session: Session, run_id: str, *, accountant: str | None, delta: floa
             f"run {run_id!r} is protected: the data-dependent ε (`pate`) reads the noiseless votes, a "
             "diagnostic withheld for datasets with a budget; use `rdp` or `pld`"
         )
+    accounted = settled.kept(
+        session,
+        run,
+        view="ledger",
+        accountant=accountant or "",
+        delta=delta,
+        compute=lambda: _accounted(run, rows, accountant=accountant, delta=delta),
+    )
+    return LedgerRead(
+        **accounted, events=[{"round": r.round, "party": r.party, "events": r.events} for r in rows]
+    )
+
+
+def _accounted(
+    run: Run, rows: Sequence[LedgerEventRow], *, accountant: str | None, delta: float
+) -> dict[str, Any]:
+    """Returns the ledger's ε curves by `accountant` at `delta` and what labels them: the
+    `LedgerRead` fields but its rows, as JSON (what `settled.kept` stores)."""
     # The served events are the public ones; only the accountant reads the withheld fields.
     book = LedgerEventRow.ledger(rows)
     events = list(book.party_events().values())
@@ -374,17 +394,16 @@ def ledger(session: Session, run_id: str, *, accountant: str | None, delta: floa
     # bound says so: never a plain ε.
     probe = make_accountant(accountant)
     approximations = [why for e in events if (why := probe.approximation(e)) is not None]
-    return LedgerRead(
-        accountant=accountant,
-        delta=delta,
-        epsilon=max(finite) if finite else None,
-        approximate=bool(approximations),
-        data_dependent=probe.data_dependent,
-        notes=list(dict.fromkeys([*probe.notes, *approximations])),
-        rounds=book.rounds,
-        parties={p: [float(x) if math.isfinite(x) else None for x in c] for p, c in curves.items()},
-        events=[{"round": r.round, "party": r.party, "events": r.events} for r in rows],
-    )
+    return {
+        "accountant": accountant,
+        "delta": delta,
+        "epsilon": max(finite) if finite else None,
+        "approximate": bool(approximations),
+        "data_dependent": probe.data_dependent,
+        "notes": list(dict.fromkeys([*probe.notes, *approximations])),
+        "rounds": book.rounds,
+        "parties": {p: [float(x) if math.isfinite(x) else None for x in c] for p, c in curves.items()},
+    }
 
 
 def requeue_stale(session: Session, *, settings: Settings) -> list[str]:
