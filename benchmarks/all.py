@@ -1,9 +1,10 @@
 """Runs every benchmark, each in a process of its own, and writes the Summary of docs/benchmarks.md.
 
-Each benchmark still writes its own section (its full table); this adds the section "Summary"
-at the top: one row per benchmark with its headline ratio as measured in this run, its target
-and whether it was met, its wall time, its peak resident memory and its exit status, then the
-machine and the date. A benchmark hands its headline over as the last JSON line of its stdout
+Each benchmark still writes its own section (its full table, how it was measured, the machine);
+this adds the section "Summary" at the top: how many targets were met, then one row per
+benchmark with what it measures, its headline as measured in this run, its target and whether
+it was met (or why it did not finish), its wall time and its peak resident memory, then the
+machine and the date in one line. A benchmark hands its headline over as the last JSON line of its stdout
 (`benchmarks.report.print_headline`); for one that prints only its markdown table, the table's
 speed-up column stands in (`_headline_from_table`).
 
@@ -299,31 +300,39 @@ class Outcome:
 
 
 def render_summary(outcomes: Sequence[Outcome], info: Mapping[str, Any], total_s: float) -> str:
-    """Returns the Summary section's body: one row per benchmark, then the machine."""
+    """Returns the Summary section's body: a verdict line, one row per benchmark, then the machine.
+
+    Written to be read in a minute: what each benchmark measures, its headline, its target and
+    whether it met it, a column each. How and where each number was measured, and any note on
+    it, sits under the benchmark's own section, which its name links to.
+    """
+    ran = [o for o in outcomes if o.child is not None]
+    missed = [o.benchmark.name for o in ran if _verdict(o) not in ("yes", "—")]
+    verdict = f"**{len(ran) - len(missed)} of {len(ran)} benchmarks run met their targets**" + (
+        f"; missed or failed: {', '.join(missed)}" if missed else ""
+    )
+    if len(ran) < len(outcomes):
+        verdict += f"; {len(outcomes) - len(ran)} not run in this run (their sections below are older)"
     lines = [
-        "Every benchmark of `python -m benchmarks.all`, each in a process of its own, one after the "
-        "other in this one run; the ratios are those of its section below, measured in this run. "
-        "Peak RSS: the largest resident set of the benchmark's process or of any process it started.",
+        verdict + ".",
         "",
-        "| benchmark | headline (this run) | target | met | wall time | peak RSS | exit |",
-        "|---|---|---|:-:|---:|---:|---|",
+        "Each benchmark of `python -m benchmarks.all` ran in a process of its own, one after the other "
+        "in this one run. Peak RSS: the largest resident set of its process or of any it started.",
+        "",
+        "| benchmark | what it measures | headline (this run) | target | met | wall time | peak RSS |",
+        "|---|---|---|---|:-:|---:|---:|",
     ]
     for o in outcomes:
         b = o.benchmark
-        name = f"[{b.name}](#{_anchor(b.section)}): {b.what}"
+        name = f"[{b.name}](#{_anchor(b.section)})"
         if o.child is None:
-            lines.append(f"| {name} | not run in this run (its section below is older) | — | — | — | — | — |")
+            lines.append(f"| {name} | {_cell(b.what)} | not run in this run | — | — | — | — |")
             continue
         c, h = o.child, o.headline or {}
-        headline = h.get("headline") or _failure(c)
-        met = h.get("met")
-        met_cell = "—" if met is None or not h else ("yes" if met else "**no**")
-        if c.exit_code != 0 and met:
-            met_cell = "**no**"  # the target's numbers look fine, but the benchmark itself failed
-        exit_cell = f"timed out ({c.exit_code})" if c.timed_out else str(c.exit_code)
         lines.append(
-            f"| {name} | {_cell(headline)} | {_cell(h.get('target') or '—')} | {met_cell} | "
-            f"{_duration(c.wall_s)} | {c.peak_rss_mib:,.0f} MiB | {exit_cell} |"
+            f"| {name} | {_cell(b.what)} | {_cell(h.get('headline') or _failure(c))} | "
+            f"{_cell(h.get('target') or '—')} | {_verdict(o)} | {_duration(c.wall_s)} | "
+            f"{c.peak_rss_mib:,.0f} MiB |"
         )
     load = info.get("load_average")
     busy = load is not None and load[0] >= 1.0  # a whole core's worth of other work
@@ -344,6 +353,20 @@ def render_summary(outcomes: Sequence[Outcome], info: Mapping[str, Any], total_s
         ),
     ]
     return "\n".join(lines)
+
+
+def _verdict(outcome: Outcome) -> str:
+    """Returns the met cell: yes, **no**, — (no target), or why the benchmark did not finish."""
+    child, met = outcome.child, (outcome.headline or {}).get("met")
+    if child is None:
+        return "—"
+    if child.timed_out:
+        return f"**timed out** ({child.exit_code})"
+    if child.exit_code != 0 and met is not False:
+        # a benchmark exits 1 when it misses its target; any other failure says so, even where the
+        # numbers it printed look fine
+        return f"**failed** (exit {child.exit_code})"
+    return {True: "yes", False: "**no**", None: "—"}[met]
 
 
 def _failure(child: Child) -> str:

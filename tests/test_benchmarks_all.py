@@ -122,20 +122,31 @@ def test_summary_has_one_row_per_benchmark_with_ratio_time_memory_and_status():
         ),
     ]
     body = render_summary(outcomes, INFO, total_s=1400.0)
+    assert body.splitlines()[0] == (
+        "**1 of 4 benchmarks run met their targets**; missed or failed: uldp, api, reproduce; "
+        "1 not run in this run (their sections below are older)."
+    )
     rows = [line for line in body.splitlines() if line.startswith("| [")]
     assert rows == [
-        "| [engine](#engine-one-isrl-dp-mb-sgd-round): one ISRL-DP MB-SGD round: engine vs per-silo loop "
-        "vs non-private | 16.7× faster than the loop | ≥ 10×; ≤ 1.5× | yes | 95 s | 438 MiB | 0 |",
-        "| [uldp](#uldp-avg-vectorised-over-users-vs-per-user-loop): one ULDP-AVG round: vectorised over "
-        "users vs per-user loop | speed-up MNIST 0.6× | ≥ 10× | **no** | 21.0 min | 2,048 MiB | 1 |",
-        "| [ledger](#ledger-ε-of-100-parties--1000-rounds): ε of 100 parties × 1,000 rounds: ledger "
-        "recompute vs per-party loop | not run in this run (its section below is older) "
-        "| — | — | — | — | — |",
-        "| [api](#api-runs-list-sweep-submission-and-live-events): API latency under load: runs list, "
-        "sweep submission, live events | failed: OSError: refused | — | — | 12 s | 80 MiB | 1 |",
-        "| [reproduce](#quick-reproductions): `dpfl reproduce PAPER --quick`, wall time per paper "
-        "| isrl 3 min \\| ok | < 5 min per paper | — | 30 s | 512 MiB | timed out (-15) |",
+        "| [engine](#engine-one-isrl-dp-mb-sgd-round) | one ISRL-DP MB-SGD round: engine vs per-silo loop "
+        "vs non-private | 16.7× faster than the loop | ≥ 10×; ≤ 1.5× | yes | 95 s | 438 MiB |",
+        "| [uldp](#uldp-avg-vectorised-over-users-vs-per-user-loop) | one ULDP-AVG round: vectorised over "
+        "users vs per-user loop | speed-up MNIST 0.6× | ≥ 10× | **no** | 21.0 min | 2,048 MiB |",
+        "| [ledger](#ledger-ε-of-100-parties--1000-rounds) | ε of 100 parties × 1,000 rounds: ledger "
+        "recompute vs per-party loop | not run in this run | — | — | — | — |",
+        "| [api](#api-runs-list-sweep-submission-and-live-events) | API latency under load: runs list, "
+        "sweep submission, live events | failed: OSError: refused | — | **failed** (exit 1) | 12 s "
+        "| 80 MiB |",
+        "| [reproduce](#quick-reproductions) | `dpfl reproduce PAPER --quick`, wall time per paper "
+        "| isrl 3 min \\| ok | < 5 min per paper | **timed out** (-15) | 30 s | 512 MiB |",
     ]
+    # a table a newcomer reads: seven columns, the same in the header and every row
+    header = next(line for line in body.splitlines() if line.startswith("| benchmark"))
+    assert header == (
+        "| benchmark | what it measures | headline (this run) | target | met | wall time | peak RSS |"
+    )
+    assert {line.replace("\\|", "").count("|") for line in rows} == {8}
+    assert sum(line.startswith("Machine: ") for line in body.splitlines()) == 1
     assert body.splitlines()[-1] == (
         "Machine: 2 cores, AMD EPYC, Linux-6.1-x86_64, Python 3.11.7, torch 2.13.0+cpu. Run started "
         "2026-01-02 03:04 UTC; total wall time 23.3 min; load average at the start 3.5 (1 min) on 2 cores: "
