@@ -2,8 +2,9 @@
 (issue 19; it was 5 minutes before).
 
 For every paper `dpfl reproduce` knows, the command a reader would type first, run as that
-reader runs it (`python -m dpfl reproduce PAPER --quick --out <tmp>`, a fresh process, the data
-from DPFL_DATA_DIR, every run of the quick sweeps here, then summary.csv and report.html): its
+reader runs it (`python -m dpfl reproduce PAPER --quick --out <tmp>`, a fresh process with an
+empty DPFL_HOME, the data from DPFL_DATA_DIR, every run of the quick sweeps here, then
+summary.csv and report.html): its
 wall time, its peak RSS and whether it succeeded. A paper none of whose configs/paper/*.yaml has
 a `reproduce:` block with a `quick:` part is listed as skipped, with the reason.
 
@@ -222,7 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{paper}: skipped: {p['skip']}", file=sys.stderr, flush=True)
                 continue
             print(f"{paper}: {p['runs']} runs ({', '.join(p['settings'])})", file=sys.stderr, flush=True)
-            results[paper] = reproduce(paper, Path(tmp) / paper, env=env, timeout=args.timeout)
+            # a fresh, empty DPFL_HOME per paper: the cold start a newcomer sees (issue 43), with
+            # no prepared dataset or stored projection from an earlier run
+            home = env | {"DPFL_HOME": str(Path(tmp) / f"{paper}-home")}
+            results[paper] = reproduce(paper, Path(tmp) / paper, env=home, timeout=args.timeout)
             section = Path(tmp) / paper / "reproduction.md"
             if section.exists():
                 quick = claim_verdicts(section.read_text(encoding="utf-8"))

@@ -18,6 +18,7 @@ from dpfl.data import dataset_info
 from dpfl.errors import AccountingError, SpecError
 from dpfl.privacy.accountants import accountant_class, headline_problem
 from dpfl.privacy.accountants.gdp import gdp_mu
+from dpfl.privacy.accountants.rdp import computed_orders, remember_orders
 from dpfl.privacy.calibration import calibrate_noise_multiplier, calibrate_party_noise_multipliers
 from dpfl.privacy.calibration.stored import projection_key, read_projection, storable, write_projection
 from dpfl.privacy.disclosure import Caveat
@@ -137,6 +138,7 @@ def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None 
         sigma = _noise_multiplier(algorithm)
     else:
         sigma = np.asarray(stored[0]) if isinstance(stored[0], list) else stored[0]
+        remember_orders(stored[2])  # the run's ledger is accounted afresh, from these values
     # What only σ shows is refused here, once it is known, so that every submission path refuses
     # it too (the worker's `setup` makes the same check for a σ given by hand).
     algorithm.check_noise(sigma)
@@ -161,7 +163,7 @@ def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None 
     if source == "entropy" and spec.silos_per_round < spec.dataset.silos:
         bound = max(bound, _bound_over_draws(algorithm, sigma))
     if key is not None and stored is None:
-        write_projection(store, key, sigma_out, planned)
+        write_projection(store, key, sigma_out, planned, computed_orders(plan.party_events().values()))
     return Privacy(
         algorithm.notion,
         privacy.delta,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -39,7 +39,15 @@ from dpfl.privacy.events import (
     to_dp_accounting,
 )
 
-__all__ = ["DEFAULT_ORDERS", "PATEAccountant", "RDPAccountant", "cache_clear", "event_rdp"]
+__all__ = [
+    "DEFAULT_ORDERS",
+    "PATEAccountant",
+    "RDPAccountant",
+    "cache_clear",
+    "computed_orders",
+    "event_rdp",
+    "remember_orders",
+]
 
 # dp_accounting's default orders, denser at the large end so that group privacy (orders ×2^c)
 # and long compositions of weak noise still find their optimum.
@@ -114,6 +122,30 @@ def _orders_of(event: Event) -> dict[float, float]:
     order of an event is computed once. Fractional orders cost up to a few ms each.
     """
     return {}
+
+
+def computed_orders(events: Iterable[Event]) -> list[tuple[Event, dict[float, float]]]:
+    """Returns the RDP values dp_accounting has computed in this process for the events it
+    accounts within `events` (their leaves: Gaussian, Poisson-sampled Gaussian, ...), by order."""
+    leaves: dict[Event, None] = {}
+    stack = list(events)
+    while stack:
+        event = stack.pop()
+        if isinstance(event, ComposedEvent | ParallelEvent):
+            stack.extend(event.events)
+        elif isinstance(event, SelfComposedEvent | GroupEvent):
+            stack.append(event.event)
+        else:
+            leaves[event] = None
+    return [(e, dict(known)) for e in leaves if (known := _orders_of(e))]
+
+
+def remember_orders(computed: Iterable[tuple[Event, Mapping[float, float]]]) -> None:
+    """Takes RDP values that dp_accounting computed for these exact events (`computed_orders`, in
+    another process of the same code and versions: `dpfl.privacy.calibration.stored`) as if
+    computed here: the accountant asks dp_accounting only for the orders not among them."""
+    for event, values in computed:
+        _orders_of(event).update(values)
 
 
 def cache_clear() -> None:

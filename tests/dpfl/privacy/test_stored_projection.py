@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD
-from dpfl.privacy.accountants import RDPAccountant
+from dpfl.privacy.accountants import RDPAccountant, rdp, rdp_pruned
 from dpfl.privacy.calibration import remembered
 from dpfl.privacy.calibration.stored import storable
 from dpfl.runner import prepare, project, run
@@ -22,7 +22,12 @@ def test_a_second_projection_reads_what_the_first_stored(tmp_path):
     first = _projected(spec, tmp_path)
     (stored,) = tmp_path.glob("*.json")
     data = json.loads(stored.read_text())
-    assert data == {"noise_multiplier": first.noise_multiplier, "planned": first.planned_epsilon}
+    assert {k: data[k] for k in ("noise_multiplier", "planned")} == {
+        "noise_multiplier": first.noise_multiplier,
+        "planned": first.planned_epsilon,
+    }
+    # beside them, dp_accounting's RDP values of each silo's Poisson-sampled Gaussian, by order
+    assert len(data["rdp"]) == 2 and data["rdp"][0][0]["kind"] == "poisson_sampled"
     assert len(first.noise_multiplier) == 10 and abs(first.planned_epsilon[-1] - 3.0) < 0.01
     # what is read is what the file holds: changed there, the projection changes with it
     stored.write_text(
@@ -49,6 +54,38 @@ def test_a_run_from_a_stored_projection_equals_one_without(tmp_path):
     assert stored.privacy.planned_epsilon == plain.privacy.planned_epsilon
     assert [r.metrics for r in stored.rounds] == [r.metrics for r in plain.rounds]
     assert stored.epsilon == plain.epsilon and abs(stored.epsilon - 3.0) < 0.01
+
+
+def test_a_fresh_process_accounts_a_stored_runs_ledger_from_the_stored_rdp_values(tmp_path, monkeypatch):
+    spec = isrl_digits_spec(rounds=5)
+    plain = run(spec, cache_dir=tmp_path)  # stores the projection and its RDP values
+    computed: list[tuple[float, ...]] = []
+
+    class Counted(rdp._DpaRdp):
+        """dp_accounting's RDP accountant, counting the orders it is asked to compute."""
+
+        def __init__(self, *, orders):
+            computed.append(tuple(orders))
+            super().__init__(orders=orders)
+
+    monkeypatch.setattr(rdp, "_DpaRdp", Counted)
+    rdp_pruned.cache_clear()  # as a fresh process: no RDP value, curve or σ in memory
+    remembered.RESULTS.clear()
+    again = run(spec, cache_dir=tmp_path)
+    assert computed == []
+    assert again.epsilon == plain.epsilon and abs(again.epsilon - 3.0) < 0.01
+    assert [r.epsilon for r in again.rounds] == [r.epsilon for r in plain.rounds]
+    # a store without them (written before they were kept): the ledger asks dp_accounting again
+    (stored,) = (tmp_path / "projections").glob("*.json")
+    stored.write_text(json.dumps({k: v for k, v in json.loads(stored.read_text()).items() if k != "rdp"}))
+    rdp_pruned.cache_clear()
+    remembered.RESULTS.clear()
+    assert run(spec, cache_dir=tmp_path).epsilon == plain.epsilon
+    assert len(computed) > 0
+    rdp_pruned.cache_clear()
+    monkeypatch.undo()
+    afresh = run(spec)  # no store: every value from dp_accounting
+    assert [r.epsilon for r in afresh.rounds] == [r.epsilon for r in plain.rounds]
 
 
 def test_protected_runs_neither_read_nor_write_a_store(tmp_path):
