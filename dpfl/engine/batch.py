@@ -84,7 +84,7 @@ class SiloBatch:
     @classmethod
     def full(cls, x: torch.Tensor, y: torch.Tensor) -> SiloBatch:
         """Returns a batch with every sample real, from x [S, B, *features] and y [S, B]."""
-        return cls(x, y.long(), torch.ones(y.shape, dtype=torch.bool))
+        return cls(x, y.long(), torch.ones(y.shape, dtype=torch.bool, device=y.device))  # where y is
 
     @classmethod
     def from_indices(

@@ -52,3 +52,9 @@ def test_mismatched_shapes_are_refused():
         SiloBatch(torch.zeros(2, 3, 4), torch.zeros(2, 4, dtype=torch.long), torch.ones(2, 4).bool())
     with pytest.raises(ValueError, match=r"SiloBatch\.mask must be torch\.bool; got torch\.float32"):
         SiloBatch(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3))
+
+
+def test_full_puts_its_mask_where_the_labels_are():
+    # a batch built on a GPU had its mask on the CPU, and the dense conv pass failed there
+    batch = SiloBatch.full(torch.zeros(2, 3, 4, device="meta"), torch.zeros(2, 3, device="meta"))
+    assert batch.mask.device.type == "meta" and batch.mask.dtype == torch.bool

@@ -254,3 +254,11 @@ def test_a_model_that_is_no_conv_stack_is_refused_by_the_selection():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(grads, "_dense_pays", lambda device: True)
         assert grads._conv_path(model, ParamLayout.of(model).flatten_module(model)) is None
+
+
+@pytest.mark.parametrize("padding", [0, 2])
+def test_the_columns_are_f_unfolds_exactly(padding):
+    # strided views and one copy instead of CUDA's one im2col kernel per sample
+    conv = nn.Conv2d(3, 4, 5, padding=padding)
+    a = torch.randn(7, 3, 13, 11, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(convclip._columns(a, conv), F.unfold(a, conv.kernel_size, padding=conv.padding))
