@@ -16,6 +16,7 @@ from dpfl.algorithms import Algorithm
 from dpfl.algorithms.base import EVERY_SILO
 from dpfl.data import dataset_info
 from dpfl.errors import AccountingError, SpecError
+from dpfl.plausibility import implausible
 from dpfl.privacy.accountants import accountant_class, headline_problem
 from dpfl.privacy.accountants.gdp import gdp_mu
 from dpfl.privacy.accountants.rdp import computed_orders, remember_orders
@@ -119,7 +120,17 @@ def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None 
     spec, privacy = algorithm.spec, algorithm.spec.privacy
     check_privacy(spec, algorithm.notion)  # `prepare` checked it too; an algorithm built by hand was not
     if not algorithm.private:
-        return Privacy("none", None, None, None, None, None, [], caveats=caveats(algorithm, source="none"))
+        return Privacy(
+            "none",
+            None,
+            None,
+            None,
+            None,
+            None,
+            [],
+            caveats=caveats(algorithm, source="none"),
+            implausible=implausible(algorithm),
+        )
     # Every path to a run's σ and headline ε comes through here (dpfl run, the worker, admission,
     # POST /api/privacy/project, sweeps, reproductions), so the accountant is checked once, here,
     # before it calibrates anything. Who releases what at which sampling rate does not depend on
@@ -177,6 +188,7 @@ def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None 
         noise_source=source,
         neighbouring=algorithm.neighbouring,
         bound_epsilon=bound,
+        implausible=implausible(algorithm),
     )
 
 

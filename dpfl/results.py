@@ -76,6 +76,8 @@ class Privacy:
     # The most ε any of the run's secret draws can plan: above `planned_epsilon[-1]` only for a
     # protected run of M of N silos per round, whose participation admission cannot know.
     bound_epsilon: float | None = None
+    # Settings that run and mislead (`dpfl.plausibility`): said before the run, one sentence each.
+    implausible: list[str] = field(default_factory=list)
 
     @property
     def guaranteed(self) -> bool | None:

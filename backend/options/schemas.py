@@ -53,3 +53,8 @@ class Options(BaseModel):
         description="`privacy.calibration`: how σ is chosen for an ε target (the first is the default)"
     )
     notions: list[str] = Field(description="the privacy notions algorithms declare; `none` is not private")
+    spec_defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what a spec field left out takes (`rounds`, `dataset.silos`, `seed`): what a blank box "
+        "in the new-run form means",
+    )

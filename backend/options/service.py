@@ -15,7 +15,7 @@ from dpfl.data.partition_kinds import KINDS
 from dpfl.data.users import USER_KINDS
 from dpfl.models import model_builder, registered_models
 from dpfl.privacy.accountants import accountant_class, registered_accountants
-from dpfl.spec import PartitionSpec, PrivacySpec, UsersSpec
+from dpfl.spec import DatasetSpec, PartitionSpec, PrivacySpec, RunSpec, UsersSpec
 
 __all__ = ["catalogue"]
 
@@ -120,4 +120,9 @@ def catalogue() -> Options:
         default_accountant=PrivacySpec.model_fields["accountant"].default,
         calibrations=list(get_args(PrivacySpec.model_fields["calibration"].annotation)),
         notions=list(NOTIONS),
+        spec_defaults={
+            "rounds": RunSpec.model_fields["rounds"].default,
+            "dataset.silos": DatasetSpec.model_fields["silos"].default,
+            "seed": RunSpec.model_fields["seed"].default,
+        },
     )

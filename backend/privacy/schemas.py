@@ -30,6 +30,11 @@ class ProjectionRead(BaseModel):
         description="what the run would release that its ledger does not cover (a preprocessing step "
         "fitted without noise, a data-dependent setting): its ε would not bound what it leaks; null: nothing",
     )
+    implausible: list[str] = Field(
+        default_factory=list,
+        description="settings that run and mislead on this data, one sentence each: δ at least 1/n, more "
+        "users than records, an expected batch under one",
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="why this setting is slow to start or to run (an algorithm's measured costs, a "

@@ -67,6 +67,7 @@ def project(session: Session, *, spec: RunSpec, settings: Settings) -> Projectio
         label_histogram=histogram,
         partition_figure=figure,
         not_guaranteed=projection.uncovered,
+        implausible=projection.implausible,
         warnings=warnings,
     )
 

@@ -225,6 +225,9 @@ class Projection(BaseModel):
     uncovered: str | None = Field(
         None, description="what the run would release that its ledger does not cover; null: nothing"
     )
+    implausible: list[str] = Field(
+        default_factory=list, description="settings that run and mislead on this data (`dpfl.plausibility`)"
+    )
 
 
 class LedgerRead(BaseModel):

@@ -151,6 +151,7 @@ def project(spec: RunSpec, settings: Settings, *, protected: bool = False) -> Pr
         planned_epsilon=plan.planned_epsilon,
         bound_epsilon=plan.bound_epsilon,
         uncovered=runner.uncovered(plan, spec.dataset),
+        implausible=plan.implausible,
     )
 
 

@@ -99,7 +99,7 @@ def partition(dataset: Dataset, *, kind: str, num_silos: int, seed: int, **optio
         SpecError: a bad ``num_silos``, ``seed`` or option (field ``dataset.partition.<name>``).
     """
     split = KINDS[kind]
-    _check_int("dataset.partition.num_silos", num_silos, 1)
+    _check_int("dataset.silos", num_silos, 1)
     _check_int("dataset.partition.seed", seed, 0)
     parameters = inspect.signature(split).parameters.values()
     allowed = [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
@@ -112,7 +112,7 @@ def partition(dataset: Dataset, *, kind: str, num_silos: int, seed: int, **optio
             )
     if kind != "natural" and num_silos > dataset.num_train:
         raise SpecError(
-            "dataset.partition.num_silos",
+            "dataset.silos",
             f"must be <= the {dataset.num_train} training records so that no silo is empty; got {num_silos}.",
         )
     silo = split(dataset, num_silos, rng_for(seed, f"partition/{kind}"), **options)

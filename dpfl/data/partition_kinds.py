@@ -209,7 +209,7 @@ def _pairs(dataset: Dataset, num_silos: int, rng: np.random.Generator) -> np.nda
     num_odd = dataset.num_classes // 2
     if num_silos != num_even * num_odd:
         raise SpecError(
-            "dataset.partition.num_silos",
+            "dataset.silos",
             f"must be {num_even * num_odd} for kind 'pairs' on {dataset.num_classes} classes "
             f"({num_even} even x {num_odd} odd); got {num_silos}.",
         )
@@ -238,7 +238,7 @@ def _natural(dataset: Dataset, num_silos: int, rng: np.random.Generator) -> np.n
         )
     if num_silos != dataset.num_silos:
         raise SpecError(
-            "dataset.partition.num_silos",
+            "dataset.silos",
             f"must be {dataset.num_silos}, the number of natural silos of {dataset.name!r}; got {num_silos}.",
         )
     return dataset.silo_train.copy()

@@ -176,9 +176,9 @@ def natural_users(dataset: Dataset, partition: Partition) -> UserAllocation:
     """
     if dataset.user_train is None:
         raise SpecError(
-            "dataset.user_id",
-            f"dataset {dataset.name!r} has no user ids; name a user-id column "
-            "(csv option user_id) or allocate users with users(kind=...).",
+            "dataset.users.kind",
+            f"is 'natural', but dataset {dataset.name!r} has no user ids; allocate users with another "
+            "kind (uniform, zipf), or upload a CSV with a user-id column.",
         )
     ids = [dataset.user_train[rows] for rows in partition.silo_indices]
     return UserAllocation(user_ids=ids, num_users=int(dataset.user_train.max()) + 1, kind="natural")

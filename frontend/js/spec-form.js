@@ -71,7 +71,10 @@ export function paramInputs(algorithm, values) {
         `a number${words.length ? ` or one of ${words.join(", ")}` : ""}`);
     }
     const { attrs, words } = bounds(schema);
-    return field(label, `params.${key}`, number(`params.${key}`, value, attrs), words);
+    // blank means the default, and says so
+    const blank = schema.default !== undefined && schema.default !== null ? `blank: ${schema.default}` : "";
+    return field(label, `params.${key}`, number(`params.${key}`, value, { ...attrs, placeholder: schema.default ?? "" }),
+      [words, blank].filter(Boolean).join("; "));
   });
   if (values) {
     for (const el of fields) {
@@ -171,6 +174,11 @@ export function hiddenLayers(text) {
  */
 export function formErrors(form) {
   const errors = {};
+  // a blank privacy target is no default: the spec needs one of ε, σ and μ
+  const target = form.querySelector("input[name=target]:checked")?.value;
+  if (target && shown(form, `privacy.${target}`) && form.elements[`privacy.${target}`].value.trim() === "") {
+    errors[`privacy.${target}`] = `is blank; give ${{ epsilon: "ε", noise_multiplier: "σ", mu: "μ" }[target]}, or choose another target above.`;
+  }
   const hidden = form.elements["model.hidden"];
   if (shown(form, "model.hidden") && hiddenLayers(hidden.value) === null) {
     errors["model.hidden"] = `hidden layers must be positive integers separated by commas, e.g. 64, 32; got ${JSON.stringify(hidden.value)}.`;
@@ -187,10 +195,26 @@ export function clearError(input) {
 }
 
 /**
- * Shows each message beside its field (and clears the others); returns the messages no field
- * shows, as one line.
+ * Where the message of spec field `name` is shown: its own field, else the first shown field
+ * inside it (`privacy` → the chosen target's box, `dataset.features` → the PCA box).
+ */
+function placeOf(form, name) {
+  if (form.querySelector(`.field[data-field="${CSS.escape(name)}"]`)) return name;
+  const inner = [...form.querySelectorAll(".field[data-field]")].find((el) => el.dataset.field.startsWith(`${name}.`) && !el.closest("[hidden]"));
+  return inner?.dataset.field ?? name;
+}
+
+/**
+ * Shows each message beside its field (or the shown field inside it: `placeOf`) and clears the
+ * others; returns the messages no field shows, as one line.
  */
 export function showErrors(form, fields) {
+  const placed = {};
+  for (const [name, message] of Object.entries(fields)) {
+    const at = placeOf(form, name);
+    placed[at] = placed[at] ? `${placed[at]} ${message}` : message;
+  }
+  fields = placed;
   for (const el of form.querySelectorAll(".field[data-field]")) {
     const message = fields[el.dataset.field];
     el.classList.toggle("invalid", Boolean(message));

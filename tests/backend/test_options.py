@@ -26,6 +26,7 @@ def test_every_registered_name_is_offered(options):
     assert options["notions"] == ["none", "record", "user", "agent", "instance", "gdp"]
     assert options["default_accountant"] == "rdp"
     assert options["calibrations"] == ["accountant", "paper"]
+    assert options["spec_defaults"] == {"rounds": 20, "dataset.silos": 10, "seed": 0}  # a blank box's value
 
 
 def test_models_say_whether_they_take_hidden(options):

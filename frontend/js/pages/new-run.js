@@ -67,7 +67,7 @@ function dataFields(initial, catalogueOfData, catalogue, uploaded) {
   return h("fieldset", {}, h("legend", {}, "Data and model"),
     field("dataset", "dataset.name", h("select", { name: "dataset.name" }, choices.map((c) => datasetOption(c, c.value === chosen)))),
     uploadPanel(uploaded),
-    field("silos", "dataset.silos", number("dataset.silos", dataset.silos, { min: 1, step: 1 })),
+    field("silos", "dataset.silos", number("dataset.silos", dataset.silos, { min: 1, step: 1, placeholder: catalogue.spec_defaults["dataset.silos"] }), blankMeans(catalogue, "dataset.silos")),
     field("partition", "dataset.partition.kind", select("dataset.partition.kind", catalogue.partition_kinds.map((k) => k.name), dataset.partition?.kind ?? "iid")),
     kindOptionFields("dataset.partition.kind", catalogue.partition_kinds, dataset.partition, "partition"),
     field("PCA components (blank: none)", "dataset.features.pca", number("dataset.features.pca", dataset.features?.pca, { min: 1, step: 1 })),
@@ -78,11 +78,14 @@ function dataFields(initial, catalogueOfData, catalogue, uploaded) {
     field("model", "model.name", select("model.name", catalogue.models.map((m) => m.name), model?.name ?? "mlp")),
     field("hidden layers", "model.hidden", h("input", { name: "model.hidden", value: (model?.hidden ?? []).join(", "),
       placeholder: (catalogue.models.find((m) => m.takes_hidden)?.options.hidden ?? []).join(", ") }), "widths separated by commas; blank: the model's default"),
-    field("rounds", "rounds", number("rounds", initial.rounds, { min: 1, step: 1 })),
+    field("rounds", "rounds", number("rounds", initial.rounds, { min: 1, step: 1, placeholder: catalogue.spec_defaults.rounds }), blankMeans(catalogue, "rounds")),
     field("silos per round (blank: all)", "participation", number("participation", initial.participation, { min: 1, step: 1 })),
     field("evaluate every", "eval_every", number("eval_every", initial.eval_every, { min: 1, step: 1, placeholder: "auto: ≤ 20 times" })),
     field("seed", "seed", number("seed", initial.seed ?? 0, { min: 0, step: 1 })));
 }
+
+/** "blank: 20": what a blank box of spec field `name` means (GET /api/options' spec_defaults). */
+const blankMeans = (catalogue, name) => `blank: ${catalogue.spec_defaults[name]}`;
 
 /**
  * Moves the model, dataset and users to ones `algorithm` accepts (the others are disabled in
@@ -206,6 +209,7 @@ const runProjection = ({ projection, slowWarnings, partitionChart }) => async (s
   projection.textContent = projectionText(p, spec.dataset.name);
   replace(slowWarnings,
     ...(p.not_guaranteed ? [h("p", { class: "guarantee-warning error-text", role: "note" }, `Not guaranteed: ${p.not_guaranteed}; its ε would not bound what the run leaks.`)] : []),
+    ...(p.implausible ?? []).map((w) => h("p", { class: "implausible-warning", role: "note" }, `Check: ${w}.`)),
     ...(p.warnings ?? []).map((w) => h("p", { class: "slow-warning", role: "note" }, `Slow: ${w}.`)));
   projection.dataset.noiseMultiplier = JSON.stringify(p.noise_multiplier);
   if (p.partition_figure) await draw(partitionChart, p.partition_figure);

@@ -74,6 +74,7 @@ def test_non_private_algorithm_projects_nothing(client):
         "planned_epsilon": [],
         "budget": None,
         "not_guaranteed": None,
+        "implausible": [],
         "warnings": [],
     }
 

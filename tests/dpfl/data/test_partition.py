@@ -151,7 +151,7 @@ def test_natural_needs_natural_silos(mnist: Dataset) -> None:
 
 def test_natural_needs_the_matching_silo_count() -> None:
     data = labelled([3, 3], silos=[0, 1, 2, 0, 1, 2])
-    expected = "`dataset.partition.num_silos` must be 3, the number of natural silos"
+    expected = "`dataset.silos` must be 3, the number of natural silos"
     with pytest.raises(SpecError, match=re.escape(expected)):
         partition(data, kind="natural", num_silos=4, seed=0)
 
@@ -175,6 +175,6 @@ def test_unknown_option_is_refused() -> None:
 
 
 def test_more_silos_than_records_is_refused() -> None:
-    expected = "`dataset.partition.num_silos` must be <= the 10 training records"
+    expected = "`dataset.silos` must be <= the 10 training records"
     with pytest.raises(SpecError, match=re.escape(expected)):
         partition(labelled([5, 5]), kind="iid", num_silos=11, seed=0)
