@@ -32,7 +32,8 @@ def implausible(algorithm: Algorithm) -> list[str]:
         if allocated > records:
             out.append(
                 f"{allocated:,} users for {records:,} training records: most users hold no record, so a "
-                "user-level ε protects people the data does not have; allocate at most as many users as records"
+                "user-level ε protects people the data does not have; allocate at most as many users as "
+                "records"
             )
     privacy = spec.privacy
     if privacy is not None and algorithm.private:

@@ -200,9 +200,9 @@ def test_an_unknown_sort_is_a_422_listing_the_keys(client):
     assert res.json()["detail"] == [
         {
             "loc": ["query", "sort"],
-            "msg": "must be one of accountant, algorithm, best_accuracy, created_at, dataset, delta, duration_s, "
-            "epsilon, final_accuracy, final_loss, name, notion, rounds, status, target_epsilon (prefix - for "
-            "descending); "
+            "msg": "must be one of accountant, algorithm, best_accuracy, created_at, dataset, delta, "
+            "duration_s, epsilon, final_accuracy, final_loss, name, notion, rounds, status, target_epsilon "
+            "(prefix - for descending); "
             "got '-colour'.",
             "type": "value_error",
         }
