@@ -27,10 +27,10 @@ export function preloadCharts() {
   loadPlotly().catch(() => {});
 }
 
-/** Draws (or redraws) a figure `{data, layout}` into `el`. */
-export async function draw(el, figure) {
+/** Draws (or redraws) a figure `{data, layout}` into `el`; `config` adds to Plotly's (e.g. no mode bar). */
+export async function draw(el, figure, config = {}) {
   const Plotly = await loadPlotly();
-  return Plotly.react(el, figure.data, fitted(el, figure.layout, figure.data), CONFIG);
+  return Plotly.react(el, figure.data, fitted(el, figure.layout, figure.data), { ...CONFIG, ...config });
 }
 
 const NARROW_PX = 700; // below it, a legend on the right leaves no plot

@@ -217,6 +217,7 @@ export function showErrors(form, fields) {
   fields = placed;
   for (const el of form.querySelectorAll(".field[data-field]")) {
     const message = fields[el.dataset.field];
+    if (message) el.closest("details")?.setAttribute("open", "");  // a folded field's error is seen
     el.classList.toggle("invalid", Boolean(message));
     el.querySelector(".error").textContent = message ?? "";
   }

@@ -41,6 +41,7 @@ def test_errors_land_beside_the_fields_the_user_sees(page: Page):
     # PCA for kNN-DPFL: beside the PCA box (the spec's field is dataset.features)
     page.locator("[name='algorithm']").select_option("knn_dpfl")
     page.locator("[name='dataset.users.kind']").select_option("none")
+    page.click("details.more-settings summary")
     page.fill("[name='dataset.features.pca']", "20")
     expect(error_of(page, "dataset.features.pca")).to_contain_text("must be empty for knn_dpfl")
     expect(error_of(page, "advanced")).to_have_text("")
@@ -64,3 +65,19 @@ def test_a_blank_box_says_its_default_and_implausible_settings_are_warned_of(pag
     expect(page.locator(".implausible-warning").first).to_contain_text(
         "Check: 100,000 users for 1,438 training records: most users hold no record"
     )
+
+
+def test_tab_reaches_start_run_past_the_fields_and_nothing_else(page: Page):
+    # uldp_avg took 39 presses: ten of them the partition preview's chart buttons
+    page.goto("/#/new")
+    expect(page.locator(".projection")).to_contain_text("projected ε", timeout=30_000)
+    page.locator("[name='algorithm']").select_option("uldp_avg")
+    page.wait_for_function("() => document.getElementById('chart-partition-preview')?.data?.length > 0")
+    page.focus("[name='algorithm']")
+    passed = []
+    while len(passed) < 60 and not page.evaluate("document.activeElement.type === 'submit'"):
+        page.keyboard.press("Tab")
+        passed.append(page.evaluate("document.activeElement.name || document.activeElement.tagName"))
+    assert passed[-1] == "BUTTON" and len(passed) == 26, passed
+    assert passed.count("BUTTON") == 1 and "epsilon-slider" not in passed
+    assert passed.count("SUMMARY") == 3  # the upload, the folded settings, the advanced box

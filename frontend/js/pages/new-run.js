@@ -32,7 +32,8 @@ const accountantOptions = (accountants) => accountants.map((a) => ({
 function privacyFields(privacy, catalogue, changed) {
   const eps0 = privacy?.epsilon ?? 3;
   const epsBox = number("privacy.epsilon", eps0, { min: 0, max: 1000, class: "eps-number" });
-  const slider = h("input", { type: "range", min: 0, max: 1000, value: epsToSlider(eps0), name: "epsilon-slider", "aria-label": "ε on a log scale",
+  // the slider is the mouse's way to ε; the keyboard's is the box beside it, so Tab passes it by
+  const slider = h("input", { type: "range", min: 0, max: 1000, value: epsToSlider(eps0), name: "epsilon-slider", "aria-label": "ε on a log scale", tabindex: -1,
     oninput: (e) => { epsBox.value = sliderToEps(Number(e.target.value)); clearError(epsBox); } });
   // the box is exact (8 is 8); the slider follows it as near as its steps allow
   epsBox.addEventListener("input", () => { if (Number(epsBox.value) > 0) slider.value = epsToSlider(Number(epsBox.value)); });
@@ -70,7 +71,6 @@ function dataFields(initial, catalogueOfData, catalogue, uploaded) {
     field("silos", "dataset.silos", number("dataset.silos", dataset.silos, { min: 1, step: 1, placeholder: catalogue.spec_defaults["dataset.silos"] }), blankMeans(catalogue, "dataset.silos")),
     field("partition", "dataset.partition.kind", select("dataset.partition.kind", catalogue.partition_kinds.map((k) => k.name), dataset.partition?.kind ?? "iid")),
     kindOptionFields("dataset.partition.kind", catalogue.partition_kinds, dataset.partition, "partition"),
-    field("PCA components (blank: none)", "dataset.features.pca", number("dataset.features.pca", dataset.features?.pca, { min: 1, step: 1 })),
     field("users (user-level DP: who owns each record)", "dataset.users.kind",
       select("dataset.users.kind", [NO_USERS, ...catalogue.user_kinds.map((k) => k.name)], users?.kind ?? NO_USERS)),
     // allocated users need a count: 100 unless the clone says otherwise
@@ -79,9 +79,19 @@ function dataFields(initial, catalogueOfData, catalogue, uploaded) {
     field("hidden layers", "model.hidden", h("input", { name: "model.hidden", value: (model?.hidden ?? []).join(", "),
       placeholder: (catalogue.models.find((m) => m.takes_hidden)?.options.hidden ?? []).join(", ") }), "widths separated by commas; blank: the model's default"),
     field("rounds", "rounds", number("rounds", initial.rounds, { min: 1, step: 1, placeholder: catalogue.spec_defaults.rounds }), blankMeans(catalogue, "rounds")),
-    field("silos per round (blank: all)", "participation", number("participation", initial.participation, { min: 1, step: 1 })),
     field("evaluate every", "eval_every", number("eval_every", initial.eval_every, { min: 1, step: 1, placeholder: "auto: ≤ 20 times" })),
-    field("seed", "seed", number("seed", initial.seed ?? 0, { min: 0, step: 1 })));
+    moreSettings("More: PCA, silos per round, seed", [dataset.features?.pca, initial.participation].some((v) => v !== undefined && v !== null) || Boolean(initial.seed),
+      field("PCA components (blank: none)", "dataset.features.pca", number("dataset.features.pca", dataset.features?.pca, { min: 1, step: 1 })),
+      field("silos per round (blank: all)", "participation", number("participation", initial.participation, { min: 1, step: 1 })),
+      field("seed", "seed", number("seed", initial.seed ?? 0, { min: 0, step: 1 }))));
+}
+
+/**
+ * Fields most runs leave as they are, folded away (a keyboard passes them with one Tab); open when
+ * `open` (a clone that sets one) and whenever one of them is marked invalid (`showErrors`).
+ */
+function moreSettings(title, open, ...fields) {
+  return h("details", { class: "more-settings", open: open ? "" : null }, h("summary", {}, title), ...fields);
 }
 
 /** "blank: 20": what a blank box of spec field `name` means (GET /api/options' spec_defaults). */
@@ -148,8 +158,9 @@ const algorithmFields = (algorithms, initial, { switched, about, paramBox }, swi
 
 /** The advanced fieldset: the box for the fields the form does not show. */
 const advancedFields = (advanced) => h("fieldset", {}, h("legend", {}, "Advanced"),
-  field("fields the form does not show, as a JSON object merged into the spec", "advanced", advanced,
-    'e.g. {"dataset": {"options": {"num_samples": 2000}}}; a clone keeps its other fields here'));
+  h("details", { class: "more-settings advanced-settings" }, h("summary", {}, "Fields the form does not show"),
+    field("fields the form does not show, as a JSON object merged into the spec", "advanced", advanced,
+      'e.g. {"dataset": {"options": {"num_samples": 2000}}}; a clone keeps its other fields here')));
 
 /** The submit line: the start button and the link to the other mode (run or sweep). */
 const submitLine = (sweepMode) => h("p", { class: "submit" }, h("button", { type: "submit", class: "primary" }, sweepMode ? "Start sweep" : "Start run"), " ",
@@ -212,7 +223,8 @@ const runProjection = ({ projection, slowWarnings, partitionChart }) => async (s
     ...(p.implausible ?? []).map((w) => h("p", { class: "implausible-warning", role: "note" }, `Check: ${w}.`)),
     ...(p.warnings ?? []).map((w) => h("p", { class: "slow-warning", role: "note" }, `Slow: ${w}.`)));
   projection.dataset.noiseMultiplier = JSON.stringify(p.noise_multiplier);
-  if (p.partition_figure) await draw(partitionChart, p.partition_figure);
+  // a preview: no mode bar, whose ten buttons stood between the form and its Start button
+  if (p.partition_figure) await draw(partitionChart, p.partition_figure, { displayModeBar: false });
 };
 
 /** Returns what shows a sweep's preview: its runs, worker tasks and estimated time. */
@@ -350,6 +362,7 @@ function submitHandler(form, submitError, request, specOrErrors) {
 function fillAdvanced(advanced, base, form, algorithms, catalogue) {
   const rest = unmodelled(base, readSpec(form, algorithms), kindDefaults(catalogue));
   advanced.value = Object.keys(rest).length ? JSON.stringify(rest, null, 1) : "";
+  if (advanced.value) advanced.closest("details").open = true;  // a clone's own fields are seen
 }
 
 /**
