@@ -45,6 +45,29 @@ def shoot(page: Page, path: str, ready: str, out: Path, name: str, *, full_page:
     print(f"wrote {out / name}")
 
 
+def upload(page: Page, out: Path) -> None:
+    """The New run page after a CSV upload from the browser: its columns chosen, its classes shown."""
+    lines = ["patient_id,age,outcome"] + [
+        f"p{i % 40},{20 + i % 50},{'sick' if i % 3 else 'well'}" for i in range(240)
+    ]
+    page.goto("/#/new")
+    page.click("details.upload summary")
+    page.set_input_files(
+        "[name='upload.file']",
+        files=[
+            {"name": "patients.csv", "mimeType": "text/csv", "buffer": ("\n".join(lines) + "\n").encode()}
+        ],
+    )
+    page.locator("[name='upload.label']").select_option("outcome")
+    page.locator("[name='upload.user_id']").select_option("patient_id")
+    page.click("button.upload-button")
+    page.locator(".upload-status", has_text="Stored").wait_for(timeout=60_000)
+    page.locator("#chart-partition-preview .main-svg").first.wait_for(timeout=60_000)
+    time.sleep(1)
+    page.screenshot(path=str(out / "upload.png"), full_page=True)
+    print(f"wrote {out / 'upload.png'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -83,6 +106,20 @@ def main() -> None:
                 full_page=True,
             )
             shoot(desktop, "/#/budgets", "main h1", args.out, "budgets.png")
+            shoot(desktop, "/#/new?mode=sweep", ".sweep-count", args.out, "new-sweep.png", full_page=True)
+            picked = httpx.get(
+                f"{url}/api/runs", params={"sweep": sweep["id"], "algorithm": "isrl_mbsgd"}
+            ).json()
+            three = ",".join(r["id"] for r in picked["items"][:3])
+            shoot(
+                desktop,
+                f"/#/compare?runs={three}&metric=loss&smooth=0.3",
+                "#chart-overlay .main-svg",
+                args.out,
+                "compare-overlay.png",
+                full_page=True,
+            )
+            upload(desktop, args.out)
             phone = browser.new_page(viewport=PHONE, base_url=url)
             shoot(phone, f"/#/runs/{run['id']}", "#chart-learning .main-svg", args.out, "run-phone.png")
             browser.close()
