@@ -142,7 +142,8 @@ def project(algorithm: Algorithm, *, source: str = "seeded", store: Path | None 
     key = stored = None
     own = storable(type(algorithm), accountant_class(privacy.accountant))
     if store is not None and source == "seeded" and own:
-        key = projection_key(spec.model_dump_json(), probe)
+        # the spec as stored (`Algorithm.resolve`): admission's and its worker's keys agree
+        key = projection_key(type(algorithm).resolve(spec).model_dump_json(), probe)
         stored = read_projection(store, key, rounds=spec.rounds, silos=spec.dataset.silos)
     sigma: float | np.ndarray
     if stored is None:

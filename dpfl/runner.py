@@ -65,6 +65,7 @@ __all__ = [
     "prepare",
     "project",
     "projected",
+    "resolved",
     "run",
     "run_batch",
     "start",
@@ -74,6 +75,17 @@ __all__ = [
 
 _TRAIN_EVAL_RECORDS = 5_000  # training loss is measured on a fixed subsample of this size
 _EVAL_BATCH = 4_096
+
+
+def resolved(spec: RunSpec) -> RunSpec:
+    """Returns the spec with every param its algorithm takes written out, the defaults included:
+    what a stored run says it ran with (a blank in the form, a param a clone did not set), so a
+    reader, a filter on `params.lr` or a clone sees the value used. The run is the same run.
+
+    Raises:
+        UnknownNameError, SpecError: as `check`.
+    """
+    return check(spec).resolve(spec)
 
 
 def check(spec: RunSpec) -> type[Algorithm]:

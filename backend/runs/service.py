@@ -203,7 +203,7 @@ def add_run(
         dataset=dataset,
         sweep_id=sweep_id,
         batch_id=batch_id,
-        spec=spec.to_json(),
+        spec=runner.resolved(spec).to_json(),  # its defaults written out: the values it ran with
         rounds=spec.rounds,
         notion=projection.notion,
         target_epsilon=None if privacy is None else privacy.epsilon,
@@ -246,7 +246,7 @@ def keyed_run(session: Session, key: str, spec: RunSpec) -> Run | None:
         ParameterError: the key was used for another spec (422 naming the header).
     """
     run = session.scalar(select(Run).where(Run.idempotency_key == key))
-    if run is not None and run.spec != spec.to_json():
+    if run is not None and run.spec != runner.resolved(spec).to_json():
         raise ParameterError(
             "header",
             "Idempotency-Key",

@@ -178,6 +178,13 @@ class Algorithm(abc.ABC):
         except ValidationError as exc:
             raise spec_error(exc, prefix="params") from None
 
+    @classmethod
+    def resolve(cls, spec: RunSpec) -> RunSpec:
+        """Returns `spec` with every param written out, its defaults included: the values the run
+        uses, as a stored run shows them (a filter on `params.lr`, a clone, a reader see them);
+        the same run. Raises SpecError naming `params.<field>`."""
+        return spec.model_copy(update={"params": cls.parse_params(spec.params).model_dump(mode="json")})
+
     def plan(self, noise_multiplier: float) -> Ledger:
         """Returns every release of the run under `noise_multiplier` (empty for non-private ones)."""
         return Ledger()

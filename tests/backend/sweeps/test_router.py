@@ -279,7 +279,11 @@ def test_runs_csv_is_its_own_path_with_the_runs_filters(client):
     assert res.headers["content-type"] == "text/csv; charset=utf-8"
     assert res.headers["x-total-count"] == "9"
     table = list(csv.DictReader(io.StringIO(res.text)))
-    assert list(table[0]) == CSV_COLUMNS and len(table) == 9
+    header = list(table[0])
+    assert header[: len(CSV_COLUMNS)] == CSV_COLUMNS and len(table) == 9
+    # then a column per param of the runs, defaults written out: the sweep's lr, fedavg's own
+    assert "params.lr" in header and all(c.startswith("params.") for c in header[len(CSV_COLUMNS) :])
+    assert {r["params.lr"] for r in table[1:]} == {"0.5"} and table[0]["params.lr"] != ""
     assert table[0]["id"] == other.json()["id"]  # newest first, as GET /api/runs
     assert (table[0]["sweep_id"], table[0]["target_epsilon"], table[0]["status"]) == ("", "", "queued")
     only = list(csv.DictReader(io.StringIO(client.get("/api/runs.csv", params={"sweep": sweep["id"]}).text)))
