@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Response
-from sqlalchemy.exc import IntegrityError
 
 from backend.deps import SessionDep, SettingsDep, WriteGuard
 from backend.models import Run
 from backend.runs import external
+from backend.runs.idempotency import created_once
 from backend.runs.schemas import RoundRecorded, RunDetail
 from dpfl.external import parse_end, parse_external, parse_import, parse_round
 
@@ -38,25 +38,14 @@ def create(
     """POST /runs with `source: external`: the run added, running (201), or the one a retry with the
     same `Idempotency-Key` created (`Idempotent-Replayed: true`)."""
     description = parse_external(body)
-
-    def replayed() -> Run | None:
-        run = None if key is None else external.keyed_external(session, key, description)
-        if run is not None:
-            response.headers["Idempotent-Replayed"] = "true"
-        return run
-
-    if (earlier := replayed()) is not None:
-        return earlier
-    try:
-        run = external.create_external(
+    run, _ = created_once(
+        response,
+        session,
+        find=lambda: None if key is None else external.keyed_external(session, key, description),
+        create=lambda: external.create_external(
             session, description=description, settings=settings, idempotency_key=key
-        )
-        session.commit()
-    except IntegrityError:  # a concurrent POST with the key committed first: answer with its run
-        session.rollback()
-        if (earlier := replayed()) is None:
-            raise
-        return earlier
+        ),
+    )
     return run
 
 

@@ -13,13 +13,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from sqlalchemy.exc import IntegrityError
 
 from backend.deps import MAX_OFFSET, SessionDep, SettingsDep, WriteGuard
 from backend.dispatch import send
 from backend.models import Run
 from backend.runs import ingest, listing, pages, service
 from backend.runs.filters import MAX_FILTER_CHARS
+from backend.runs.idempotency import created_once
 from backend.runs.listing import SORTS, Archived, RunQuery
 from backend.runs.schemas import LedgerRead, MetricRead, RunDetail, RunPage, RunPatch, RunRead
 from dpfl.formats import cell_text
@@ -97,24 +97,16 @@ def create_run(
     if spec.get("source") == "external":
         return ingest.create(response, session, settings, spec, idempotency_key)
     parsed = parse_spec(spec)
-
-    def replayed() -> Run | None:
-        run = None if idempotency_key is None else service.keyed_run(session, idempotency_key, parsed)
-        if run is not None:
-            response.headers["Idempotent-Replayed"] = "true"
-        return run
-
-    if (earlier := replayed()) is not None:
-        return earlier
-    try:
-        run = service.create_run(session, spec=parsed, settings=settings, idempotency_key=idempotency_key)
-        session.commit()  # the worker must find the row before the message
-    except IntegrityError:  # a concurrent POST with the key committed first: answer with its run
-        session.rollback()
-        if (earlier := replayed()) is None:
-            raise
-        return earlier
-    send(request.app.state.database, request.app.state.celery, [run.id])
+    run, new = created_once(
+        response,
+        session,
+        find=lambda: None if idempotency_key is None else service.keyed_run(session, idempotency_key, parsed),
+        create=lambda: service.create_run(
+            session, spec=parsed, settings=settings, idempotency_key=idempotency_key
+        ),
+    )
+    if new:
+        send(request.app.state.database, request.app.state.celery, [run.id])
     return run
 
 

@@ -7,6 +7,8 @@ import { fmt, h, replace } from "./dom.js";
 /** The privacy targets, as the spec names them, and the words the axis is shown with. */
 const TARGETS = { epsilon: "ε values", noise_multiplier: "noise multiplier σ values", mu: "μ values" };
 const OTHER = "other";
+/** Whether grid key `key` is one the section's own fields sweep (the algorithms, the seeds, the privacy axis). */
+const ownKey = (key) => key === "algorithm" || key === "seed" || (key.startsWith("privacy.") && key.slice("privacy.".length) in TARGETS);
 
 /** A typed list of `text`'s comma-separated entries: `{values}`, or `{error}` naming the first bad entry. */
 export function parseList(text, type) {
@@ -129,7 +131,7 @@ export function sweepSection({ algorithms, catalogue, datasets, spec, sweep }) {
   const notes = new Map();
   const axes = h("div", { class: "axes" });
   for (const [key, values] of Object.entries(grid)) {
-    if (key === "algorithm" || key === "seed" || key.slice("privacy.".length) in TARGETS) continue;
+    if (ownKey(key)) continue;
     axes.append(axisRow(choices, key, text(values)));
   }
   const el = h("fieldset", { class: "sweep" }, h("legend", {}, "Sweep"),
@@ -187,7 +189,7 @@ export function sweepSection({ algorithms, catalogue, datasets, spec, sweep }) {
         const key = axisKey(row);
         const field = `grid.${key}`;
         if (!/^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$/.test(key)) errors[field] = `the field must be a dotted spec path such as dataset.options.num_samples; got ${JSON.stringify(key)}.`;
-        else if (seen.has(key) || key === "seed" || key === "algorithm" || key.startsWith("privacy.") && key.slice(8) in TARGETS) errors[field] = `${key} is swept once already; give all its values in one list.`;
+        else if (seen.has(key) || ownKey(key)) errors[field] = `${key} is swept once already; give all its values in one list.`;
         else check(field, row.querySelector("[name='axis.values']").value, choices[key]?.type ?? { kind: "json" });
         seen.add(key);
       }
