@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
@@ -95,10 +96,20 @@ def kept(
     row = key | {"code": code, "body": body, "created_at": utcnow()}
     # two requests may compute the same view at once: the later write wins, with the same numbers
     statement = insert(SettledView).values(row)
-    session.execute(
-        statement.on_conflict_do_update(
-            index_elements=list(key),
-            set_={"code": statement.excluded.code, "body": statement.excluded.body, "created_at": utcnow()},
-        )
-    )
+    try:
+        # a savepoint: a run deleted while its page computed is answered, not failed (its
+        # entry's foreign key has nothing left to point at, and nothing is kept)
+        with session.begin_nested():
+            session.execute(
+                statement.on_conflict_do_update(
+                    index_elements=list(key),
+                    set_={
+                        "code": statement.excluded.code,
+                        "body": statement.excluded.body,
+                        "created_at": utcnow(),
+                    },
+                )
+            )
+    except IntegrityError:
+        pass
     return body

@@ -120,3 +120,21 @@ def test_a_view_kept_by_other_code_is_recomputed_and_deleting_the_run_drops_it(c
         assert session.scalars(select(SettledView.code)).all() != ["0" * 16]
     assert client.delete(f"/api/runs/{finished}").status_code == 204
     assert kept(db, finished) == []
+
+
+def test_a_run_deleted_while_its_view_computes_is_answered_and_nothing_is_kept(db, finished):
+    # the run page asked for its figures while Delete went through: that answer was a 500
+    from backend.runs import settled
+
+    def compute_while_deleted() -> dict:
+        with db.session() as other:
+            other.execute(delete(Run).where(Run.id == finished))
+        return {"epsilon": [1.0]}
+
+    with db.session() as session:
+        run = session.get(Run, finished)
+        body = settled.kept(
+            session, run, view="figures", accountant="", delta=1e-5, compute=compute_while_deleted
+        )
+    assert body == {"epsilon": [1.0]}
+    assert kept(db, finished) == []
