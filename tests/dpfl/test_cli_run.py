@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from dpfl.data.prepared import clear_prepared
 from tests.factories import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,6 +116,8 @@ def test_datasets_says_where_each_is(capsys, monkeypatch, tmp_path):
 
 
 def test_a_run_without_its_dataset_files_is_one_line_naming_them(capsys, monkeypatch, tmp_path):
+    # a fresh process has no MNIST in memory: another test in this one may have loaded it
+    clear_prepared()
     monkeypatch.setenv("DPFL_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("DPFL_HOME", str(tmp_path / "home"))
     spec = tmp_path / "spec.yaml"

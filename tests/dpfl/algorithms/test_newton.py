@@ -254,7 +254,7 @@ def test_decaying_steps_follow_both_readings():
         (
             {"dataset": {"name": "digits", "silos": 4}},
             "`dataset.name` must be a dataset with two classes for gdp_localnewton (one of adult, "
-            "breast_cancer, csv, heart, logistic); 'digits' has 10.",
+            "breast_cancer, creditcard, csv, heart, logistic); 'digits' has 10.",
         ),
         (
             {"algorithm": "gdp_gd", "params": {"step": "line_search"}},
