@@ -8,9 +8,12 @@ import { h } from "./dom.js";
 export function datasetChoices({ datasets, uploads }) {
   return [
     ...datasets.filter((d) => d.available && d.name !== "csv").map((d) => ({ value: d.name, text: d.name, upload: false })),
-    ...uploads.map((u) => ({ value: u.name, text: `${u.name} (your upload)`, upload: true })),
+    ...uploads.map(uploadChoice),
   ];
 }
+
+/** An upload as a menu's choice: by its name, marked as yours. */
+export const uploadChoice = (upload) => ({ value: upload.name, text: `${upload.name} (your upload)`, upload: true });
 
 /** A dataset select's option; an upload's is marked, so that the spec names it through the csv loader. */
 export const datasetOption = (choice, selected) =>

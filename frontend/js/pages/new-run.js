@@ -3,7 +3,7 @@
 // beside the submit button.
 import { ApiError, api } from "../api.js";
 import { draw } from "../charts.js";
-import { datasetChoices, datasetOption, uploadPanel } from "../datasets.js";
+import { datasetChoices, datasetOption, uploadChoice, uploadPanel } from "../datasets.js";
 import { deltaText, fmt, h, replace, setTitle } from "../dom.js";
 import { clearError, field, formErrors, kindOptionFields, NO_USERS, number, paramInputs, readParams, readSpec, select, showErrors, showRelevant } from "../spec-form.js";
 import { merge, parseFragment, unmodelled } from "../spec-fragment.js";
@@ -171,7 +171,7 @@ function buildForm({ algorithms, datasets, catalogue, initial, sweep }, parts, o
   // a stored upload joins the dataset menu, chosen; with a user-id column its users are its natural ones
   const uploaded = (upload) => {
     const select = form.elements["dataset.name"];
-    select.append(datasetOption({ value: upload.name, text: `${upload.name} (your upload)`, upload: true }, true));
+    select.append(datasetOption(uploadChoice(upload), true));
     select.value = upload.name;
     if (upload.user_id && [...form.elements["dataset.users.kind"].options].some((o) => o.value === "natural")) form.elements["dataset.users.kind"].value = "natural";
     on.switchAlgorithm();
