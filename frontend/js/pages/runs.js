@@ -172,8 +172,10 @@ export async function render(root) {
   async function load() {
     const { offset, ...filters } = state;
     csv.href = api.runsCsvUrl(filters);
+    // only the latest load speaks: an older one (a reload an event scheduled, say) that answers
+    // late must neither redraw the list nor show its refusal over a newer filter's
+    const mine = ++loads;
     try {
-      const mine = ++loads;
       const page = await api.listRuns({ ...state, limit: LIMIT });
       if (mine !== loads) return;
       showFilterError(null);
@@ -188,6 +190,7 @@ export async function render(root) {
         h("span", { class: "muted" }, `${page.total ? offset + 1 : 0}–${offset + items.length} of ${page.total}`),
         h("button", { disabled: page.next_offset === null, onclick: () => { state.offset = page.next_offset; load(); } }, "next ›"));
     } catch (err) {
+      if (mine !== loads) return;
       const refused = err.fields?.["query.filter"];
       if (refused) showFilterError(`filter ${refused}`);
       else banner(`Could not load runs: ${err.message}`);
