@@ -37,7 +37,7 @@ from backend.datasets.service import check_dataset_files
 from backend.db import Database, is_locked, utcnow
 from backend.errors import Conflict
 from backend.models import CLAIMED, Budget, BudgetCharge, LedgerEventRow, RoundMetric, Run, RunStatus
-from backend.runs.service import ATTEMPT_RESET, released_epsilon
+from backend.runs.service import ATTEMPT_RESET, ledger, released_epsilon
 from backend.settings import Settings
 from dpfl import runner
 from dpfl.errors import DpflError
@@ -253,6 +253,8 @@ def execute_many(database: Database, settings: Settings, run_ids: list[str]) -> 
                     section=lambda active: heartbeat.interrupter.section([ids[i] for i in active]),
                 ),
             )
+        for run_id in ids:
+            _keep_views(database, run_id)
     finally:
         heartbeat.done.set()
 
@@ -430,6 +432,25 @@ def _record_result(database: Database, run_id: str, attempt: int, result: runner
         caveats=[c.to_json() for c in result.privacy.caveats],
         timings=result.timings,
     )
+
+
+def _keep_views(database: Database, run_id: str) -> None:
+    """Computes and keeps a finished run's page views (its ledger and its figures, by its own
+    accountant at its own δ) while this process still remembers its ε curves, so its page's first
+    visit reads them (`backend.runs.settled`): a `pld` run's would otherwise cost that visit
+    seconds (issue 43). After the batch, so no run of it waits; a view that fails here is computed
+    on request, as before, and says why there."""
+    from backend.figures.service import run_figures  # plotly's figures: only once a run has ended
+
+    try:
+        with database.session() as session:
+            run = session.get(Run, run_id)
+            if run is None or not RunStatus(run.status).finished:  # deleted, or re-queued
+                return
+            ledger(session, run_id, accountant=None, delta=None)
+            run_figures(session, run_id, accountant=None)
+    except Exception:  # nothing of the run depends on it
+        log.warning("%s: its page's views were not kept; they are computed on request", run_id, exc_info=True)
 
 
 def _finish(database: Database, run_id: str, attempt: int, *, status: RunStatus, **values: Any) -> None:

@@ -25,12 +25,20 @@ def db(settings):
 
 
 @pytest.fixture
-def finished(settings, client) -> str:
+def ended(settings, client) -> str:
     """A `pld` run that ran to the end in this process, as a worker runs it."""
     run_id = client.post("/api/runs", json=PLD).json()["id"]
     run_here(settings, run_id)
     assert client.get(f"/api/runs/{run_id}").json()["status"] == "succeeded"
     return run_id
+
+
+@pytest.fixture
+def finished(db, ended) -> str:
+    """That run with the views its worker kept forgotten: these tests compute them by request."""
+    with db.session() as session:
+        session.execute(delete(SettledView).where(SettledView.run_id == ended))
+    return ended
 
 
 def kept(db: Database, run_id: str) -> list[tuple[str, str, float]]:
@@ -56,6 +64,19 @@ def fresh_curves(db: Database, run_id: str, *, accountant: str, delta: float) ->
         book = LedgerEventRow.run_ledger(session, run_id)
     curves = book.epsilon_curves(delta=delta, accountant=accountant)
     return {p: [float(x) for x in c] for p, c in curves.items()}
+
+
+def test_the_worker_keeps_a_runs_views_as_it_ends_and_its_page_reads_them(client, db, ended):
+    # a `pld` page's first visit used to compute them: seconds for 25 silos (issue 43)
+    assert kept(db, ended) == [("ledger", "", 1e-5), ("figures", "", 1e-5)]
+    ledger = client.get(f"/api/runs/{ended}/ledger").json()
+    assert ledger["parties"] == fresh_curves(db, ended, accountant="pld", delta=1e-5)
+    figures = client.get(f"/api/runs/{ended}/figures").json()
+    tamper(db, ended, "ledger", epsilon=123.0)
+    tamper(db, ended, "figures", marker=1)
+    assert client.get(f"/api/runs/{ended}/ledger").json()["epsilon"] == 123.0  # read, not recomputed
+    assert client.get(f"/api/runs/{ended}/figures").json() == figures | {"marker": 1}
+    assert kept(db, ended) == [("ledger", "", 1e-5), ("figures", "", 1e-5)]
 
 
 def test_a_finished_runs_ledger_is_computed_once_then_read(client, db, finished):
