@@ -3,7 +3,8 @@ releases into our ledger's events, so the dashboard re-accounts that tool's runs
 
 Each adapter is an optional extra (`pip install "dpfl-explorer[opacus]"`) and imports its tool
 only where it has to, so `dpfl` imports without any of them. The Opacus adapter imports none: it
-reads the accountant history a `PrivacyEngine` keeps.
+reads the accountant history a `PrivacyEngine` keeps. The Flower adapter (`dpfl.adapters.flower`,
+the ``flower`` extra) is a Flower Strategy wrapping yours, so importing it imports flwr.
 """
 
 __all__: list[str] = []

@@ -11,7 +11,8 @@ re-accountable forever.
 Neighbouring relation: add-or-remove one protected unit (a record, a user, an agent; the unit
 is the notion of the algorithm that recorded the event), unless the event says otherwise in its
 optional `neighbouring` field (`replace_one`: the noise is calibrated to a mean over a known
-number of records, so it covers replacing one, not adding or removing one). JSON omits the
+number of records, so it covers replacing one, not adding or removing one), or its kind does
+(`sampled_without_replacement` is replace-one by definition). JSON omits the
 field at its default, so stored ledgers read and write as before. Sensitivity is folded into the noise
 multiplier: σ = noise standard deviation ÷ L2 (Gaussian) or L1 (Laplace) sensitivity.
 """
@@ -35,6 +36,7 @@ __all__ = [
     "LaplaceEvent",
     "ParallelEvent",
     "PoissonSampledEvent",
+    "SampledWithoutReplacementEvent",
     "SelfComposedEvent",
     "ShuffleEvent",
     "VoteEvent",
@@ -155,6 +157,39 @@ class PoissonSampledEvent(Event):
     def __post_init__(self) -> None:
         if not (0 < self.sampling_rate <= 1):
             raise SpecError("sampling_rate", f"must be in (0, 1]; got {self.sampling_rate!r}.")
+
+
+@_register("sampled_without_replacement")
+@dataclasses.dataclass(frozen=True)
+class SampledWithoutReplacementEvent(Event):
+    """The inner event applied to a sample of fixed size m drawn uniformly without replacement from
+    a population of N units (as a Flower strategy samples its clients each round).
+
+    Neighbouring relation: always replace-one (N is public), whatever the inner event: this is
+    dp_accounting's `SampledWithoutReplacementDpEvent`, whose RDP bound (Wang, Balle &
+    Kasiviswanathan 2019, Thm 27) holds only for replacing one unit. The inner event's noise
+    multiplier is therefore in units of the replace-one sensitivity (for a mean of m clipped
+    updates, 2C/m, not C/m). Accounted only by `rdp`; PLD, GDP and closed forms refuse it.
+
+    Attributes:
+        population_size: N ≥ 1, the units sampled from.
+        sample_size: m in [1, N], the units in each sample.
+        event: the mechanism run on the sample.
+    """
+
+    population_size: int
+    sample_size: int
+    event: Event
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.population_size, int) and self.population_size >= 1):
+            raise SpecError("population_size", f"must be an integer ≥ 1; got {self.population_size!r}.")
+        if not (isinstance(self.sample_size, int) and 1 <= self.sample_size <= self.population_size):
+            raise SpecError(
+                "sample_size",
+                f"must be an integer in [1, population_size = {self.population_size}]; "
+                f"got {self.sample_size!r}.",
+            )
 
 
 @_register("self_composed")
@@ -391,6 +426,11 @@ def to_dp_accounting(event: Event) -> dp_event.DpEvent | None:
     if isinstance(event, PoissonSampledEvent):
         inner = to_dp_accounting(event.event)
         return None if inner is None else dp_event.PoissonSampledDpEvent(event.sampling_rate, inner)
+    if isinstance(event, SampledWithoutReplacementEvent):
+        inner = to_dp_accounting(event.event)
+        if inner is None:
+            return None
+        return dp_event.SampledWithoutReplacementDpEvent(event.population_size, event.sample_size, inner)
     if isinstance(event, SelfComposedEvent):
         inner = to_dp_accounting(event.event)
         return None if inner is None else dp_event.SelfComposedDpEvent(inner, event.count)

@@ -3,9 +3,8 @@
 A researcher's code (an Opacus accountant's history, a hand-rolled loop that composes
 `dp_accounting` events) describes its releases as `DpEvent`s; `dpfl.track` logs them as our
 events, so that the dashboard recomputes their ε with the same accountants as our own runs.
-Only exact translations are made: an event with no counterpart here (sampling without
-replacement, tree aggregation, a non-private or unsupported event) is refused, naming it, and
-never approximated.
+Only exact translations are made: an event with no counterpart here (tree aggregation, a
+non-private or unsupported event) is refused, naming it, and never approximated.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from dpfl.privacy.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
 
@@ -39,6 +39,11 @@ def from_dp_accounting(event: dp_event.DpEvent, *, field: str = "event") -> Even
     if isinstance(event, dp_event.PoissonSampledDpEvent):
         inner = from_dp_accounting(event.event, field=f"{field}.event")
         return None if inner is None else PoissonSampledEvent(event.sampling_probability, inner)
+    if isinstance(event, dp_event.SampledWithoutReplacementDpEvent):
+        inner = from_dp_accounting(event.event, field=f"{field}.event")
+        if inner is None:
+            return None
+        return SampledWithoutReplacementEvent(event.source_dataset_size, event.sample_size, inner)
     if isinstance(event, dp_event.SelfComposedDpEvent):
         inner = from_dp_accounting(event.event, field=f"{field}.event")
         return None if inner is None or event.count == 0 else SelfComposedEvent(inner, event.count)
@@ -51,5 +56,5 @@ def from_dp_accounting(event: dp_event.DpEvent, *, field: str = "event") -> Even
     raise SpecError(
         field,
         f"is a {type(event).__name__}, which has no exact counterpart in the dpfl ledger; log it as "
-        "Gaussian, Laplace, Poisson-sampled, self-composed or composed events.",
+        "Gaussian, Laplace, Poisson-sampled, sampled-without-replacement, self-composed or composed events.",
     )

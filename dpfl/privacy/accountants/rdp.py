@@ -11,6 +11,8 @@ only what it lacks:
   holds for every smaller group); it is never refused or reported as 0.
 - ShuffleEvent: the Rényi divergence of the Feldman–McMillan–Talwar dominating pair.
 - VoteEvent under `pate`: PATE 2018 Theorem 6, never above the data-independent bound.
+
+SampledWithoutReplacementEvent goes to dp_accounting under its only relation, replace-one.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dpfl.formats import number_text
 from dpfl.privacy import gnmax, shuffle
 from dpfl.privacy.accountants.base import ACCOUNTANTS, Accountant, Unsupported
 from dpfl.privacy.conversion import CONVERSIONS, rdp_to_epsilon
+from dpfl.privacy.dpa import NeighboringRelation
 from dpfl.privacy.dpa import RdpAccountant as _DpaRdp
 from dpfl.privacy.events import (
     ComposedEvent,
@@ -33,6 +36,7 @@ from dpfl.privacy.events import (
     GroupEvent,
     ParallelEvent,
     PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
     ShuffleEvent,
     VoteEvent,
@@ -104,12 +108,21 @@ def _curve(event: Event, orders: np.ndarray, data_dependent: bool) -> np.ndarray
     known = _orders_of(event)
     missing = [a for a in key if a not in known]
     if missing:
-        accountant = _DpaRdp(orders=missing)
+        accountant = _DpaRdp(orders=missing, neighboring_relation=_relation(event))
         if not accountant.supports(dpa_event):
             raise Unsupported(event, "dp_accounting's RDP accountant does not support it")
         accountant.compose(dpa_event)
         known.update(zip(missing, accountant.rdp.tolist(), strict=True))
     return np.array([known[a] for a in key])
+
+
+def _relation(event: Event) -> NeighboringRelation:
+    """Returns the relation dp_accounting accounts `event` under: replace-one for sampling without
+    replacement (its only relation there), add-or-remove otherwise. The RDP of a Gaussian is the
+    same under both (its σ is in units of the relation's sensitivity)."""
+    if isinstance(event, SampledWithoutReplacementEvent):
+        return NeighboringRelation.REPLACE_ONE
+    return NeighboringRelation.ADD_OR_REMOVE_ONE
 
 
 @functools.lru_cache(maxsize=16384)

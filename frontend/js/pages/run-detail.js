@@ -16,6 +16,7 @@ export function describeEvent(ev) {
     case "laplace": return `Laplace, noise multiplier ${fmt(ev.noise_multiplier, 4)}`;
     case "gdp": return `${fmt(ev.mu, 4)}-GDP${ev.neighbouring === "replace_one" ? " (replace-one record)" : ""}`;
     case "poisson_sampled": return `Poisson-sampled (q = ${fmt(ev.sampling_rate, 4)}) ${describeEvent(ev.event)}`;
+    case "sampled_without_replacement": return `sampled ${ev.sample_size} of ${ev.population_size} without replacement (replace-one) ${describeEvent(ev.event)}`;
     case "self_composed": return `${ev.count} × ${describeEvent(ev.event)}`;
     case "composed": return ev.events.map(describeEvent).join(" + ");
     case "parallel": return `parallel over ${ev.events.length} disjoint parts: ${[...new Set(ev.events.map(describeEvent))].join(" | ")}`;

@@ -17,6 +17,7 @@ from dpfl.privacy.events import (
     LaplaceEvent,
     ParallelEvent,
     PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
     ShuffleEvent,
     VoteEvent,
@@ -39,6 +40,7 @@ EXAMPLES = [
     GroupEvent(SelfComposedEvent(GaussianEvent(5.0), 10), 32),
     ParallelEvent((GaussianEvent(2.0), PoissonSampledEvent(0.1, GaussianEvent(1.0)))),
     ApproxDPEvent(epsilon=1.5, delta=1e-6),
+    SampledWithoutReplacementEvent(100, 10, GaussianEvent(0.5)),
 ]
 
 
@@ -70,6 +72,9 @@ def test_maps_to_dp_accounting_where_an_event_exists():
     )
     assert to_dp_accounting(GDPEvent(0.5)) == dp_accounting.GaussianDpEvent(2.0)
     assert to_dp_accounting(VoteEvent(noise_std=4.0, sensitivity=2.0)) == dp_accounting.GaussianDpEvent(2.0)
+    assert to_dp_accounting(
+        SampledWithoutReplacementEvent(100, 10, GaussianEvent(0.5))
+    ) == dp_accounting.SampledWithoutReplacementDpEvent(100, 10, dp_accounting.GaussianDpEvent(0.5))
     assert to_dp_accounting(ShuffleEvent(local_epsilon=1.0, num_users=10)) is None
     assert to_dp_accounting(ComposedEvent((GaussianEvent(1.0), GroupEvent(GaussianEvent(1.0), 2)))) is None
 
@@ -93,6 +98,15 @@ def test_maps_to_dp_accounting_where_an_event_exists():
         (
             {"kind": "gaussian", "noise_multiplier": 1, "sigma": 2},
             "`event.sigma` is not a field of a 'gaussian' event.",
+        ),
+        (
+            {
+                "kind": "sampled_without_replacement",
+                "population_size": 5,
+                "sample_size": 6,
+                "event": {"kind": "gaussian", "noise_multiplier": 1},
+            },
+            "`sample_size` must be an integer in [1, population_size = 5]; got 6.",
         ),
         (
             {"kind": "self_composed", "event": {"kind": "gdp", "mu": 1}, "count": 0},

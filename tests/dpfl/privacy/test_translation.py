@@ -11,6 +11,7 @@ from dpfl.privacy.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
     to_dp_accounting,
 )
@@ -43,6 +44,23 @@ def test_the_translated_history_has_dp_accountings_rdp_epsilon():
     assert book.epsilon(delta=1e-5, accountant="rdp") == pytest.approx(accountant.get_epsilon(1e-5), abs=1e-9)
 
 
+def test_sampling_without_replacement_has_dp_accountings_replace_one_rdp_epsilon():
+    """A fixed-size sample without replacement (Flower's client sampling) is accounted by
+    dp-accounting under its only relation, replace-one."""
+    dpa = dp_accounting.SampledWithoutReplacementDpEvent(20, 5, dp_accounting.GaussianDpEvent(0.8))
+    ours = from_dp_accounting(dpa)
+    assert ours == SampledWithoutReplacementEvent(20, 5, GaussianEvent(0.8))
+    assert to_dp_accounting(ours) == dpa
+    book = Ledger()
+    for r in range(1, 4):
+        book.record(r, "server", ours)
+    accountant = dp_accounting.rdp.RdpAccountant(
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    accountant.compose(dpa, 3)
+    assert book.epsilon(delta=1e-5, accountant="rdp") == pytest.approx(accountant.get_epsilon(1e-5), abs=1e-6)
+
+
 @pytest.mark.parametrize(
     ("event", "message"),
     [
@@ -51,9 +69,10 @@ def test_the_translated_history_has_dp_accountings_rdp_epsilon():
             "`event` is a NonPrivateDpEvent: a release without privacy has no ε to account.",
         ),
         (
-            dp_accounting.SampledWithoutReplacementDpEvent(100, 10, dp_accounting.GaussianDpEvent(1.0)),
-            "`event` is a SampledWithoutReplacementDpEvent, which has no exact counterpart in the dpfl "
-            "ledger; log it as Gaussian, Laplace, Poisson-sampled, self-composed or composed events.",
+            dp_accounting.SampledWithReplacementDpEvent(100, 10, dp_accounting.GaussianDpEvent(1.0)),
+            "`event` is a SampledWithReplacementDpEvent, which has no exact counterpart in the dpfl "
+            "ledger; log it as Gaussian, Laplace, Poisson-sampled, sampled-without-replacement, "
+            "self-composed or composed events.",
         ),
     ],
 )
