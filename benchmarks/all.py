@@ -128,6 +128,13 @@ BENCHMARKS: dict[str, Benchmark] = {
             ("-m", "benchmarks.sweep"),
         ),
         Benchmark(
+            "peers",
+            "ISRL-DP MB-SGD and DP-FedAvg on MNIST, and an ε × seed sweep: ours against Opacus, Flower "
+            "and pfl-research (their own venv), whole process and per round, with an accountant table",
+            "Peers: against Opacus, Flower and pfl-research",
+            ("-m", "benchmarks.peers"),
+        ),
+        Benchmark(
             "reproduce",
             "`dpfl reproduce PAPER --quick`, wall time per paper",
             "Quick reproductions",
