@@ -30,15 +30,17 @@ SPEC = {
     "privacy": {"noise_multiplier": 0.5, "delta": 1e-5},
 }
 # the bugs the first-round audit misses (its trials are drawn from the std the code reports, of
-# round 1 only, with sampling fixed), each with the statistic that proves it
+# round 1 only, with sampling fixed), each with the statistic that proves it and the black-box
+# trials that prove it here: 400 where 300 already showed an excess of 0.36 or more, 1,000 for the
+# two whose excess is small (300 trials: 0.10 for a doubled rate, none for a ledger skipping rounds)
 MISSED_BY_ROUND_ONE = {
-    "bug_half_noise_after": "composed",
-    "bug_noise_outside": "composed",
-    "bug_clip_round_one": None,  # any: its round 2 is unclipped
-    "bug_double_rate": "composed",
-    "bug_same_noise": "replay",
-    "bug_public_seed": None,  # any: its noise is the same in every run
-    "bug_ledger_skips_even": "composed",
+    "bug_half_noise_after": ("composed", 400),
+    "bug_noise_outside": ("composed", 400),
+    "bug_clip_round_one": (None, 400),  # any: its round 2 is unclipped
+    "bug_double_rate": ("composed", 1000),
+    "bug_same_noise": ("replay", 400),
+    "bug_public_seed": (None, 400),  # any: its noise is the same in every run
+    "bug_ledger_skips_even": ("composed", 1000),
 }
 
 AUDIT = """
@@ -47,16 +49,17 @@ from dpfl.audit.rounds import audit_black_box, audit_first_round
 from dpfl.spec import parse_spec
 spec = parse_spec(json.loads(sys.argv[1]))
 first = [a.verdict for a in audit_first_round(spec, data_dirs=[sys.argv[2]], trials=20_000)]
-black = audit_black_box(spec, data_dirs=[sys.argv[2]], trials=1_000)
+black = audit_black_box(spec, data_dirs=[sys.argv[2]], trials=int(sys.argv[3]))
 print(json.dumps({"first": first, "black": black.to_json()}))
 """
 
 
-def _audit(spec: dict) -> dict:
-    """Returns the first-round verdicts and the black-box audit of `spec`, with the bugs loaded."""
+def _audit(spec: dict, trials: int = 1000) -> dict:
+    """Returns the first-round verdicts and the black-box audit of `spec` with `trials`, with the
+    bugs loaded."""
     env = {**os.environ, "DPFL_PLUGINS": "tests.planted_bugs", "DPFL_DATA_DIR": str(data_dir())}
     done = subprocess.run(
-        [sys.executable, "-c", AUDIT, json.dumps(spec), str(data_dir())],
+        [sys.executable, "-c", AUDIT, json.dumps(spec), str(data_dir()), str(trials)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -70,15 +73,16 @@ def _audit(spec: dict) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("bug", list(MISSED_BY_ROUND_ONE))
 def test_black_box_trials_prove_a_bug_the_first_round_audit_misses(bug):
+    statistic, trials = MISSED_BY_ROUND_ONE[bug]
     params = SPEC["params"] | ({"batch_size": 700} if bug == "bug_double_rate" else {})
-    found = _audit(SPEC | {"algorithm": bug, "params": params})
+    found = _audit(SPEC | {"algorithm": bug, "params": params}, trials)
     assert found["first"] == ["no violation found"]
     black = found["black"]
     assert (black["verdict"], black["release"], black["rounds"], black["trials"], black["confidence"]) == (
-        "violation", "silo-0", 2, 1000, 0.99,
+        "violation", "silo-0", 2, trials, 0.99,
     )  # fmt: skip
     assert black["excess"] > 0 and black["neighbours"].startswith("silo 0: a Dirac canary on feature 0")
-    assert MISSED_BY_ROUND_ONE[bug] in (None, black["statistic"])
+    assert statistic in (None, black["statistic"])
 
 
 @pytest.mark.slow
