@@ -13,7 +13,11 @@ import sys
 from importlib.metadata import entry_points
 
 import typer
-from typer.exceptions import TyperException
+
+try:
+    from typer.exceptions import TyperException
+except ImportError:  # typer < 0.21 (what flwr 1.42, the flower extra, allows) raises click's own
+    from click.exceptions import ClickException as TyperException
 
 from dpfl.cli import privacy
 from dpfl.cli import run as run_cmd

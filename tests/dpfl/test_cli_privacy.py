@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -208,8 +209,11 @@ def test_table_output(capsys):
         ),
         (
             ["epsilon", "--noise-multiplier", "five", "--steps", "1", "--delta", "1e-5"],
-            "error: Invalid value for '--noise-multiplier': Input should be a valid number, "
-            "unable to parse string as a number\n",
+            # typer's own words: typer ≥ 0.21's, or click's under the typer < 0.21 flwr 1.42 allows
+            re.compile(
+                r"error: Invalid value for '--noise-multiplier': (Input should be a valid number, "
+                r"unable to parse string as a number|'five' is not a valid float\.)\n"
+            ),
         ),
         (["gdp", "--mu", "1"], "error: `--mu/--epsilon/--delta` give exactly two of them; got --mu.\n"),
     ],
@@ -217,7 +221,7 @@ def test_table_output(capsys):
 def test_bad_arguments_give_one_line(capsys, args, message):
     code, _, err = run(capsys, "privacy", *args)
     assert code in (1, 2)
-    assert err == message
+    assert re.fullmatch(message, err) if isinstance(message, re.Pattern) else err == message
 
 
 def test_installed_command_has_no_traceback():

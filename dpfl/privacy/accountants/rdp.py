@@ -108,7 +108,12 @@ def _curve(event: Event, orders: np.ndarray, data_dependent: bool) -> np.ndarray
     known = _orders_of(event)
     missing = [a for a in key if a not in known]
     if missing:
-        accountant = _DpaRdp(orders=missing, neighboring_relation=_relation(event))
+        relation = _relation(event)
+        accountant = (
+            _DpaRdp(orders=missing)
+            if relation is NeighboringRelation.ADD_OR_REMOVE_ONE
+            else _DpaRdp(orders=missing, neighboring_relation=relation)
+        )
         if not accountant.supports(dpa_event):
             raise Unsupported(event, "dp_accounting's RDP accountant does not support it")
         accountant.compose(dpa_event)
