@@ -58,7 +58,8 @@ def conv_stack(model: nn.Module) -> ConvStack | None:
     """Returns the model as a `ConvStack`, or None when it holds a layer this module cannot
     differentiate (any other layer, a strided or grouped convolution, a pool other than 2×2
     with stride 2, a convolution or pool after the `nn.Flatten`, a linear layer before it; or
-    what `passes.layers_of` refuses) or no convolution at all."""
+    what `passes.layers_of` refuses), no convolution at all, or a parameter that is not one of its
+    layers' weights and biases (`passes.covers_every_parameter`)."""
     children = passes.layers_of(model)
     if children is None:
         return None
@@ -79,6 +80,8 @@ def conv_stack(model: nn.Module) -> ConvStack | None:
             return None
         layers.append(layer)
     if not any(type(layer) is nn.Conv2d for layer in layers) or type(layers[-1]) is not nn.Linear:
+        return None
+    if not passes.covers_every_parameter(model, weights):
         return None
     return ConvStack(lead, tuple(layers), tuple(weights))
 

@@ -67,7 +67,7 @@ def linear_stack(model: nn.Module) -> LinearStack | None:
         else:
             return None
         layers.append(layer)
-    if not any(w is not None for w in weights):
+    if not any(w is not None for w in weights) or not passes.covers_every_parameter(model, weights):
         return None
     return LinearStack(tuple(layers), tuple(weights))
 

@@ -3,13 +3,21 @@ activations forward and backward, and the cross-entropy's gradient at the logits
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["ACTIVATIONS", "activate", "activation_backward", "cross_entropy_grad_", "in_place", "layers_of"]
+__all__ = [
+    "ACTIVATIONS",
+    "activate",
+    "activation_backward",
+    "covers_every_parameter",
+    "cross_entropy_grad_",
+    "in_place",
+    "layers_of",
+]
 
 _aten = torch.ops.aten
 
@@ -54,6 +62,18 @@ def layers_of(model: nn.Module) -> list[tuple[str, nn.Module]] | None:
     if any(getattr(layer, "inplace", False) and not in_place(layer) for _, layer in children):
         return None
     return children
+
+
+def covers_every_parameter(model: nn.Module, weights: Sequence[tuple[str, str | None] | None]) -> bool:
+    """Returns whether the layers' (weight, bias) names are the model's parameters, each once.
+
+    The written-out passes fill a sum or a per-sample gradient [.., P] name by name in a tensor
+    from `torch.empty`: a parameter they never name (the Sequential's own, an extra one registered
+    on a layer, or one tied between two layers, which `named_parameters` lists once) would keep
+    uninitialised memory in its slot of a clipped sum and be left out of the norm it is clipped by.
+    """
+    named = [name for pair in weights if pair is not None for name in pair if name is not None]
+    return len(set(named)) == len(named) and set(named) == {name for name, _ in model.named_parameters()}
 
 
 def in_place(layer: nn.Module) -> bool:
