@@ -206,11 +206,12 @@ def _ours_sweep(path: Path) -> None:
     for group in batches(specs):
         started = [runner.start(specs[i], data_dirs=data_dirs(), cache_dir=cache_dir()) for i in group]
         for i, result in zip(group, runner.train(started), strict=True):
+            data = result.to_json()  # what `dpfl run --out` writes
             out[i] = {
                 "target": specs[i].privacy.epsilon,
-                "epsilon": result.privacy.epsilon,
-                "accuracy": result.final.accuracy,
-                "train_s": result.timings["train_s"],
+                "epsilon": data["privacy"]["epsilon"],
+                "accuracy": data["final"]["accuracy"],
+                "train_s": data["timings"]["train_s"],
             }
     print(json.dumps(out))
 
