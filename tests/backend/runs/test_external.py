@@ -148,7 +148,7 @@ GAUSS = {"kind": "gaussian", "noise_multiplier": 1.0}
             {"events": {"c0": [{"kind": "gausian", "noise_multiplier": 1.0}]}},
             ["events", "c0", "0", "kind"],
             "must be one of approx_dp, composed, gaussian, gdp, group, laplace, parallel, poisson_sampled, "
-            "self_composed, shuffle, vote; got 'gausian'.",
+            "sampled_without_replacement, self_composed, shuffle, vote; got 'gausian'.",
         ),
         (
             {"events": {"c0": [GAUSS, {"kind": "gaussian", "noise_multiplier": -0.5}]}},
