@@ -6,7 +6,8 @@ ask for the same curves again. A finished run's ledger no longer changes (a work
 only while it holds the run, `worker.execution._hold`; an external run takes no rounds once it
 has ended), so what its pages computed stays true, and is kept in the database (`settled_views`)
 per (run, view, accountant as asked, δ): every API process, and the next one after a restart,
-reads it. A live run's ledger grows, so its views are computed on every request and never kept.
+reads it. A live run's ledger grows, so its views are computed on every request and never kept;
+an entry kept before the run's last end (`finished_at`) is computed again.
 
 The stored body is the computation's own result, read back as it was written (JSON numbers
 round-trip exactly), so a kept view is the same numbers as a fresh one. What else a body depends
@@ -84,8 +85,13 @@ def kept(
         return compute()
     code = code_digest()
     key = {"run_id": run.id, "view": view, "accountant": accountant, "delta": float(delta)}
-    stored = session.execute(select(SettledView.code, SettledView.body).filter_by(**key)).one_or_none()
-    if stored is not None and stored.code == code:
+    stored = session.execute(
+        select(SettledView.code, SettledView.body, SettledView.created_at).filter_by(**key)
+    ).one_or_none()
+    # kept since the run last ended: a run that ended again (failed after a lost worker was found,
+    # its ledger cut back to the rounds it recorded) is not answered with what its first end kept
+    ended = run.finished_at
+    if stored is not None and stored.code == code and (ended is None or stored.created_at >= ended):
         return stored.body
     body = compute()
     try:  # an ε of ∞ has no JSON: such a view is served (as before) but not kept
