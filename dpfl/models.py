@@ -1,9 +1,11 @@
 """Small torch models written for `torch.func` (`functional_call`, `vmap`, `grad`).
 
-Every model is a pure function of its parameters and its input: no BatchNorm (it mixes the
-samples of a batch, so per-sample gradients would not be per sample), no dropout (it would
-draw from the global RNG inside `vmap`, and the engine's results must depend only on the
-run's seed), no buffers. Models are looked up by name:
+Every model is a function of its parameters and its input: no BatchNorm (it mixes the
+samples of a batch, so per-sample gradients would not be per sample), no buffers. Dropout is
+allowed (``fraudnet``): in training mode it draws its masks from the global generator inside
+`vmap` (``randomness="different"``, `dpfl.engine.grads`), which the runner forks and seeds from
+the run's seed and round (`dpfl.runner.train`), so a run's numbers still depend only on its
+seed; evaluation runs in eval mode, without dropout. Models are looked up by name:
 
     model = build_model("mlp", input_shape=(50,), num_classes=10, hidden=[64], seed=0)
 
@@ -31,7 +33,7 @@ from dpfl import resnet
 from dpfl.errors import SpecError
 from dpfl.registry import Registry
 
-__all__ = ["MODELS", "ModelEntry", "build_model", "model_builder", "registered_models"]
+__all__ = ["MODELS", "ModelEntry", "build_model", "draws_randomness", "model_builder", "registered_models"]
 
 ModelBuilder = Callable[..., nn.Module]
 
@@ -108,6 +110,14 @@ def build_model(
         model = builder(shape, int(num_classes), **options)
     _initialise(model, torch.Generator().manual_seed(int(seed)))
     return model
+
+
+def draws_randomness(model: nn.Module) -> bool:
+    """Returns whether ``model`` in its current mode draws random numbers in its forward pass
+    (a dropout layer with p > 0 in training mode)."""
+    return model.training and any(
+        isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()
+    )
 
 
 def _initialise(model: nn.Module, generator: torch.Generator) -> None:
@@ -295,3 +305,30 @@ def _resnet_gn(
         raise SpecError("model.groups", f"must divide model.width ({width}); got {groups}.")
     blocks = (depth - 2) // 6
     return resnet.resnet_gn(lead, channels, num_classes, blocks_per_stage=blocks, width=width, groups=groups)
+
+
+@MODELS.register("fraudnet")
+def _fraudnet(
+    input_shape: tuple[int, ...], num_classes: int, *, width: int = 30, layers: int = 4, dropout: float = 0.5
+) -> nn.Module:
+    """The ULDP-FL paper's Creditcard model, the authors' ``PrivateFraudNet(30, 30, 4)``
+    (reference/004_uldp_fl.md §4.2; ``src/models.py`` of their code).
+
+    Linear in→``width`` – ReLU – GroupNorm(1 group), then ``layers`` × [Linear
+    ``width``→``width`` – ReLU – GroupNorm(1 group) – Dropout(``dropout``)], then Linear
+    ``width``→classes: 5,012 parameters on the 30 Creditcard features with 2 classes (the paper
+    says "about 4K"). GroupNorm with one group normalises each sample over its own features, so
+    per-sample gradients stay per sample; they come from the engine's generic ``torch.func`` path,
+    which draws each sample's own dropout masks in training mode.
+    """
+    for field, value in (("width", width), ("layers", layers)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpecError(f"model.{field}", f"must be a positive integer; got {value!r}.")
+    if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not 0 <= dropout < 1:
+        raise SpecError("model.dropout", f"must be a probability in [0, 1); got {dropout!r}.")
+    stack: list[nn.Module] = [nn.Flatten(), nn.Linear(_flat_size(input_shape), width), nn.ReLU()]
+    stack.append(nn.GroupNorm(1, width))
+    for _ in range(layers):
+        stack += [nn.Linear(width, width), nn.ReLU(), nn.GroupNorm(1, width), nn.Dropout(float(dropout))]
+    stack.append(nn.Linear(width, num_classes))
+    return nn.Sequential(*stack)

@@ -40,9 +40,10 @@ from dpfl.data.prepared import load_prepared
 from dpfl.data.users import USER_KINDS
 from dpfl.device import placed, resolve_device
 from dpfl.engine import evaluate
+from dpfl.engine.noise import generator_seed
 from dpfl.errors import SpecError
 from dpfl.federation import FederatedData, federate
-from dpfl.models import MODELS, build_model, registered_models
+from dpfl.models import MODELS, build_model, draws_randomness, registered_models
 from dpfl.privacy.calibration.stored import store_of
 from dpfl.privacy.disclosure import Caveat, split_metrics
 from dpfl.privacy.ledger import Ledger
@@ -75,6 +76,7 @@ __all__ = [
 
 _TRAIN_EVAL_RECORDS = 5_000  # training loss is measured on a fixed subsample of this size
 _EVAL_BATCH = 4_096
+_RUN, _MODEL_STREAM = -1, 0xD0  # the generator of a round's model draws (dropout): the run's, no silo's
 
 
 def resolved(spec: RunSpec) -> RunSpec:
@@ -323,6 +325,8 @@ def train(
     differ only in privacy target, noise multiplier and seed. Each round of the batch is one
     `Algorithm.round_many` call, which a family that vectorises over runs computes at once; each
     run keeps its own σ, generators, ledger and records, so its numbers are those it gets alone.
+    A model that draws in its forward pass (dropout) takes the runs one at a time, each round under
+    the global generator seeded from (the run's seed, the round) (`_seeded_round`).
     `on_round[i]` hears run i's every round; `should_stop[i]()` ends run i alone, between rounds;
     `on_end(i, result)` hears each run's result as soon as it ends, a stopped one while the others
     go on. `section(active)` wraps each round's computation for the runs of those indices (the
@@ -361,7 +365,12 @@ def train(
             break
         t0 = time.perf_counter()
         with section(active) if section is not None else contextlib.nullcontext(), placed(device):
-            outputs = cls.round_many([runs[i].algorithm for i in active], r)
+            if draws_randomness(runs[0].algorithm.model):
+                # Dropout draws from the global generator: each run's round gets its own, seeded
+                # from (its seed, r), so its masks are those it gets alone.
+                outputs = [_seeded_round(cls, runs[i], r) for i in active]
+            else:
+                outputs = cls.round_many([runs[i].algorithm for i in active], r)
         share = (time.perf_counter() - t0) / len(active)
         for i, out in zip(active, outputs, strict=True):
             run = runs[i]
@@ -379,6 +388,16 @@ def train(
         if i not in results:
             end(i)
     return [results[i] for i in range(len(runs))]
+
+
+def _seeded_round(cls: type[Algorithm], run: Started, r: int) -> RoundOutput:
+    """Returns round r of a run whose model draws in its forward pass (dropout), with the global
+    generator forked and seeded from (the spec's seed, r): the run's numbers depend only on its
+    seed, and the caller's generator is left as it was."""
+    devices = [run.device] if run.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(generator_seed(run.spec.seed, _RUN, r, _MODEL_STREAM))
+        return cls.round_many([run.algorithm], r)[0]
 
 
 def _evaluated(run: Started, r: int, out: RoundOutput, epsilon: float | None) -> RoundRecord:

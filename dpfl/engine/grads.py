@@ -34,6 +34,7 @@ from dpfl.device import block_bytes
 from dpfl.engine import convclip, convnet, ghost
 from dpfl.engine.batch import SiloBatch
 from dpfl.engine.params import ParamLayout
+from dpfl.models import draws_randomness
 
 __all__ = [
     "ClippedSum",
@@ -211,6 +212,7 @@ def evaluate(
     """Returns (mean cross-entropy loss, accuracy in [0, 1]) of one model [P] on (x, y).
 
     Accuracy counts argmax predictions equal to the label; ties go to the lower class index.
+    The model is evaluated in eval mode (no dropout) and left in the mode it was in.
     """
     if flat_params.dim() != 1:
         raise ValueError(
@@ -225,12 +227,17 @@ def evaluate(
     # its pools are several times faster than max_pool2d's on the CPU
     convs = convnet.conv_stack(model) if flat_params.device.type == "cpu" else None
     loss, correct = 0.0, 0
-    for start in range(0, len(xs), batch_size):
-        part = xs[start : start + batch_size]
-        logits = convnet.logits(convs, params, part) if convs else functional_call(model, params, (part,))
-        labels = ys[start : start + batch_size]
-        loss += F.cross_entropy(logits, labels, reduction="sum").item()
-        correct += int((logits.argmax(dim=1) == labels).sum())
+    training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(xs), batch_size):
+            part = xs[start : start + batch_size]
+            logits = convnet.logits(convs, params, part) if convs else functional_call(model, params, (part,))
+            labels = ys[start : start + batch_size]
+            loss += F.cross_entropy(logits, labels, reduction="sum").item()
+            correct += int((logits.argmax(dim=1) == labels).sum())
+    finally:
+        model.train(training)
     return loss / len(xs), correct / len(xs)
 
 
@@ -332,9 +339,10 @@ def _per_sample_block(
         logits = functional_call(model, params, (x.unsqueeze(0),))
         return F.cross_entropy(logits, y.unsqueeze(0))
 
-    per_sample = vmap(grad(sample_loss), in_dims=(None, 0, 0))
+    randomness = _randomness(model)
+    per_sample = vmap(grad(sample_loss), in_dims=(None, 0, 0), randomness=randomness)
     params = layout.unflatten(flat_params.detach())
-    per_silo = vmap(per_sample, in_dims=(0 if flat_params.dim() == 2 else None, 0, 0))
+    per_silo = vmap(per_sample, in_dims=(0 if flat_params.dim() == 2 else None, 0, 0), randomness=randomness)
     g = layout.flatten(per_silo(params, part.x, part.y))
     # A product with the float mask (boolean kernels are slow on CPU): exact zeros, since
     # padding is finite and so is its gradient.
@@ -353,5 +361,15 @@ def _weighted_loss_grad(
         return (torch.where(w > 0, losses, 0.0) * w).sum()
 
     params = layout.unflatten(flat_params.detach())
-    per_silo = vmap(grad(silo_loss), in_dims=(0 if flat_params.dim() == 2 else None, 0, 0, 0))
+    in_dims = (0 if flat_params.dim() == 2 else None, 0, 0, 0)
+    per_silo = vmap(grad(silo_loss), in_dims=in_dims, randomness=_randomness(model))
     return layout.flatten(per_silo(params, batch.x, batch.y, weights))
+
+
+def _randomness(model: nn.Module) -> Literal["error", "different"]:
+    """Returns ``vmap``'s randomness for ``model``: "different" when its forward draws (dropout in
+    training mode), so each silo's and each sample's masks are drawn apart, from the global
+    generator (the runner forks and seeds it per run and round); "error" otherwise, so that no
+    other draw slips in unseen. Masks are drawn a block at a time (`_blocks`), so they also depend
+    on the memory budget that sets the blocks: the same on one device and budget."""
+    return "different" if draws_randomness(model) else "error"

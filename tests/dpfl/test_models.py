@@ -23,15 +23,15 @@ def num_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def test_registry_lists_the_six_models():
-    assert registered_models() == ["cifar_cnn", "cnn", "lenet", "logreg", "mlp", "resnet_gn"]
+def test_registry_lists_the_seven_models():
+    assert registered_models() == ["cifar_cnn", "cnn", "fraudnet", "lenet", "logreg", "mlp", "resnet_gn"]
 
 
 def test_unknown_model_names_what_is_registered():
-    message = "unknown model 'resnet'; registered: cifar_cnn, cnn, lenet, logreg, mlp, resnet_gn"
+    message = "unknown model 'resnet'; registered: cifar_cnn, cnn, fraudnet, lenet, logreg, mlp, resnet_gn"
     with pytest.raises(UnknownNameError, match=message) as info:
         build_model("resnet", input_shape=(50,), num_classes=10)
-    assert info.value.known == ["cifar_cnn", "cnn", "lenet", "logreg", "mlp", "resnet_gn"]
+    assert info.value.known == ["cifar_cnn", "cnn", "fraudnet", "lenet", "logreg", "mlp", "resnet_gn"]
 
 
 def test_registering_a_taken_name_is_refused_and_keeps_the_original():
@@ -117,7 +117,7 @@ def test_initial_parameters_lie_within_pytorch_default_bounds(name):
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
-def test_models_hold_no_buffers_batchnorm_or_dropout(name):
+def test_models_hold_no_buffers_batchnorm_or_dropout(name):  # fraudnet's dropout: test_fraudnet.py
     model = build_model(name, input_shape=SHAPES[name], num_classes=10)
     assert list(model.buffers()) == []
     assert not any(isinstance(m, nn.modules.batchnorm._BatchNorm | nn.Dropout) for m in model.modules())

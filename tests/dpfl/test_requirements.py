@@ -58,7 +58,8 @@ def test_check_refuses_what_the_algorithm_declares_naming_the_field(given, field
 def test_check_names_an_unregistered_model_or_dataset():
     with pytest.raises(
         UnknownNameError,
-        match=r"^unknown model 'resnet'; registered: cifar_cnn, cnn, lenet, logreg, mlp, resnet_gn$",
+        match=r"^unknown model 'resnet'; registered: cifar_cnn, cnn, fraudnet, lenet, logreg, mlp, "
+        r"resnet_gn$",
     ):
         runner.check(spec("isrl_mbsgd", model={"name": "resnet"}))
     with pytest.raises(UnknownNameError, match=r"^unknown dataset 'nope'; registered: adult, "):
