@@ -322,6 +322,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME[,NAME]",
         help="the peers of the sweep (opacus_loop, flower_sim); --sweep-rounds 0 skips the sweep",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads of every tool's process (OMP_NUM_THREADS; default 1: on a shared 2-core "
+        "machine two threads per process contend, ours' MNIST round took 5× longer with 2 under load)",
+    )
     parser.add_argument("--rounds", type=int, help="both workloads' rounds (default 50; a quick check)")
     parser.add_argument("--ours-sweep", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -335,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ISRL, DP_FEDAVG = (dict(s, rounds=args.rounds, eval_every=args.rounds) for s in (ISRL, DP_FEDAVG))
 
     python = ensure_peers_venv()
+    # every child (ours, the peers, Flower's Ray actors) inherits it
+    os.environ.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dpfl-peers-") as tmp:
         work = Path(tmp)
@@ -485,7 +494,8 @@ def _body(
             "",
             accountants,
             "",
-            f"Machine notes: {m['cores']} cores ({m['cpu']}), torch {m['torch']}, shared with other "
+            f"Machine notes: {m['cores']} cores ({m['cpu']}), torch {m['torch']} with {args.threads} "
+            f"thread(s) in every tool's process, shared with other "
             f"work (load average {load:.1f} at the end); one run per row, so the ratios are a "
             f"single draw on a loaded machine; the whole benchmark took {total_s / 60:.1f} min.",
         ]

@@ -86,12 +86,14 @@ def run(work, *, epsilon: float, seed: int, rounds: int) -> dict:
     privacy = CentrallyAppliedPrivacyMechanism(
         GaussianMechanism.from_privacy_accountant(accountant=accountant, clipping_bound=s["clip"])
     )
-    data = FederatedDataset(
-        make_dataset_fn=lambda u: Dataset(
-            raw_data=[work.x_train[work.silos[u]], work.y_train[work.silos[u]]]
-        ),
-        user_sampler=get_user_sampler("random", users),
-    )
+
+    def user_data(u: int) -> Dataset:
+        # pfl's Dataset reads its batches in order: shuffled each time the user is sampled, so
+        # that local steps see random minibatches of the user's records, as ours and Flower's do
+        rows = work.silos[u][torch.randperm(len(work.silos[u]))]
+        return Dataset(raw_data=[work.x_train[rows], work.y_train[rows]])
+
+    data = FederatedDataset(make_dataset_fn=user_data, user_sampler=get_user_sampler("random", users))
     backend = SimulatedBackend(training_data=data, val_data=None, postprocessors=[WeightByUser(), privacy])
     net = Net(work)
     model = PyTorchModel(
