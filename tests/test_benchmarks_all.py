@@ -35,6 +35,7 @@ def test_only_and_skip_select_benchmarks_in_the_summary_order():
         "api",
         "pages",
         "sweep",
+        "peers",
         "reproduce",
     ]
     assert parse_args([]).selected == everything
@@ -52,7 +53,7 @@ def test_only_and_skip_select_benchmarks_in_the_summary_order():
         (
             ["--only", "engine,speed"],
             "unknown benchmark 'speed'; known: engine, uldp, devices, "
-            "ledger, calibration, cli, audit, audit_bugs, api, pages, sweep, reproduce",
+            "ledger, calibration, cli, audit, audit_bugs, api, pages, sweep, peers, reproduce",
         ),
         (["--only", "api", "--skip", "api"], "no benchmark left to run"),
     ],
