@@ -68,6 +68,8 @@ def caveats(algorithm: Algorithm, *, source: str) -> list[Caveat]:
     ]
     if algorithm.trusted is not None:
         out.append(Caveat("trusted", algorithm.trusted))
+    if algorithm.public_inputs is not None:
+        out.append(Caveat("public_data", algorithm.public_inputs))
     if algorithm.private and not auditable(type(algorithm).name):
         out.append(
             Caveat(

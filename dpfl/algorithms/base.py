@@ -25,9 +25,10 @@ Hooks, in the order the runner calls them:
 - `privacy_caveat()` → what the ledger does not cover (e.g. a step size read from raw data),
   or None; the runner marks such a run's privacy as not guaranteed.
 
-Two class attributes say what a run discloses: `private_metrics` names the round metrics that
-are private (everything else is a diagnostic, labelled "not private"), and `trusted` names a
-component the guarantee trusts. Four say what a spec must give it (`models`, `binary_labels`,
+Three class attributes say what a run discloses: `private_metrics` names the round metrics that
+are private (everything else is a diagnostic, labelled "not private"), `trusted` names a
+component the guarantee trusts, and `public_inputs` the public data its parties train on (a
+caveat that breaks nothing). Four say what a spec must give it (`models`, `binary_labels`,
 `requires_users`, and `default_datasets` for its default params), checked by `dpfl.runner.check`.
 """
 
@@ -98,6 +99,9 @@ class Algorithm(abc.ABC):
     # A component the guarantee trusts (secure aggregation, a shuffler), in one sentence; None
     # when the guarantee holds against every other party.
     trusted: ClassVar[str | None] = None
+    # Public data the private parties' training reads besides their own (a public pool they adapt
+    # to), in one sentence that says why the ledger needs nothing for it; None when there is none.
+    public_inputs: ClassVar[str | None] = None
     # The neighbouring relation of the guarantee: `add_remove` one unit of the notion, or
     # `replace_one` where the noise is scaled by a known number of records (the GDP family).
     neighbouring: ClassVar[str] = "add_remove"

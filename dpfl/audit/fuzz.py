@@ -159,6 +159,11 @@ COVERAGE: dict[str, Coverage] = {
         {"agent": lambda a: agent_neighbours(a.data), "instance": lambda a: record_neighbours(a.data)},
         per_query=True,
     ),
+    # AE-DPFL+DA: the same votes, from local models that also trained on the public pool
+    "ae_dpfl_da": Coverage(
+        {"agent": lambda a: agent_neighbours(a.data), "instance": lambda a: record_neighbours(a.data)},
+        per_query=True,
+    ),
     "knn_dpfl": Coverage({"agent": _whole_agent, "instance": _knn_records}, per_query=True),
 }
 """The private algorithms the fuzzer covers, by registry name."""

@@ -76,6 +76,7 @@ _CATALOGUE = (
     "uldp_naive",
     "uldp_group",
     "isrl_spider_alt",
+    "ae_dpfl_da",
 )
 
 # Colours of the figures that show no algorithm: a run's test accuracy, test loss and train curves,

@@ -13,8 +13,9 @@ A round metric is private only when its algorithm names it in `Algorithm.private
 anything else is a diagnostic, so a metric added without thought is never served as private.
 
 Caveats say what a run's ε does not cover or rests on: seeded noise in simulation, feature
-transforms fitted on the private training rows, trusted components, approximations and
-data-dependent choices. A caveat that `breaks_guarantee` makes the run's `guaranteed` false.
+transforms fitted on the private training rows, trusted components, public data the parties
+train on, approximations and data-dependent choices. A caveat that `breaks_guarantee` makes the
+run's `guaranteed` false.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ CaveatKind = Literal[
     "simulation",
     "preprocessing",
     "trusted",
+    "public_data",
     "approximation",
     "data_dependent",
     "evaluation",
@@ -46,6 +48,7 @@ class Caveat:
     Attributes:
         kind: `simulation` (noise regenerable from the spec's seed), `preprocessing` (a
             transform fitted on private rows), `trusted` (a component the guarantee trusts),
+            `public_data` (public data the parties train on, which the ledger need not cover),
             `approximation`, `data_dependent` (a choice read from private data), or `reported`
             (an external run's ledger, as its own code reported it).
         text: one sentence, for the API, the CLI and the run page.

@@ -23,7 +23,7 @@ from torch import nn
 from dpfl.engine import ParamLayout, SiloBatch, models_per_block, sgd_steps, silo_generator
 from dpfl.engine.noise import sample_without_replacement
 
-__all__ = ["train_sgd"]
+__all__ = ["minibatches", "train_sgd"]
 
 
 def train_sgd(
@@ -62,7 +62,7 @@ def train_sgd(
     size = models_per_block(layout.size, min(batch_size, width), x[0].numel())
     for first in range(0, len(rows), size):
         block = slice(first, min(first + size, len(rows)))
-        steps = _steps(
+        steps = minibatches(
             x,
             y,
             rows[block],
@@ -77,7 +77,7 @@ def train_sgd(
     return w
 
 
-def _steps(
+def minibatches(
     x: torch.Tensor,
     y: torch.Tensor,
     rows: Sequence[torch.Tensor],
