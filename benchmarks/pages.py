@@ -136,6 +136,16 @@ def finished_pld_run(base: str, home: Path) -> str:
     return run_id
 
 
+def forget_views(home: Path, run_id: str) -> None:
+    """Deletes what the run's pages kept (`settled_views`), so that its next GETs compute them."""
+    engine = create_engine(f"sqlite:///{home / 'dpfl.db'}")
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("DELETE FROM settled_views WHERE run_id = :id"), {"id": run_id})
+    finally:
+        engine.dispose()
+
+
 def view_seconds(base: str, run_id: str) -> dict[str, float]:
     """Returns the seconds of one GET of each of the run's RUN_VIEWS."""
     out = {}
@@ -223,7 +233,7 @@ def plotly_evaluation(base: str, repeats: int) -> list[dict]:
 
 
 def table(rows: list[dict], repeats: int, evaluation: list[dict], views: dict[str, dict[str, float]]) -> str:
-    first, kept = views["first"], views["kept"]
+    computed, kept = views["computed"], views["kept"]
     lines = [
         f"{RUNS:,} finished runs with 20 metric rows each and a 300-run sweep, and a finished `pld` run "
         "(digits, 25 silos × 50 rounds, ε = 3), SQLite (`dpfl up`'s default), API only; Debian's "
@@ -243,13 +253,14 @@ def table(rows: list[dict], repeats: int, evaluation: list[dict], views: dict[st
     ours, whole = evaluation[0]["s"], evaluation[1]["s"]
     lines += [
         "",
-        "The `pld` run's views, each GET once before any page load: the first request computes "
-        "(a privacy loss distribution per round), and the run, being finished, keeps the result "
-        "(`backend/runs/settled.py`); the next request reads it.",
+        "The `pld` run's views, each GET once before any page load: its worker computed them as the "
+        "run ended and kept them (`backend/runs/settled.py`), so the first request reads them; then, "
+        "with what was kept deleted, the request that computes them (a privacy loss distribution per "
+        "round), as every first visit did before.",
         "",
-        "| view | first request (computed) | next request (kept) |",
+        "| view | first request (kept by its worker) | computed on request |",
         "|---|---:|---:|",
-        *(f"| `/api/runs/{{id}}/{v}` | {first[v]:.3f} s | {kept[v]:.3f} s |" for v in RUN_VIEWS),
+        *(f"| `/api/runs/{{id}}/{v}` | {kept[v]:.3f} s | {computed[v]:.3f} s |" for v in RUN_VIEWS),
         "",
         f"Evaluating Plotly (from inserting its script to its onload; medians of {repeats}):",
         "",
@@ -277,7 +288,10 @@ def main() -> int:
         sweep = seeded_home(home)
         with api(home) as base:
             run = finished_pld_run(base, home)
-            views = {"first": view_seconds(base, run), "kept": view_seconds(base, run)}
+            # its worker kept its views as it ended; then the same GETs with nothing kept
+            views = {"kept": view_seconds(base, run)}
+            forget_views(home, run)
+            views["computed"] = view_seconds(base, run)
             rows = measure(base, sweep, run, args.repeats)
             evaluation = plotly_evaluation(base, args.repeats)
     body = table(rows, args.repeats, evaluation, views)
