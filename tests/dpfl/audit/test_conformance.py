@@ -54,9 +54,14 @@ CASES = {
     # (AE, agent level); a record placed on a public query evicts a k-th neighbour: √2/k (kNN).
     "ae_dpfl": (DIGITS, VOTES | {"local_epochs": 2}, 1.0),
     "knn_dpfl": (DIGITS, VOTES | {"k": 5, "features": "raw"}, 1.0),
+    # AE-DPFL+DA: the same vote, from local models adapted to the public pool (an MLP: see MODELS)
+    "ae_dpfl_da": (DIGITS, VOTES | {"local_epochs": 2, "domain_hidden": 4}, 1.0),
     # A local randomizer: no sensitivity ratio, its ε₀ is tested on its messages (audit/local.py).
     "sdp_mbsgd": (DIGITS, {}, None),
 }
+
+# Every case trains a linear model but those that need features below the last layer.
+MODELS = {"ae_dpfl_da": {"name": "mlp", "hidden": [8]}}
 
 PRIVATE = sorted(n for n in registered_algorithms() if algorithm_class(n).notion != "none")
 
@@ -68,7 +73,7 @@ def spec_of(name, rounds=2, **params):
             "algorithm": name,
             "params": base | params,
             "dataset": dataset,
-            "model": {"name": "logreg"},
+            "model": MODELS.get(name, {"name": "logreg"}),
             "rounds": rounds,
             "seed": 3,
             "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
