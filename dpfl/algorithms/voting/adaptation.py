@@ -48,8 +48,8 @@ from dpfl.models import build_model
 
 __all__ = [
     "DANNTraining",
-    "annealed_rate",
     "FeatureSplit",
+    "annealed_rate",
     "domain_head",
     "feature_split",
     "reversal_weight",
