@@ -25,9 +25,9 @@ __all__ = ["Privacy", "Progress", "RoundRecord", "RunResult", "ledger_mu"]
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """One evaluated round: test accuracy and loss, ε spent so far, the algorithm's private
-    metrics, and its diagnostics (not private: training loss, clip fraction, ...; empty when
-    withheld)."""
+    """One evaluated round: test accuracy, loss and balanced accuracy (`dpfl.metrics`), ε spent so
+    far, the algorithm's private metrics, and its diagnostics (not private: training loss, clip
+    fraction, ...; empty when withheld)."""
 
     round: int
     accuracy: float | None  # None where withheld (a protected run's test split not declared public)
@@ -35,12 +35,18 @@ class RoundRecord:
     epsilon: float | None
     metrics: dict[str, float] = field(default_factory=dict)
     diagnostics: dict[str, float] = field(default_factory=dict)
+    balanced_accuracy: float | None = None  # withheld as accuracy is; None where not measured
+
+    def headline(self, metric: str) -> float | None:
+        """Returns the test metric a dataset reports (`DatasetInfo.metric`): accuracy or balanced accuracy."""
+        return self.balanced_accuracy if metric == "balanced_accuracy" else self.accuracy
 
     def to_json(self) -> dict[str, Any]:
         """Returns the record as a JSON-ready dict, diagnostics in their own block."""
         return {
             "round": self.round,
             "accuracy": self.accuracy,
+            "balanced_accuracy": self.balanced_accuracy,
             "loss": self.loss,
             "epsilon": self.epsilon,
             **self.metrics,

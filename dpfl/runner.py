@@ -25,7 +25,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -406,9 +406,9 @@ def _evaluated(run: Started, r: int, out: RoundOutput, epsilon: float | None) ->
     t0 = time.perf_counter()
     algorithm, data = run.algorithm, run.algorithm.data
     w = algorithm.global_params
-    loss = acc = None
+    test = None
     if run.evaluated:
-        loss, acc = evaluate(
+        test = evaluate(
             algorithm.model, algorithm.layout, w, data.x_test, data.y_test, batch_size=_EVAL_BATCH
         )
     metrics, diagnostics = split_metrics(out.metrics, algorithm.private_metrics)
@@ -416,16 +416,18 @@ def _evaluated(run: Started, r: int, out: RoundOutput, epsilon: float | None) ->
         diagnostics = {}
     else:
         rows = run.train_rows
-        diagnostics["train_loss"], _ = evaluate(
+        diagnostics["train_loss"] = evaluate(
             algorithm.model,
             algorithm.layout,
             w,
             data.x_train[rows],
             data.y_train[rows],
             batch_size=_EVAL_BATCH,
-        )
+        ).loss
     run.timings["eval_s"] += time.perf_counter() - t0
-    return RoundRecord(r, acc, loss, epsilon, metrics, diagnostics)
+    if test is None:
+        return RoundRecord(r, None, None, epsilon, metrics, diagnostics)
+    return RoundRecord(r, test.accuracy, test.loss, epsilon, metrics, diagnostics, test.balanced_accuracy)
 
 
 def evaluation_caveat(public_test: bool) -> Caveat:
@@ -519,14 +521,5 @@ def _with_ledger_epsilon(records: list[RoundRecord], ledger: Ledger, privacy: Pr
     by_record = ledger.epsilon_by_round(delta=privacy.delta, accountant=privacy.accountant, after=after)
     out = []
     for rec, eps in zip(records, by_record.tolist(), strict=True):
-        out.append(
-            RoundRecord(
-                rec.round,
-                rec.accuracy,
-                rec.loss,
-                eps if math.isfinite(eps) else None,
-                rec.metrics,
-                rec.diagnostics,
-            )
-        )
+        out.append(replace(rec, epsilon=eps if math.isfinite(eps) else None))
     return out

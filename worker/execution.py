@@ -129,6 +129,7 @@ def _metric_rows(run_id: str, records: list[runner.RoundRecord]) -> list[dict[st
             "run_id": run_id,
             "round": r.round,
             "accuracy": r.accuracy,
+            "balanced_accuracy": r.balanced_accuracy,
             "loss": r.loss,
             "epsilon": r.epsilon,
             "metrics": r.metrics,

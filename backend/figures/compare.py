@@ -496,14 +496,15 @@ def _per_run(
 
 
 def _rounds(session: Session, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """Returns run id ↦ its evaluated rounds ``{round, accuracy, loss, train_loss, epsilon}``, in
-    round order (the training loss is a diagnostic, not private; None where withheld)."""
+    """Returns run id ↦ its evaluated rounds ``{round, accuracy, balanced_accuracy, loss, train_loss,
+    epsilon}``, in round order (the training loss is a diagnostic, not private; None where withheld)."""
     out: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
     rows = session.execute(
         select(
             RoundMetric.run_id,
             RoundMetric.round,
             RoundMetric.accuracy,
+            RoundMetric.balanced_accuracy,
             RoundMetric.loss,
             RoundMetric.epsilon,
             RoundMetric.diagnostics,
@@ -511,9 +512,16 @@ def _rounds(session: Session, run_ids: Sequence[str]) -> dict[str, list[dict[str
         .where(RoundMetric.run_id.in_(run_ids))
         .order_by(RoundMetric.run_id, RoundMetric.round)
     )
-    for run_id, r, accuracy, loss, epsilon, diagnostics in rows:
+    for run_id, r, accuracy, balanced, loss, epsilon, diagnostics in rows:
         train_loss = (diagnostics or {}).get("train_loss")
         out[run_id].append(
-            {"round": r, "accuracy": accuracy, "loss": loss, "train_loss": train_loss, "epsilon": epsilon}
+            {
+                "round": r,
+                "accuracy": accuracy,
+                "balanced_accuracy": balanced,
+                "loss": loss,
+                "train_loss": train_loss,
+                "epsilon": epsilon,
+            }
         )
     return out

@@ -134,10 +134,10 @@ def curves(
     session: SessionDep,
     runs: Annotated[str, Query(description="comma-separated run ids")],
     metric: Annotated[
-        Literal["accuracy", "loss", "train_loss", "epsilon"],
+        Literal["accuracy", "balanced_accuracy", "loss", "train_loss", "epsilon"],
         Query(
-            description="what is drawn per round: test accuracy, test loss, training loss (not "
-            "private), ε spent"
+            description="what is drawn per round: test accuracy, test balanced accuracy (mean "
+            "per-class recall), test loss, training loss (not private), ε spent"
         ),
     ] = "accuracy",
     log_y: Annotated[int, Query(ge=0, le=1, description="1: a log-scale y axis")] = 0,

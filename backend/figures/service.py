@@ -39,6 +39,7 @@ def _run_figures(session: Session, run: Run, *, accountant: str | None) -> dict[
                     {
                         "round": m.round,
                         "accuracy": m.accuracy,
+                        "balanced_accuracy": m.balanced_accuracy,
                         "loss": m.loss,
                         "train_loss": (m.diagnostics or {}).get("train_loss"),
                     }

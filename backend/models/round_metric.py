@@ -21,6 +21,8 @@ class RoundMetric(Base):
     round: Mapped[int] = mapped_column(Integer)
     # None where withheld: a protected run whose test split is not public by declaration
     accuracy: Mapped[float | None] = mapped_column(Float)
+    # mean per-class recall (`dpfl.metrics.balanced_accuracy`); None where withheld or not recorded
+    balanced_accuracy: Mapped[float | None] = mapped_column(Float)
     loss: Mapped[float | None] = mapped_column(Float)
     epsilon: Mapped[float | None] = mapped_column(Float)
     metrics: Mapped[Any] = mapped_column(JSON, nullable=True)  # private: the algorithm's private_metrics

@@ -199,6 +199,8 @@ class MetricRead(BaseModel):
     round: int
     # test metrics; None when withheld (a protected run whose test split is not public by declaration)
     accuracy: float | None
+    # mean per-class recall; None when withheld, or for rounds recorded before it was measured
+    balanced_accuracy: float | None = None
     loss: float | None
     epsilon: float | None
     metrics: dict[str, Any] | None  # private: functions of the releases and public data

@@ -47,6 +47,7 @@ def run(
 ) -> None:
     """Run one federated experiment with a progress bar; print a summary, write JSON with --out."""
     from dpfl import runner
+    from dpfl.data import dataset_info
     from dpfl.device import resolve_device
 
     spec = _read_spec(spec_path, set_ or [])
@@ -91,8 +92,12 @@ def run(
         else f"ε = {privacy['epsilon']:.4g} (δ = {number_text(privacy['delta'])}, {privacy['accountant']})"
     )
     threads = data["timings"]["threads"]
+    # a dataset reported in balanced accuracy (Creditcard) has it beside the accuracy
+    balanced = final["balanced_accuracy"] if dataset_info(spec.dataset.name).metric != "accuracy" else None
     console.print(
-        f"final accuracy {final['accuracy']:.4f}, loss {final['loss']:.4f}; {eps}; "
+        f"final accuracy {final['accuracy']:.4f}"
+        + ("" if balanced is None else f", balanced accuracy {balanced:.4f}")
+        + f", loss {final['loss']:.4f}; {eps}; "
         f"{data['timings']['total_s']:.1f} s on "
         + (f"{threads} torch thread{'' if threads == 1 else 's'}" if where.type == "cpu" else str(where))
         + (f"; written to {out}" if out else "")

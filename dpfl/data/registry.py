@@ -16,6 +16,7 @@ from typing import Any
 from dpfl.data.dataset import Dataset
 from dpfl.data.files import FileSpec
 from dpfl.errors import SpecError
+from dpfl.metrics import HEADLINE_METRICS, HeadlineMetric
 from dpfl.registry import Registry
 
 __all__ = ["DATASETS", "DatasetInfo", "Loader", "dataset_info", "load_dataset", "registered_datasets"]
@@ -45,6 +46,8 @@ class DatasetInfo:
         unfitted: the options under which the loader fits nothing on the records (no statistic of
             the rows shapes the features), which a dataset with a privacy budget needs; empty when
             its defaults fit nothing or no option can avoid a fit.
+        metric: the test metric its results are reported in (`dpfl.metrics.HEADLINE_METRICS`):
+            ``"accuracy"``, or ``"balanced_accuracy"`` for a task whose test set is imbalanced.
     """
 
     name: str
@@ -58,6 +61,7 @@ class DatasetInfo:
     options: tuple[tuple[str, Any], ...] = ()
     unfitted: tuple[tuple[str, Any], ...] = ()
     folder: str | None = None
+    metric: HeadlineMetric = "accuracy"
 
 
 def _dataset_entry(
@@ -73,6 +77,7 @@ def _dataset_entry(
     needs_files: bool | None = None,
     unfitted: dict[str, Any] | None = None,
     folder: str | None = None,
+    metric: HeadlineMetric = "accuracy",
 ) -> tuple[DatasetInfo, Loader]:
     """Returns the dataset's metadata, its options read from the loader's keyword-only parameters."""
     options = tuple(
@@ -92,7 +97,10 @@ def _dataset_entry(
         options=options,
         unfitted=tuple((unfitted or {}).items()),
         folder=folder,
+        metric=metric,
     )
+    if metric not in HEADLINE_METRICS:
+        raise ValueError(f"metric must be one of {', '.join(HEADLINE_METRICS)}; got {metric!r}")
     return info, loader
 
 

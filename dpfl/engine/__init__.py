@@ -13,6 +13,7 @@ from dpfl.engine.batch import SiloBatch
 from dpfl.engine.blocks import models_per_block
 from dpfl.engine.grads import (
     ClippedSum,
+    Evaluation,
     clipped_grad_sum,
     evaluate,
     ghost_clipping_applies,
@@ -34,6 +35,7 @@ __all__ = [
     "NOISE_STREAM",
     "SAMPLING_STREAM",
     "ClippedSum",
+    "Evaluation",
     "ParamLayout",
     "Release",
     "SiloBatch",

@@ -22,7 +22,7 @@ import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -34,10 +34,12 @@ from dpfl.device import block_bytes
 from dpfl.engine import convclip, convnet, ghost
 from dpfl.engine.batch import SiloBatch
 from dpfl.engine.params import ParamLayout
+from dpfl.metrics import balanced_accuracy
 from dpfl.models import draws_randomness
 
 __all__ = [
     "ClippedSum",
+    "Evaluation",
     "clipped_grad_sum",
     "evaluate",
     "ghost_clipping_applies",
@@ -64,6 +66,15 @@ class ClippedSum:
     sum: torch.Tensor
     count: torch.Tensor
     norms: torch.Tensor
+
+
+class Evaluation(NamedTuple):
+    """One model's test metrics (`evaluate`): mean cross-entropy loss, accuracy and balanced
+    accuracy, both in [0, 1]."""
+
+    loss: float
+    accuracy: float
+    balanced_accuracy: float
 
 
 def ghost_clipping_applies(model: nn.Module) -> bool:
@@ -208,11 +219,12 @@ def evaluate(
     y: np.ndarray | torch.Tensor,
     *,
     batch_size: int,
-) -> tuple[float, float]:
-    """Returns (mean cross-entropy loss, accuracy in [0, 1]) of one model [P] on (x, y).
+) -> Evaluation:
+    """Returns the mean cross-entropy loss, accuracy and balanced accuracy of one model [P] on (x, y).
 
-    Accuracy counts argmax predictions equal to the label; ties go to the lower class index.
-    The model is evaluated in eval mode (no dropout) and left in the mode it was in.
+    Predictions are the argmax of the logits; ties go to the lower class index. Accuracy counts
+    predictions equal to the label; balanced accuracy is `dpfl.metrics.balanced_accuracy`. The
+    model is evaluated in eval mode (no dropout) and left in the mode it was in.
     """
     if flat_params.dim() != 1:
         raise ValueError(
@@ -226,19 +238,20 @@ def evaluate(
         raise ValueError("evaluate needs at least one sample; got none")
     # its pools are several times faster than max_pool2d's on the CPU
     convs = convnet.conv_stack(model) if flat_params.device.type == "cpu" else None
-    loss, correct = 0.0, 0
+    loss, predictions = 0.0, []
     training = model.training
     model.eval()
     try:
         for start in range(0, len(xs), batch_size):
             part = xs[start : start + batch_size]
             logits = convnet.logits(convs, params, part) if convs else functional_call(model, params, (part,))
-            labels = ys[start : start + batch_size]
-            loss += F.cross_entropy(logits, labels, reduction="sum").item()
-            correct += int((logits.argmax(dim=1) == labels).sum())
+            loss += F.cross_entropy(logits, ys[start : start + batch_size], reduction="sum").item()
+            predictions.append(logits.argmax(dim=1))
     finally:
         model.train(training)
-    return loss / len(xs), correct / len(xs)
+    predicted, labels = torch.cat(predictions).cpu(), ys.cpu()
+    correct = int((predicted == labels).sum())
+    return Evaluation(loss / len(xs), correct / len(xs), balanced_accuracy(labels, predicted))
 
 
 def _budget(given: int | None, flat_params: torch.Tensor) -> int:

@@ -88,6 +88,7 @@ def accuracy_vs_spent(
 # what `metric_per_round` draws: the round record's key ↦ (axis title, figure title)
 PER_ROUND_METRICS = {
     "accuracy": ("test accuracy", "Test accuracy per round"),
+    "balanced_accuracy": ("test balanced accuracy", "Test balanced accuracy per round"),
     "loss": ("test loss", "Test loss per round"),
     "train_loss": ("training loss (not private)", "Training loss per round (not private)"),
     "epsilon": ("ε spent", "ε spent per round"),
@@ -145,7 +146,7 @@ def metric_per_round(
     yaxis: dict[str, Any] = {"title": {"text": axis_title}}
     if log_y:
         yaxis["type"] = "log"
-    elif metric == "accuracy":
+    elif metric in ("accuracy", "balanced_accuracy"):
         yaxis["range"] = [0, 1]
     fig = go.Figure(
         layout=_layout(
@@ -199,14 +200,18 @@ def metric_per_round(
     return fig
 
 
+_DASH_OF = {"train_loss": "dash", "balanced_accuracy": "dot"}  # a curve sharing its panel's colour
+
+
 def learning_curves(rounds: Sequence[Mapping[str, Any]]) -> go.Figure:
     """Returns one run's test accuracy (top) and loss (bottom) per round, sharing the round axis.
 
     Args:
         rounds: the run's evaluated rounds, ``{"round": int, "accuracy": float, "loss": float,
-            "train_loss": float (optional)}``, in any order. The training loss is drawn when any
-            round has one, named "not private" (a diagnostic: it reads the training records
-            without noise).
+            "balanced_accuracy": float (optional), "train_loss": float (optional)}``, in any
+            order. The balanced accuracy is drawn beside the accuracy when any round has one; the
+            training loss when any round has one, named "not private" (a diagnostic: it reads the
+            training records without noise).
     """
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     fig.update_layout(
@@ -220,6 +225,8 @@ def learning_curves(rounds: Sequence[Mapping[str, Any]]) -> go.Figure:
     )
     ordered = sorted(rounds, key=lambda r: r["round"])
     curves = [("test accuracy", "accuracy", TEST_COLOUR, 1), ("test loss", "loss", LOSS_COLOUR, 2)]
+    if any(r.get("balanced_accuracy") is not None for r in ordered):
+        curves.insert(1, ("test balanced accuracy", "balanced_accuracy", TEST_COLOUR, 1))
     if any(r.get("train_loss") is not None for r in ordered):
         curves.append(("train loss (not private)", "train_loss", TRAIN_COLOUR, 2))
     for name, key, colour, row in curves:
@@ -229,7 +236,7 @@ def learning_curves(rounds: Sequence[Mapping[str, Any]]) -> go.Figure:
                 x=[int(r["round"]) for r in shown],
                 y=_floats(r[key] for r in shown),
                 mode="lines",
-                line={"color": colour, "width": 2, "dash": "dash" if key == "train_loss" else "solid"},
+                line={"color": colour, "width": 2, "dash": _DASH_OF.get(key, "solid")},
                 name=name,
                 hovertemplate=_hover(f"<b>{name}</b>", "round %{x}", "%{y:.4g}"),
                 meta={"role": key},

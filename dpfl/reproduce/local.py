@@ -104,10 +104,11 @@ def run_sweeps(
 
 def _succeeded(where: dict, result: runner.RunResult) -> Outcome:
     final, epsilon = result.final, result.epsilon
+    metric = dataset_info(result.spec.dataset.name).metric  # Creditcard's is balanced accuracy
     return Outcome(
         **where,
         status="succeeded",
-        accuracy=None if final is None else final.accuracy,
+        accuracy=None if final is None else final.headline(metric),
         loss=None if final is None else final.loss,
         train_loss=None if final is None else final.diagnostics.get("train_loss"),
         epsilon=epsilon,
@@ -116,5 +117,5 @@ def _succeeded(where: dict, result: runner.RunResult) -> Outcome:
         warning=result.privacy.warning(epsilon),
         # its own time: its set-up, and its share of its batch's rounds and its evaluations
         duration_s=sum(result.timings[k] for k in ("setup_s", "train_s", "eval_s")),
-        curve=tuple((r.round, r.accuracy, r.loss) for r in result.rounds),
+        curve=tuple((r.round, r.headline(metric), r.loss) for r in result.rounds),
     )

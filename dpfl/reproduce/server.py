@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from dpfl.data import dataset_info
 from dpfl.errors import DpflError
 from dpfl.reproduce.calibration import Projector
 from dpfl.reproduce.manifest import Sweep
@@ -123,12 +124,17 @@ def fetch_outcomes(client: Client, sweep: Sweep, sweep_ids: Sequence[str]) -> li
             if done
             else []
         )
+        # the dataset's headline metric (Creditcard's is balanced accuracy, read from its last round)
+        metric = dataset_info(spec["dataset"]["name"]).metric
+        final = (
+            run["final_accuracy"] if metric == "accuracy" else metrics[-1].get(metric) if metrics else None
+        )
         outcomes.append(
             Outcome(
                 **cell._asdict(),
                 setting=sweep.setting,
                 status=run["status"],
-                accuracy=run["final_accuracy"] if done else None,
+                accuracy=final if done else None,
                 loss=run["final_loss"] if done else None,
                 train_loss=((metrics[-1].get("diagnostics") or {}).get("train_loss") if metrics else None),
                 epsilon=run["epsilon"],
@@ -136,7 +142,7 @@ def fetch_outcomes(client: Client, sweep: Sweep, sweep_ids: Sequence[str]) -> li
                 sigma=largest(run["noise_multiplier"]),
                 error=run["error"] or (None if done else f"run {run['id']} {run['status']}"),
                 duration_s=run["duration_s"],
-                curve=tuple((m["round"], m["accuracy"], m["loss"]) for m in metrics),
+                curve=tuple((m["round"], m.get(metric), m["loss"]) for m in metrics),
             )
         )
     return outcomes

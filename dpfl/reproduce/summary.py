@@ -67,7 +67,9 @@ class Outcome:
         x: the run's value of the setting's x field (None: a non-private run without it).
         variant: the values of the grid's other keys, as (key, value) pairs.
         status: succeeded, failed or cancelled.
-        accuracy, loss: final test accuracy in [0, 1] and test loss (None unless succeeded).
+        accuracy, loss: final test accuracy in [0, 1] and test loss (None unless succeeded); the
+            accuracy is the dataset's headline metric (`DatasetInfo.metric`): balanced accuracy
+            for Creditcard.
         train_loss: final training loss (a diagnostic; what tuning selects by), when recorded.
         candidate: the tuning or sensitivity candidate the run is of ("" for none).
         role: "" for a run of its method's cell, `ceiling` or `sensitivity` for one beside it.

@@ -212,3 +212,38 @@ def test_two_upgrades_started_together_on_a_fresh_database_both_succeed(empty_ur
     errors = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [e[-600:] for e in errors]
     assert differences(empty_url) == []
+
+
+def test_0013_adds_balanced_accuracy_as_none_for_rounds_recorded_before(empty_url):
+    """Round metrics stored before revision 0013 have no balanced accuracy (None, not 0); the
+    downgrade drops the column and keeps the rows."""
+    migrate.upgrade(empty_url, "0012")
+    engine = create_engine(empty_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO runs (id, created_at, updated_at, status, algorithm, dataset, spec, rounds, "
+            "current_round, progress, notion, attempts, cancel_requested, name, tags, notes, archived) "
+            "VALUES ('r1', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 'succeeded', 'uldp_avg', 'creditcard', "
+            "'{}', 1, 1, 1.0, 'user', 1, false, '', '[]', '', false)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO round_metrics (run_id, round, accuracy, loss, epsilon) "
+            "VALUES ('r1', 1, 0.998, 0.1, 2.0)"
+        )
+    migrate.upgrade(empty_url, "0013")
+    with engine.begin() as conn:
+        assert conn.exec_driver_sql("SELECT accuracy, balanced_accuracy FROM round_metrics").one() == (
+            0.998,
+            None,
+        )
+        conn.exec_driver_sql("UPDATE round_metrics SET balanced_accuracy = 0.5")
+        assert conn.exec_driver_sql("SELECT balanced_accuracy FROM round_metrics").scalar_one() == 0.5
+    migrate.downgrade(empty_url, "0012")
+    assert "balanced_accuracy" not in schema(empty_url)["round_metrics"]
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT run_id, round, accuracy FROM round_metrics").one() == (
+            "r1",
+            1,
+            0.998,
+        )
+    engine.dispose()

@@ -6,6 +6,7 @@ ULDP-AVG run on generated Creditcard files."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -28,9 +29,11 @@ from dpfl.engine import (
 from dpfl.engine.convnet import conv_stack
 from dpfl.errors import SpecError
 from dpfl.models import build_model, draws_randomness
+from dpfl.reproduce.local import _succeeded
 from dpfl.spec import parse_spec
 from tests.dpfl.data.test_creditcard import write_creditcard
 from tests.dpfl.test_resnet import autograd_per_sample
+from tests.factories import run_cli
 
 
 def fraudnet(seed: int = 0) -> nn.Module:
@@ -131,7 +134,7 @@ def test_evaluation_is_without_dropout_and_leaves_the_mode_as_it_was():
     gen = torch.Generator().manual_seed(3)
     x, y = torch.randn(50, 30, generator=gen), torch.randint(0, 2, (50,), generator=gen)
     state = torch.random.get_rng_state()
-    loss, accuracy = evaluate(model, layout, flat, x, y, batch_size=16)
+    loss, accuracy, _ = evaluate(model, layout, flat, x, y, batch_size=16)
     assert model.training and torch.equal(torch.random.get_rng_state(), state)  # nothing drawn
     with torch.no_grad():
         logits = model.eval()(x)
@@ -195,3 +198,44 @@ def test_a_uldp_avg_run_trains_it_seeded_by_the_spec(generated):
     assert torch.equal(again.final_params, result.final_params)
     other = runner.run(parse_spec({**uldp_avg_spec(), "seed": 2}), data_dirs=[generated], device="cpu")
     assert not np.array_equal(other.final_params.numpy(), result.final_params.numpy())
+
+
+def test_each_evaluation_records_balanced_accuracy_of_the_final_model(generated):
+    spec = parse_spec(uldp_avg_spec() | {"eval_every": 1})
+    result = runner.run(spec, data_dirs=[generated], device="cpu")
+    assert [r.round for r in result.rounds] == [1, 2]
+    assert all(r.balanced_accuracy is not None for r in result.rounds)
+    data = runner.prepare(spec, data_dirs=[generated]).data  # the run's own test split: 60 rows, 6 frauds
+    assert (len(data.y_test), int(data.y_test.sum())) == (60, 6)
+    model = fraudnet()
+    ParamLayout.of(model).load_into(model, result.final_params)
+    with torch.no_grad():
+        predicted = model.eval()(torch.as_tensor(data.x_test)).argmax(1)
+    y = torch.as_tensor(data.y_test)
+    recalls = [int(((predicted == k) & (y == k)).sum()) / int((y == k).sum()) for k in (0, 1)]
+    assert result.final.balanced_accuracy == pytest.approx(sum(recalls) / 2, abs=1e-12)
+    assert result.final.accuracy == pytest.approx(int((predicted == y).sum()) / 60, abs=1e-12)
+    # a reproduction reports Creditcard's headline metric, balanced accuracy, as its accuracy
+    where = {"setting": "creditcard", "algorithm": "uldp_avg", "x": 5.0, "variant": (), "seed": 1}
+    outcome = _succeeded(where, result)
+    assert outcome.accuracy == result.final.balanced_accuracy != result.final.accuracy
+    assert outcome.curve == tuple((r.round, r.balanced_accuracy, r.loss) for r in result.rounds)
+
+
+def test_dpfl_run_of_the_creditcard_setting_writes_balanced_accuracy(
+    generated, capsys, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("DPFL_DATA_DIR", str(generated))
+    monkeypatch.setenv("DPFL_HOME", str(tmp_path / "home"))
+    path, out = tmp_path / "spec.json", tmp_path / "result.json"
+    path.write_text(json.dumps(uldp_avg_spec()))
+    code, _, err = run_cli(capsys, "run", str(path), "--out", str(out), "--device", "cpu")
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    assert data["spec"]["model"] == {"name": "fraudnet"} and data["spec"]["algorithm"] == "uldp_avg"
+    final = data["final"]
+    assert final["round"] == 2 and 0.0 <= final["balanced_accuracy"] <= 1.0
+    assert data["rounds"][-1]["balanced_accuracy"] == final["balanced_accuracy"]
+    assert f"final accuracy {final['accuracy']:.4f}, balanced accuracy {final['balanced_accuracy']:.4f}," in (
+        " ".join(err.split())
+    )

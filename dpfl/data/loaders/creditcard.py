@@ -137,6 +137,7 @@ def _first_fault(path: Path) -> str:
     num_classes=2,
     files=CREDITCARD_FILES,
     unfitted={"standardise": "none"},
+    metric="balanced_accuracy",  # 0.17 % of the test rows are frauds (the paper's hard-label ROC-AUC)
 )
 def load_creditcard(
     *,

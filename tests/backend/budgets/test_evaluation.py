@@ -34,9 +34,8 @@ def test_a_protected_runs_test_metrics_are_withheld_unless_the_split_is_public(c
     assert run["status"] == "succeeded" and run["epsilon"] > 0
     assert (run["final_accuracy"], run["final_loss"]) == (None, None)
     assert {"kind": "evaluation", "text": WITHHELD, "breaks_guarantee": False} in run["caveats"]
-    assert [(m["accuracy"], m["loss"]) for m in client.get(f"/api/runs/{run_id}/metrics").json()] == [
-        (None, None)
-    ]
+    served = client.get(f"/api/runs/{run_id}/metrics").json()
+    assert [(m["accuracy"], m["balanced_accuracy"], m["loss"]) for m in served] == [(None, None, None)]
     voting = client.post("/api/runs", json=VOTING)
     assert voting.status_code == 409
     assert voting.json()["detail"] == (

@@ -220,7 +220,7 @@ def test_an_overlay_of_picked_runs_draws_loss_train_loss_or_epsilon_with_log_y_a
     client = world["client"]
     ids = _ids(world, sweep="eps", algorithm="isrl_mbsgd", epsilon=1)
     metrics = client.get(f"/api/runs/{ids[0]}/metrics").json()
-    for metric, key in (("loss", "loss"), ("epsilon", "epsilon")):
+    for metric, key in (("loss", "loss"), ("epsilon", "epsilon"), ("balanced_accuracy", "balanced_accuracy")):
         fig = client.get("/api/figures/curves", params={"runs": ",".join(ids), "metric": metric}).json()
         assert fig["layout"]["meta"]["figure"] == f"{metric}_per_round"
         assert fig["data"][0]["y"] == [m[key] for m in metrics]
@@ -423,3 +423,18 @@ def test_any_view_exports_its_points_as_json_and_csv(world):
 
     bad = client.get("/api/figures/tradeoff/points", params={"runs": world["user"], "average": "seed"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "average"]
+
+
+def test_each_round_serves_balanced_accuracy_and_the_run_page_draws_it_beside_accuracy(world):
+    client = world["client"]
+    run_id = _ids(world, sweep="eps", algorithm="fedavg")[0]
+    metrics = client.get(f"/api/runs/{run_id}/metrics").json()
+    assert all(0 <= m["balanced_accuracy"] <= 1 for m in metrics)
+    learning = client.get(f"/api/runs/{run_id}/figures").json()["learning"]
+    shown = {t["meta"]["role"]: t for t in learning["data"]}
+    assert list(shown) == ["accuracy", "balanced_accuracy", "loss", "train_loss"]
+    assert shown["balanced_accuracy"]["y"] == [m["balanced_accuracy"] for m in metrics]
+    assert shown["balanced_accuracy"]["name"] == "test balanced accuracy"
+    fig = client.get("/api/figures/curves", params={"runs": run_id, "metric": "balanced_accuracy"}).json()
+    assert fig["layout"]["yaxis"]["range"] == [0, 1]
+    assert fig["layout"]["yaxis"]["title"]["text"] == "test balanced accuracy"

@@ -60,7 +60,7 @@ def test_voting_result_serves_no_noiseless_vote():
     assert all(e.event.counts is not None for e in result.ledger.entries)
     final = data["final"]
     assert set(final) == {
-        "round", "accuracy", "loss", "epsilon", "diagnostics",
+        "round", "accuracy", "balanced_accuracy", "loss", "epsilon", "diagnostics",
         "queries_answered", "label_accuracy", "votes_cached", "epsilon_data_independent",
     }  # fmt: skip
     noiseless = {"noiseless_label_accuracy", "mean_vote_gap", "majority_agreement", "epsilon_data_dependent"}
@@ -71,7 +71,7 @@ def test_voting_result_serves_no_noiseless_vote():
 
 def test_isrl_batch_sizes_clip_fractions_and_train_loss_are_diagnostics():
     final = _run(ISRL).to_json()["final"]
-    assert set(final) == {"round", "accuracy", "loss", "epsilon", "diagnostics"}
+    assert set(final) == {"round", "accuracy", "balanced_accuracy", "loss", "epsilon", "diagnostics"}
     assert set(final["diagnostics"]) == {"clip_fraction", "batch_size", "train_loss"}
     assert final["diagnostics"]["clip_fraction"] == pytest.approx(1.0)  # C = 1 clips every digits gradient
 

@@ -5,7 +5,7 @@ import { api } from "../../api.js";
 import { draw } from "../../charts.js";
 import { h, replace } from "../../dom.js";
 
-const METRICS = { accuracy: "test accuracy", loss: "test loss", train_loss: "training loss (not private)", epsilon: "ε spent" };
+const METRICS = { accuracy: "test accuracy", balanced_accuracy: "test balanced accuracy", loss: "test loss", train_loss: "training loss (not private)", epsilon: "ε spent" };
 
 /** A spec as {dotted path: value}, leaves only (a list is one value). */
 export function flatten(value, prefix = "", out = {}) {
