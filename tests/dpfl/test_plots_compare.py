@@ -277,7 +277,8 @@ def test_an_overlay_draws_any_metric_with_log_y_and_smoothing_over_faint_raw_val
     assert train["layout"]["title"]["text"].startswith("Training loss per round (not private)")
     assert smoothed([1.0, 3.0], 0.0) == [1.0, 3.0]
     with pytest.raises(
-        ValueError, match="metric must be one of accuracy, loss, train_loss, epsilon; got 'f1'"
+        ValueError,
+        match="metric must be one of accuracy, balanced_accuracy, loss, train_loss, epsilon; got 'f1'",
     ):
         metric_per_round(runs, metric="f1")
     with pytest.raises(ValueError, match=r"smoothing must be in \[0, 1\); got 1"):
