@@ -164,7 +164,13 @@ export async function render(root, { id, params }) {
   async function loadCharts() {
     // an accountant that cannot account this run is said beside the ledger; the charts keep the run's own
     const figures = await api.runFigures(id, accountant || undefined).catch(() => api.runFigures(id));
-    await Promise.all(Object.entries(charts).filter(([key]) => figures[key]).map(([key, el]) => draw(el, figures[key])));
+    // one chart a task: the ledger's and the diagnostics' answers, in by now, fill their tables
+    // between the draws instead of after all of them
+    for (const [key, el] of Object.entries(charts)) {
+      if (!figures[key]) continue;
+      await new Promise((resolve) => setTimeout(resolve));
+      await draw(el, figures[key]);
+    }
     usersCard.hidden = !figures.users;
   }
 
@@ -237,8 +243,8 @@ export async function render(root, { id, params }) {
     header.update(currentRun);
     return currentRun;
   }).el);
-  specBox.textContent = toYaml(await api.spec(id)).trimStart();
-  await Promise.all([loadCharts(), loadLedger(), loadDiagnostics(run), loadAudit(run)]);
+  const loadSpec = async () => { specBox.textContent = toYaml(await api.spec(id)).trimStart(); };
+  await Promise.all([loadSpec(), loadCharts(), loadLedger(), loadDiagnostics(run), loadAudit(run)]);
   const stopAudit = () => clearTimeout(auditTimer);
   if (["succeeded", "failed", "cancelled"].includes(run.status)) return stopAudit;
   let lastRound = run.current_round;
