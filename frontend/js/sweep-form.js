@@ -102,10 +102,12 @@ function axisRow(choices, key = "rounds", values = "") {
     h("option", { value: OTHER, selected: known ? null : "" }, "other field (a dotted spec path)"));
   const path = h("input", { name: "axis.path", placeholder: "e.g. dataset.options.num_samples", value: known ? "" : key, "aria-label": "dotted spec path", hidden: known });
   const list = h("input", { name: "axis.values", value: values, placeholder: "values, separated by commas", "aria-label": "values" });
-  const row = h("div", { class: "field axis" }, h("span", {}, "axis"), h("div", { class: "axis-controls" }, chooser, path, list,
+  // a row added empty is judged once its values are typed, or at submit: not the moment it appears
+  const row = h("div", { class: "field axis", dataset: values ? {} : { untouched: "" } }, h("span", {}, "axis"), h("div", { class: "axis-controls" }, chooser, path, list,
     h("button", { type: "button", class: "remove-axis", "aria-label": "remove this axis", onclick: () => { row.remove(); list.form?.dispatchEvent(new Event("change")); } }, "×")),
   h("small", { class: "error" }));
   const keyed = () => { path.hidden = chooser.value !== OTHER; row.dataset.field = `grid.${axisKey(row)}`; };
+  list.addEventListener("input", () => delete row.dataset.untouched);
   chooser.addEventListener("change", keyed);
   path.addEventListener("input", keyed);
   keyed();
@@ -152,6 +154,8 @@ export function sweepSection({ algorithms, catalogue, datasets, spec, sweep }) {
     h("div", { class: "axes-group" }, h("p", { class: "muted" }, "Other axes: any field of the spec, one run per combination."), axes,
       h("button", { type: "button", class: "add-axis", onclick: (e) => { axes.append(axisRow(choices)); e.target.form.dispatchEvent(new Event("change")); } }, "Add an axis")));
 
+  /** The axis rows to judge and send: all but those added and not yet typed in. */
+  const rows = () => [...axes.children].filter((row) => !("untouched" in row.dataset));
   const chosen = (form) => [...form.querySelectorAll("input[name='sweep.algorithms']:checked")].map((b) => algorithms.find((a) => a.name === b.value));
   const target = (form) => form.querySelector("input[name=target]:checked")?.value ?? "epsilon";
   /** The model each ticked algorithm runs with: the form's where it takes it, else the first it takes. */
@@ -185,7 +189,7 @@ export function sweepSection({ algorithms, catalogue, datasets, spec, sweep }) {
       if (algorithmsChosen.some((a) => a.private)) check(`grid.privacy.${target(form)}`, form.elements[`sweep.privacy.${target(form)}`].value, { kind: "number", min: 0, exclusiveMin: true, example: "1, 2, 4" });
       check("grid.seed", form.elements["sweep.seed"].value, { kind: "integer", min: 0, example: "0, 1, 2" });
       const seen = new Set();
-      for (const row of axes.children) {
+      for (const row of rows()) {
         const key = axisKey(row);
         const field = `grid.${key}`;
         if (!/^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$/.test(key)) errors[field] = `the field must be a dotted spec path such as dataset.options.num_samples; got ${JSON.stringify(key)}.`;
@@ -203,7 +207,7 @@ export function sweepSection({ algorithms, catalogue, datasets, spec, sweep }) {
       const privacy = { delta: Number(form.elements["privacy.delta"].value), accountant: form.elements["privacy.accountant"].value,
         calibration: form.elements["privacy.calibration"].value };
       const grid = { algorithm: names, [`privacy.${target(form)}`]: list(`sweep.privacy.${target(form)}`, { kind: "number" }), seed: list("sweep.seed", { kind: "integer" }) };
-      for (const row of axes.children) grid[axisKey(row)] = parseList(row.querySelector("[name='axis.values']").value, choices[axisKey(row)]?.type ?? { kind: "json" }).values;
+      for (const row of rows()) grid[axisKey(row)] = parseList(row.querySelector("[name='axis.values']").value, choices[axisKey(row)]?.type ?? { kind: "json" }).values;
       const byAlgorithm = { ...paramsBy, [spec.algorithm]: spec.params };
       const own = models(form, spec.model.name);
       const modelBy = Object.fromEntries(names.filter((n) => own[n] !== spec.model.name).map((n) => [n, { name: own[n] }]));

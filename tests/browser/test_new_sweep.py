@@ -52,6 +52,21 @@ def test_bad_list_entries_are_refused_beside_their_fields_and_nothing_is_created
     assert sweeps_total(server) == before
 
 
+def test_an_axis_added_empty_is_judged_once_typed_in_or_at_submit(page: Page, server):
+    open_sweep_form(page)
+    before = sweeps_total(server)
+    expect(page.locator(".sweep-count")).to_contain_text(" runs in ")
+    page.click("button.add-axis")
+    # the preview is computed again with the row left out, and the row says nothing yet
+    expect(page.locator(".projection-state")).to_have_text("")
+    expect(field(page, "grid.rounds").locator(".error")).to_have_text("")
+    page.click("button[type=submit]")
+    expect(field(page, "grid.rounds").locator(".error")).to_have_text(
+        "give at least one value, separated by commas, e.g. 10, 20, 50."
+    )
+    assert sweeps_total(server) == before
+
+
 def test_mu_and_epsilon_sweeps_mixing_logreg_and_mlp_algorithms_with_an_axis_a_name_and_a_clone(
     page: Page, server
 ):

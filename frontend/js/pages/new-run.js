@@ -329,6 +329,8 @@ function submitHandler(form, submitError, request, specOrErrors) {
     // retried POST (a double click that got through, a resent request) find the same run.
     if (inFlight) return;
     submitError.textContent = "";
+    // at submit every field is judged, those not yet typed in too (a sweep's axis added empty)
+    for (const el of form.querySelectorAll("[data-untouched]")) delete el.dataset.untouched;
     const spec = specOrErrors();
     if (!spec) { refused(); return; }
     inFlight = true;

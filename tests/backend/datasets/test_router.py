@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from backend.datasets.upload import FRAMING_BYTES
 from backend.main import create_app
-from dpfl.data import dataset_info, registered_datasets
+from dpfl.data import dataset_info, load_dataset, registered_datasets
 
 pytestmark = pytest.mark.service
 
@@ -123,7 +123,10 @@ def test_an_upload_with_a_user_column_runs_user_level_by_name_and_names_its_clas
     run = client.post("/api/runs", json=spec)
     assert run.status_code == 201, run.text
     assert run.json()["dataset"] == "patients"
-    # the record's user-id column is not a feature: 1 feature (age) plus the bias-free MLP's input
+    # the record's user-id column is not a feature, though the spec does not name it: age alone
+    data = load_dataset("csv", upload="patients", cache_dir=settings.cache_dir)
+    assert (data.feature_names, data.num_classes) == (("age",), 2)
+    assert len(np.unique(data.user_train)) == 40
     missing = client.post(
         "/api/runs", json=spec | {"dataset": spec["dataset"] | {"options": {"upload": "nope"}}}
     )
