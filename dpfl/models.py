@@ -4,8 +4,9 @@ Every model is a function of its parameters and its input: no BatchNorm (it mixe
 samples of a batch, so per-sample gradients would not be per sample), no buffers. Dropout is
 allowed (``fraudnet``): in training mode it draws its masks from the global generator inside
 `vmap` (``randomness="different"``, `dpfl.engine.grads`), which the runner forks and seeds from
-the run's seed and round (`dpfl.runner.train`), so a run's numbers still depend only on its
-seed; evaluation runs in eval mode, without dropout. Models are looked up by name:
+the run's noise key and round (`dpfl.engine.noise.model_draws`), so a run's numbers still depend
+only on its seed; evaluation and a voting agent's predictions run in eval mode, without dropout.
+Models are looked up by name:
 
     model = build_model("mlp", input_shape=(50,), num_classes=10, hidden=[64], seed=0)
 

@@ -40,7 +40,7 @@ from dpfl.data.prepared import load_prepared
 from dpfl.data.users import USER_KINDS
 from dpfl.device import placed, resolve_device
 from dpfl.engine import evaluate
-from dpfl.engine.noise import generator_seed
+from dpfl.engine.noise import model_draws
 from dpfl.errors import SpecError
 from dpfl.federation import FederatedData, federate
 from dpfl.models import MODELS, build_model, draws_randomness, registered_models
@@ -76,7 +76,6 @@ __all__ = [
 
 _TRAIN_EVAL_RECORDS = 5_000  # training loss is measured on a fixed subsample of this size
 _EVAL_BATCH = 4_096
-_RUN, _MODEL_STREAM = -1, 0xD0  # the generator of a round's model draws (dropout): the run's, no silo's
 
 
 def resolved(spec: RunSpec) -> RunSpec:
@@ -326,7 +325,7 @@ def train(
     `Algorithm.round_many` call, which a family that vectorises over runs computes at once; each
     run keeps its own σ, generators, ledger and records, so its numbers are those it gets alone.
     A model that draws in its forward pass (dropout) takes the runs one at a time, each round under
-    the global generator seeded from (the run's seed, the round) (`_seeded_round`).
+    the global generator seeded from (the run's noise key, the round) (`_seeded_round`).
     `on_round[i]` hears run i's every round; `should_stop[i]()` ends run i alone, between rounds;
     `on_end(i, result)` hears each run's result as soon as it ends, a stopped one while the others
     go on. `section(active)` wraps each round's computation for the runs of those indices (the
@@ -392,11 +391,11 @@ def train(
 
 def _seeded_round(cls: type[Algorithm], run: Started, r: int) -> RoundOutput:
     """Returns round r of a run whose model draws in its forward pass (dropout), with the global
-    generator forked and seeded from (the spec's seed, r): the run's numbers depend only on its
-    seed, and the caller's generator is left as it was."""
-    devices = [run.device] if run.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(generator_seed(run.spec.seed, _RUN, r, _MODEL_STREAM))
+    generator forked and seeded from (the run's noise key, r) (`dpfl.engine.noise.model_draws`):
+    the masks are the mechanism's coins like its sampling and noise (a secret in a protected run,
+    the spec's seed in simulation, where the run's numbers depend only on its seed), and the
+    caller's generator is left as it was."""
+    with model_draws(run.algorithm.noise_key, r, run.device):
         return cls.round_many([run.algorithm], r)[0]
 
 

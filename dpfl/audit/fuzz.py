@@ -26,6 +26,7 @@ sample and differ only in the unit; amplification by sampling is the accountant'
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -53,9 +54,11 @@ from dpfl.audit.neighbours import (
     replacement_neighbours,
     user_neighbours,
 )
+from dpfl.engine.noise import model_draws
 from dpfl.engine.release import Release, tap
 from dpfl.errors import SpecError
 from dpfl.federation import FederatedData
+from dpfl.models import draws_randomness
 from dpfl.privacy.events import (
     ComposedEvent,
     Event,
@@ -283,7 +286,10 @@ def _first_round(
         run.setup(noise_multiplier)
         if start is not None:
             run.w = start.to(run.w.dtype).clone()
-        with tap(noise=False) as releases:
+        # A model that draws in its forward pass (dropout) draws round 1's masks as the runner
+        # does (`runner._seeded_round`): the same on D and D′, so the gap is the unit's alone.
+        draws = model_draws(run.noise_key, 1) if draws_randomness(run.model) else contextlib.nullcontext()
+        with draws, tap(noise=False) as releases:
             out = run.round(1)
     finally:
         clear_vote_cache()

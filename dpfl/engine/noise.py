@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
 __all__ = [
+    "MODEL_STREAM",
     "NOISE_STREAM",
     "SAMPLING_STREAM",
     "gaussian_noise",
     "generator_seed",
+    "model_draws",
     "on_default_device",
     "sample_without_replacement",
     "silo_generator",
@@ -36,6 +39,10 @@ NOISE_STREAM = 0
 
 SAMPLING_STREAM = 1
 """Stream of a silo's minibatch (or record) sampling."""
+
+MODEL_STREAM = 0xD0
+"""Stream of the draws a model makes in its forward pass (dropout masks): the run's, no silo's
+(silo −1), from the global generator (`model_draws`)."""
 
 
 def generator_seed(seed: int, silo: int, round: int, stream: int) -> int:
@@ -84,6 +91,26 @@ def gaussian_noise(
     else:
         out.mul_(torch.tensor(stds, dtype=dtype, device="cpu").view(-1, *([1] * len(shape_per_silo))))
     return on_default_device(out)
+
+
+@contextmanager
+def model_draws(seed: int, round: int, device: torch.device | str | None = None) -> Iterator[None]:
+    """Runs the block with the global generator forked and seeded from (seed, −1, round,
+    `MODEL_STREAM`), the caller's left as it was.
+
+    For a model whose forward pass draws (dropout in training mode): ``vmap`` with
+    ``randomness="different"`` draws its masks from the global generator, and no other. `seed` is
+    the run's `noise_key` (`Algorithm.noise_key`): the spec's seed in simulation, a secret in a
+    protected run, so the masks are the mechanism's own coins like its sampling and noise, drawn
+    apart from the data (each sample's masks by its slot in the batch, whatever the records hold).
+    `device`: where the masks are drawn (default: where tensors are created now, `dpfl.device.placed`);
+    a CUDA device's generator is forked and seeded too.
+    """
+    where = torch.device(device) if device is not None else torch.get_default_device()
+    devices = [where] if where.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(generator_seed(seed, -1, round, MODEL_STREAM))
+        yield
 
 
 def sample_without_replacement(n: int, k: int, generator: torch.Generator) -> torch.Tensor:

@@ -44,7 +44,7 @@ from torch.func import functional_call, grad, vmap
 from dpfl.algorithms.voting.training import minibatches
 from dpfl.engine import ParamLayout, models_per_block, sample_without_replacement, silo_generator
 from dpfl.errors import SpecError
-from dpfl.models import build_model
+from dpfl.models import build_model, draws_randomness
 
 __all__ = [
     "DANNTraining",
@@ -209,8 +209,11 @@ def train_dann(
     if width == 0:
         return DANNTraining(models, heads, label_loss, domain_loss)
     per_epoch = math.ceil(width / batch_size)
+    # a model with dropout draws each agent's and each record's own masks (the caller seeds them)
     loss_grads = vmap(
-        grad(_agent_loss(split, head), argnums=(0, 1), has_aux=True), in_dims=(0, 0, 0, 0, 0, 0, None)
+        grad(_agent_loss(split, head), argnums=(0, 1), has_aux=True),
+        in_dims=(0, 0, 0, 0, 0, 0, None),
+        randomness="different" if draws_randomness(model) else "error",
     )
     # twice the records of a plain step (source and target), and the head's parameters too
     size = models_per_block(layout.size + head_layout.size, 2 * min(batch_size, width), x[0].numel())

@@ -25,15 +25,19 @@ from dpfl.algorithms.voting.base import VotingAlgorithm, VotingParams
 from dpfl.algorithms.voting.training import train_sgd
 from dpfl.algorithms.voting.votes import one_hot_votes, predicted_labels
 from dpfl.engine import stack_copies
+from dpfl.engine.noise import model_draws
 from dpfl.federation import FederatedData
 from dpfl.spec import RunSpec
 
-__all__ = ["AEDPFL", "AEDPFLDA", "AEDAParams", "AEParams"]
+__all__ = ["AEDPFL", "AEDPFLDA", "LOCAL_ROUND", "AEDAParams", "AEParams"]
 
 LOCAL_STREAM = 8
 """Stream of the agents' local minibatch order."""
 TARGET_STREAM = 10
 """Stream of the agents' minibatches of the public pool in domain-adversarial training."""
+LOCAL_ROUND = 0
+"""The round whose model draws (dropout masks, `dpfl.engine.noise.model_draws`) the agents' local
+training takes: it happens before round 1."""
 
 
 class AEParams(VotingParams):
@@ -60,7 +64,12 @@ class AEDPFL(VotingAlgorithm):
         }
 
     def compute_votes(self, rows: int) -> np.ndarray:
-        local = self.local_models(stack_copies(self.layout.flatten_module(self.model), self.num_agents))
+        # The local models train before round 1; a model with dropout draws their masks under
+        # round 0's generator of the run's key (the mechanism's coins, as the runner's rounds
+        # draw theirs), so the votes depend on the data and the key alone. Votes are predicted
+        # in eval mode (`predicted_labels`): no dropout at prediction.
+        with model_draws(self.noise_key, LOCAL_ROUND):
+            local = self.local_models(stack_copies(self.layout.flatten_module(self.model), self.num_agents))
         labels = predicted_labels(self.model, self.layout, local, self.pool_x[:rows])
         return one_hot_votes(labels, self.data.num_classes).cpu().numpy()
 

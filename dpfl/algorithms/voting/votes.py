@@ -37,7 +37,23 @@ _CHUNK_BYTES = 128 << 20  # working memory per block of agents × queries
 def predicted_labels(
     model: nn.Module, layout: ParamLayout, params: torch.Tensor, x: torch.Tensor
 ) -> torch.Tensor:
-    """Returns each model's predicted label on each record, [S, n] int64, from params [S, P]."""
+    """Returns each model's predicted label on each record, [S, n] int64, from params [S, P].
+
+    The model predicts in eval mode (no dropout: a deployed model predicts without it), so a
+    label is a function of the model's parameters and the record alone and draws nothing; the
+    model is left in the mode it was in.
+    """
+    training = model.training
+    model.eval()
+    try:
+        return _predicted_labels(model, layout, params, x)
+    finally:
+        model.train(training)
+
+
+def _predicted_labels(
+    model: nn.Module, layout: ParamLayout, params: torch.Tensor, x: torch.Tensor
+) -> torch.Tensor:
     per_model = vmap(lambda p, xb: functional_call(model, p, (xb,)).argmax(-1), in_dims=(0, None))
     # Activations dominate memory; a generous bound of 64 floats per input entry per model.
     per_row = 4 * 64 * max(1, math.prod(x.shape[1:]))
