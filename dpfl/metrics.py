@@ -20,11 +20,14 @@ from typing import Literal
 
 import torch
 
-__all__ = ["HEADLINE_METRICS", "HeadlineMetric", "balanced_accuracy"]
+__all__ = ["HEADLINE_METRICS", "METRIC_NAMES", "HeadlineMetric", "balanced_accuracy"]
 
 HeadlineMetric = Literal["accuracy", "balanced_accuracy"]
 HEADLINE_METRICS: tuple[HeadlineMetric, ...] = ("accuracy", "balanced_accuracy")
 """The test metrics a dataset can name as the one its results are reported in."""
+
+METRIC_NAMES: dict[str, str] = {"accuracy": "accuracy", "balanced_accuracy": "balanced accuracy"}
+"""Each headline metric as figures and tables name it."""
 
 
 def balanced_accuracy(labels: torch.Tensor, predictions: torch.Tensor) -> float:

@@ -3,6 +3,10 @@
 Each reads only the columns it draws (whole specs made the sweep summary slow, issue 17). The
 majority-class baseline comes from the run's diagnostics (``test_label_histogram``, not private)
 and is never shown for a protected run, whose diagnostics are withheld.
+
+The trade-off figure plots each run in its dataset's headline metric (`dpfl.data.headline_metric`:
+balanced accuracy for Creditcard, accuracy elsewhere and for uploads); a run without a value in
+that metric (one recorded before balanced accuracy was, say) is left out and listed as such.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from sqlalchemy.orm import Session
 
 from backend.errors import NotFound, ParameterError
 from backend.models import RoundMetric, Run, RunStatus, Sweep
-from backend.sweeps.summary import Outcome, compare_cells, front
+from backend.sweeps.summary import Outcome, compare_cells, front, in_metric
 from dpfl import plots
 from dpfl.configuration import Configuration, configurations, varying_fields
+from dpfl.data import headline_metric
 
 __all__ = [
     "TRADEOFF_COLUMNS",
@@ -55,6 +60,7 @@ class _Compared:
     target_epsilon: float | None
     noise_multiplier: float | None
     accuracy: float | None
+    balanced_accuracy: float | None
     epsilon: float | None
     delta: float | None
     rounds: int
@@ -64,7 +70,14 @@ class _Compared:
     spec: dict[str, Any]
     caveats: list[dict[str, Any]] | None
     protected: bool
+    metric: str
+    """its dataset's headline metric, which the trade-off figure plots"""
     baseline: dict[str, float] | None
+
+    @property
+    def value(self) -> float | None:
+        """Returns its final test value in `metric`: accuracy, or balanced accuracy (None if not recorded)."""
+        return in_metric(self.metric, accuracy=self.accuracy, balanced_accuracy=self.balanced_accuracy)
 
     @property
     def not_guaranteed(self) -> list[str]:
@@ -91,6 +104,7 @@ def _load(session: Session, where: Any) -> list[_Compared]:
             Run.target_epsilon,
             Run.spec[("privacy", "noise_multiplier")].as_float(),
             Run.final_accuracy,
+            Run.final_balanced_accuracy,
             Run.epsilon,
             Run.delta,
             Run.rounds,
@@ -105,14 +119,13 @@ def _load(session: Session, where: Any) -> list[_Compared]:
         .where(where)
         .order_by(Run.created_at, Run.id)
     ).all()
-    return [
-        _Compared(
-            *row[:17],
-            # a protected run's diagnostics are withheld; its dataset's labels are not shown either
-            baseline=None if row[16] else plots.majority_accuracy(row[17]),
-        )
-        for row in rows
-    ]
+    out = []
+    for row in rows:
+        metric = headline_metric(row[3])  # its dataset's
+        # a protected run's diagnostics are withheld; its dataset's labels are not shown either
+        baseline = None if row[17] else plots.chance_baseline(row[18], metric)
+        out.append(_Compared(*row[:18], metric=metric, baseline=baseline))
+    return out
 
 
 def _runs(session: Session, sweep_ids: Sequence[str], run_ids: Sequence[str]) -> tuple[list[_Compared], dict]:
@@ -194,7 +207,8 @@ class TradeoffView:
     runs: list[_Compared]
     """the runs drawn"""
     left_out: list[str]
-    """runs asked for but not drawn: not succeeded yet, or never evaluated"""
+    """runs asked for but not drawn: not succeeded yet, never evaluated, or without a value in their
+    dataset's headline metric"""
     not_guaranteed: list[str]
     """runs left out because their guarantee is broken (only when asked to)"""
     varying: list[str]
@@ -220,7 +234,7 @@ def tradeoff_view(
         NotFound: a sweep or run does not exist (404).
     """
     every, sweeps = _runs(session, sweep_ids, run_ids) if sweep_ids or run_ids else ([], [])
-    runs = [r for r in every if r.status == RunStatus.succeeded and r.accuracy is not None]
+    runs = [r for r in every if r.status == RunStatus.succeeded and r.value is not None]
     hidden = [r.id for r in runs if guaranteed_only and r.not_guaranteed]
     runs = [r for r in runs if r.id not in hidden]
     by_id = {r.id: r for r in runs}
@@ -242,11 +256,12 @@ def tradeoff_view(
             r.notion,
             r.target_epsilon,
             r.noise_multiplier,
-            r.accuracy,
+            r.value,
             r.epsilon,
             run_id=r.id,
             series=series[r.id],
             config=configs[r.id].key,
+            metric=r.metric,
         )
         for r in runs
     )
@@ -258,6 +273,7 @@ def tradeoff_view(
             "algorithm": cell["algorithm"],
             "series": cell["series"],
             "datasets": sorted(datasets),
+            "metric": cell["metric"],
             "mean": cell["accuracy_mean"],
             "std": cell["accuracy_std"],
             "n": cell["n"],
@@ -298,9 +314,10 @@ def tradeoff_figure(
     individual: bool = False,
     average: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Returns final accuracy against ε of a `tradeoff_view`: each mean with its `band`
-    (`dpfl.plots.BANDS`), each run as a point when `individual`; ``layout.meta`` lists the runs
-    `left_out`, those hidden as `not_guaranteed`, and the fields `varying` and `averaged`.
+    """Returns final accuracy (each dataset's headline metric) against ε of a `tradeoff_view`: each
+    mean with its `band` (`dpfl.plots.BANDS`), each run as a point when `individual`;
+    ``layout.meta`` lists the runs `left_out`, those hidden as `not_guaranteed`, and the fields
+    `varying` and `averaged`.
 
     Raises:
         ParameterError, NotFound: as `tradeoff_view`.
@@ -344,6 +361,7 @@ def tradeoff_rows(view: TradeoffView, band: str = "std") -> list[dict[str, Any]]
                 "algorithm": p["algorithm"],
                 "datasets": " ".join(p["datasets"]),
                 "notion": p["notion"] if private else "none",
+                "metric": p["metric"],
                 "epsilon": p.get("epsilon"),
                 "target_epsilon": p.get("target_epsilon"),
                 "delta": p.get("delta"),
@@ -367,6 +385,7 @@ TRADEOFF_COLUMNS = (
     "algorithm",
     "datasets",
     "notion",
+    "metric",
     "epsilon",
     "target_epsilon",
     "delta",
@@ -381,7 +400,9 @@ TRADEOFF_COLUMNS = (
     "pareto",
     "run_ids",
 )
-"""The columns of an exported Compare view: ``epsilon`` is the mean ε spent, never the target."""
+"""The columns of an exported Compare view: ``epsilon`` is the mean ε spent, never the target;
+``accuracy_mean`` and ``accuracy_std`` are in ``metric``, the datasets' headline metric
+(accuracy, or balanced_accuracy)."""
 
 
 def _frontier(points: Sequence[dict[str, Any]], runs: Sequence[_Compared]) -> list[dict[str, Any]]:

@@ -96,6 +96,16 @@ class Run(Base):
         .correlate_except(RoundMetric)
         .scalar_subquery()
     )
+    # The balanced accuracy of its last evaluated round (the round `final_accuracy` is of), as
+    # `best_accuracy` is loaded: None for a run recorded before balanced accuracy was, or withheld.
+    final_balanced_accuracy: Mapped[float | None] = column_property(
+        select(RoundMetric.balanced_accuracy)
+        .where(RoundMetric.run_id == id)
+        .correlate_except(RoundMetric)
+        .order_by(RoundMetric.round.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
     # A dataset with a privacy budget: noise from OS entropy, diagnostics withheld.
     protected: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # RunResult.diagnostics(): label histogram and records per user, labelled "not private"

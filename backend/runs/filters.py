@@ -2,8 +2,8 @@
 
 Clauses `field op value` joined by `and` (every one must hold), as in MLflow's run search:
 
-- a field is a column of the list (numbers: `epsilon`, `accuracy`, `loss`, `target_epsilon`,
-  `delta`, `rounds`, `seed`; text: `status`, `algorithm`, `dataset`, `notion`, `name`,
+- a field is a column of the list (numbers: `epsilon`, `accuracy`, `balanced_accuracy`, `loss`,
+  `target_epsilon`, `delta`, `rounds`, `seed`; text: `status`, `algorithm`, `dataset`, `notion`, `name`,
   `accountant`) or a dotted path into the run's spec (`params.clip`, `dataset.silos`,
   `privacy.delta`, `model.name`);
 - an operator is one of `= != < <= > >=` (`==` is `=`);
@@ -36,6 +36,7 @@ MAX_FILTER_CHARS = 1000
 _NUMBERS: dict[str, Any] = {
     "epsilon": Run.epsilon,
     "accuracy": Run.final_accuracy,
+    "balanced_accuracy": Run.final_balanced_accuracy,
     "loss": Run.final_loss,
     "target_epsilon": Run.target_epsilon,
     "delta": Run.delta,

@@ -66,6 +66,7 @@ SORTS: dict[str, ColumnElement[Any]] = {
     "final_accuracy": Run.final_accuracy,
     "final_loss": Run.final_loss,
     "best_accuracy": Run.best_accuracy,
+    "final_balanced_accuracy": Run.final_balanced_accuracy,
     "target_epsilon": Run.target_epsilon,
     "algorithm": Run.algorithm,
     "status": Run.status,

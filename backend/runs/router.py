@@ -62,6 +62,7 @@ CSV_COLUMNS = (
     "noise_multiplier",
     "final_accuracy",
     "best_accuracy",
+    "final_balanced_accuracy",
     "final_loss",
     "rounds",
     "seed",

@@ -131,6 +131,11 @@ class RunRead(BaseModel):
     final_accuracy: float | None
     final_loss: float | None
     best_accuracy: float | None = Field(None, description="the best test accuracy of any evaluated round")
+    final_balanced_accuracy: float | None = Field(
+        None,
+        description="the last evaluated round's balanced accuracy (mean per-class recall); null where "
+        "withheld or not recorded",
+    )
     error: str | None
     # what the privacy result warns of: an under-protecting calibration, or a leak the ledger misses
     warning: str | None = None

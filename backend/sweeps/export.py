@@ -19,6 +19,7 @@ SUMMARY_COLUMNS = (
     "target_epsilon",
     "noise_multiplier",
     "n",
+    "metric",
     "accuracy_mean",
     "accuracy_std",
     "epsilon_mean",

@@ -150,6 +150,11 @@ class SummaryRow(BaseModel):
     target_epsilon: float | None
     noise_multiplier: float | None
     n: int
+    metric: str = Field(
+        "accuracy",
+        description="the test metric accuracy_mean and accuracy_std are in: the dataset's headline metric, "
+        "`accuracy`, or `balanced_accuracy` (creditcard)",
+    )
     accuracy_mean: float | None
     accuracy_std: float | None = Field(description="sample standard deviation (ddof 1); null when n = 1")
     epsilon_mean: float | None = Field(description="mean ε spent; null for a non-private algorithm")

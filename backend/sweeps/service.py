@@ -24,10 +24,11 @@ from backend.runs import service as runs
 from backend.runs.listing import Archived, archived_filter, text_clause
 from backend.settings import Settings
 from backend.sweeps.schemas import SweepBatch, SweepCreated, SweepDetail, SweepRead, SweepSummary
-from backend.sweeps.summary import Outcome, pareto_front, reference, summary_rows
+from backend.sweeps.summary import Outcome, in_metric, pareto_front, reference, summary_rows
 from dpfl import runner
 from dpfl.batching import batches
 from dpfl.configuration import configurations
+from dpfl.data import headline_metric
 from dpfl.errors import SpecError, UnknownNameError
 from dpfl.spec import RunSpec, parse_spec
 from dpfl.sweep import Point, PointError, expand, locate
@@ -179,7 +180,8 @@ def detail(session: Session, sweep_id: str) -> SweepDetail:
 
 
 def summary(session: Session, sweep_id: str) -> SweepSummary:
-    """Returns the sweep's succeeded runs summarised per (algorithm, ε), its Pareto front and reference."""
+    """Returns the sweep's succeeded runs summarised per (algorithm, ε), its Pareto front and reference,
+    each run in its dataset's headline metric (`dpfl.data.headline_metric`)."""
     sweep = get_sweep(session, sweep_id)
     counts = _no_counts()
     for status, count in session.execute(
@@ -194,24 +196,30 @@ def summary(session: Session, sweep_id: str) -> SweepSummary:
             Run.target_epsilon,
             Run.spec[("privacy", "noise_multiplier")].as_float(),
             Run.final_accuracy,
+            Run.final_balanced_accuracy,
+            Run.dataset,
             Run.epsilon,
             Run.spec,  # its configuration: runs are averaged over seeds only
         ).where(Run.sweep_id == sweep.id, Run.status == RunStatus.succeeded)
     ).all()
-    configs = configurations({row[0]: row[7] for row in succeeded})
-    rows = summary_rows(
-        Outcome(
-            algorithm=algorithm,
-            notion=notion,
-            target_epsilon=target,
-            noise_multiplier=sigma,
-            accuracy=accuracy,
-            epsilon=epsilon,
-            config=configs[run_id].key,
-            setting=configs[run_id].label,
+    configs = configurations({row[0]: row[-1] for row in succeeded})
+    outcomes = []
+    for run_id, algorithm, notion, target, sigma, accuracy, balanced, dataset, epsilon, _ in succeeded:
+        metric = headline_metric(dataset)
+        outcomes.append(
+            Outcome(
+                algorithm=algorithm,
+                notion=notion,
+                target_epsilon=target,
+                noise_multiplier=sigma,
+                accuracy=in_metric(metric, accuracy=accuracy, balanced_accuracy=balanced),
+                epsilon=epsilon,
+                config=configs[run_id].key,
+                setting=configs[run_id].label,
+                metric=metric,
+            )
         )
-        for run_id, algorithm, notion, target, sigma, accuracy, epsilon, _ in succeeded
-    )
+    rows = summary_rows(outcomes)
     return SweepSummary(
         sweep_id=sweep.id,
         counts=counts,

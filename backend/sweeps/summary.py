@@ -7,7 +7,9 @@ Pure functions over plain records, so the statistics are tested with numbers and
   runs identical but for seed and target) at one target ε (runs given a noise multiplier
   instead are grouped by it): one run per seed. Accuracy is summarised
   by its mean and sample standard deviation (ddof = 1; undefined, so None, for one run), the
-  ε actually spent by its mean and maximum.
+  ε actually spent by its mean and maximum. "Accuracy" is the run's dataset's headline metric
+  (``Outcome.metric``: balanced accuracy for Creditcard), and a row says which; outcomes of two
+  metrics are never averaged together.
 - The Pareto frontier is taken over the private rows: lower ε and higher mean accuracy are
   both better, and a row is on the frontier unless another row has ε ≤ and accuracy ≥ with
   at least one strict. A row's ε is the mean ε its runs spent, never its target.
@@ -26,7 +28,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Outcome", "compare_cells", "front", "pareto_front", "reference", "summary_rows"]
+__all__ = ["Outcome", "compare_cells", "front", "in_metric", "pareto_front", "reference", "summary_rows"]
+
+
+def in_metric(metric: str, *, accuracy: float | None, balanced_accuracy: float | None) -> float | None:
+    """Returns a run's final test value in `metric` (its dataset's headline metric): its balanced
+    accuracy for ``balanced_accuracy``, else its accuracy; None where that one was not recorded."""
+    return balanced_accuracy if metric == "balanced_accuracy" else accuracy
 
 
 @dataclass(frozen=True)
@@ -37,7 +45,8 @@ class Outcome:
         target_epsilon: the ε it was calibrated to, None for a noise-multiplier target or a
             non-private run.
         noise_multiplier: the σ it was given instead of an ε target, else None.
-        accuracy: final test accuracy in [0, 1], None if it was never evaluated.
+        accuracy: final test accuracy in [0, 1] (in `metric`), None if it was never evaluated or
+            that metric was not recorded.
         epsilon: the ε its ledger adds up to, None for a non-private run.
         run_id: the run, for the drill-down of a compare figure.
         series: what keeps it apart from the same algorithm's other outcomes in a compare
@@ -46,6 +55,8 @@ class Outcome:
             within one, so only over seeds.
         setting: the fields that set its configuration apart from the same algorithm's others,
             in words ("δ = 0.1 · lr = 2"); "" when none do.
+        metric: the test metric `accuracy` is in: its dataset's headline metric
+            (`dpfl.data.headline_metric`), ``accuracy`` or ``balanced_accuracy``.
     """
 
     algorithm: str
@@ -58,6 +69,7 @@ class Outcome:
     series: str = ""
     config: str = ""
     setting: str = ""
+    metric: str = "accuracy"
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -83,7 +95,8 @@ def _row_key(row: dict[str, Any]) -> tuple:
 def _groups(outcomes: Iterable[Outcome]) -> dict[tuple, list[Outcome]]:
     groups: dict[tuple, list[Outcome]] = defaultdict(list)
     for o in outcomes:
-        groups[(o.algorithm, o.notion, o.target_epsilon, o.noise_multiplier, o.series, o.config)].append(o)
+        key = (o.algorithm, o.notion, o.target_epsilon, o.noise_multiplier, o.series, o.config, o.metric)
+        groups[key].append(o)
     return groups
 
 
@@ -98,6 +111,7 @@ def _row(members: Sequence[Outcome]) -> dict[str, Any]:
         "target_epsilon": first.target_epsilon,
         "noise_multiplier": first.noise_multiplier,
         "n": len(members),
+        "metric": first.metric,
         "accuracy_mean": _mean(accuracies),
         "accuracy_std": _std(accuracies),
         "epsilon_mean": _mean(spent),
@@ -110,7 +124,8 @@ def summary_rows(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
     algorithm, setting, then ε: a row averages only over seeds.
 
     Each row: algorithm, setting (what sets its configuration apart, or None), notion,
-    target_epsilon, noise_multiplier, n (runs), accuracy_mean, accuracy_std (None when n = 1),
+    target_epsilon, noise_multiplier, n (runs), metric (what the accuracy is in: `Outcome.metric`),
+    accuracy_mean, accuracy_std (None when n = 1),
     epsilon_mean and epsilon_max (None for non-private rows).
     """
     return sorted((_row(members) for members in _groups(outcomes).values()), key=_row_key)

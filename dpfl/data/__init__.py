@@ -15,7 +15,14 @@ from dpfl.data import loaders as _loaders  # noqa: F401  (registers the datasets
 from dpfl.data.dataset import Dataset
 from dpfl.data.files import FileSpec, file_md5, locate
 from dpfl.data.partition import Partition, partition, partition_kinds
-from dpfl.data.registry import DATASETS, DatasetInfo, dataset_info, load_dataset, registered_datasets
+from dpfl.data.registry import (
+    DATASETS,
+    DatasetInfo,
+    dataset_info,
+    headline_metric,
+    load_dataset,
+    registered_datasets,
+)
 from dpfl.data.transforms import apply_features, binary_labels, feature_transforms, pca
 from dpfl.data.users import UserAllocation, natural_users, user_kinds, users, users_first
 
@@ -31,6 +38,7 @@ __all__ = [
     "dataset_info",
     "feature_transforms",
     "file_md5",
+    "headline_metric",
     "load_dataset",
     "locate",
     "natural_users",

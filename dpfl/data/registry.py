@@ -19,7 +19,15 @@ from dpfl.errors import SpecError
 from dpfl.metrics import HEADLINE_METRICS, HeadlineMetric
 from dpfl.registry import Registry
 
-__all__ = ["DATASETS", "DatasetInfo", "Loader", "dataset_info", "load_dataset", "registered_datasets"]
+__all__ = [
+    "DATASETS",
+    "DatasetInfo",
+    "Loader",
+    "dataset_info",
+    "headline_metric",
+    "load_dataset",
+    "registered_datasets",
+]
 
 Loader = Callable[..., Dataset]
 
@@ -120,6 +128,15 @@ def dataset_info(name: str) -> DatasetInfo:
         UnknownNameError: ``name`` is not registered; the message lists what is.
     """
     return DATASETS[name][0]
+
+
+def headline_metric(name: str) -> HeadlineMetric:
+    """Returns the test metric results on dataset `name` are reported in (`DatasetInfo.metric`).
+
+    A name that is not registered is data of its own with no metadata here (an uploaded CSV, listed
+    under the upload's name; an external run's dataset): its results are in accuracy.
+    """
+    return DATASETS[name][0].metric if name in DATASETS else "accuracy"
 
 
 def load_dataset(

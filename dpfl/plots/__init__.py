@@ -15,6 +15,7 @@ importance).
 
 from dpfl.plots.baseline import (
     GUESSING_MARGIN,
+    chance_baseline,
     guessing_margin,
     majority_accuracy,
     no_better_than_guessing,
@@ -44,6 +45,7 @@ __all__ = [
     "accuracy_vs_spent",
     "algorithm_colour",
     "band_limits",
+    "chance_baseline",
     "compare_subtitle",
     "epsilon_per_party",
     "flatten",

@@ -1,8 +1,14 @@
 """The compare page's figure: final test accuracy against ε, one curve per algorithm (and series).
 
+A point is in its dataset's headline metric (``metric``: `dpfl.data.headline_metric`), accuracy
+unless the dataset's papers report another: Creditcard's 0.17 % frauds make a constant classifier
+0.998 accurate, so its points are balanced accuracy. The y axis title names the metric, and each
+metric with its datasets when the points mix them.
+
 Every trace carries ``meta = {"role": …, "algorithm": …}`` with role ``mean``, ``band``, ``run``
 (each run of a point, when asked for), ``pareto`` or ``missed`` (from each ε target a point
-missed to the ε it spent) (and ``series``, ``notion`` on mean and band); points carry
+missed to the ε it spent) (and ``series``, ``notion`` on mean and band, ``metric``, its name, on
+mean); points carry
 ``customdata = [algorithm, epsilon, run_ids]``, so the browser maps a click back to the runs
 behind it (the seeds) without parsing hover text. Runs of different privacy notions are drawn in
 one panel per notion (``dpfl.plots.notions``).
@@ -12,18 +18,20 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import plotly.graph_objects as go
 from scipy import stats
 
+from dpfl.metrics import METRIC_NAMES
 from dpfl.plots.baseline import no_better_than_guessing
 from dpfl.plots.colours import FAINT_GREY, _translucent, algorithm_colour
 from dpfl.plots.layout import _DASHES, _epsilon_axis, _floats, _no_data
 from dpfl.plots.notions import epsilon_title, faceted_figure, notions_in
 
-__all__ = ["BANDS", "Band", "band_limits", "tradeoff"]
+__all__ = ["BANDS", "Band", "band_limits", "metric_title", "tradeoff"]
 
 Band = Literal["std", "se", "ci95", "minmax"]
 BANDS: dict[str, str] = {
@@ -53,10 +61,11 @@ def tradeoff(
     band: Band = "std",
     individual: bool = False,
     log_x: bool = True,
-    title: str = "Final test accuracy against ε",
+    title: str | None = None,
     subtitle: str | None = None,
 ) -> go.Figure:
-    """Returns final accuracy against ε: a line and a ±1 std band per series, one panel per notion.
+    """Returns final accuracy (or each point's ``metric``) against ε: a line and a ±1 std band per
+    series, one panel per notion.
 
     Args:
         points: one per (series, ε) cell, aggregated over seeds:
@@ -67,10 +76,13 @@ def tradeoff(
             when one algorithm has several lines, e.g. "uldp_avg · sweep b"; default the
             algorithm), ``run_ids`` (the runs behind the point, in its customdata) and
             ``baseline`` (``{"accuracy", "records"}``, the majority-class rate of its evaluation
-            set: a point within ``guessing_margin`` of it is drawn as an × and its hover says
-            "no better than guessing").
-        reference: the non-private result(s), ``{"algorithm", "mean", "std", "n"}`` or a list of
-            them, each drawn as a dashed horizontal line across every panel.
+            set in its metric, `chance_baseline`: a point within ``guessing_margin`` of it is
+            drawn as an × and its hover says "no better than guessing"), ``metric`` (the test
+            metric ``mean`` is in, `dpfl.metrics.HEADLINE_METRICS`; default accuracy) and
+            ``datasets`` (its runs' datasets, named on the y axis when metrics mix).
+        reference: the non-private result(s), ``{"algorithm", "mean", "std", "n"}`` (optional
+            ``metric``, ``datasets``) or a list of them, each drawn as a dashed horizontal line
+            across every panel.
         pareto: the frontier points ``{"algorithm", "epsilon", "mean"}`` (optional ``notion``,
             ``run_ids``), in any order; one frontier per panel.
         baselines: majority-class lines ``{"accuracy": float, "label": str | None}``, dotted
@@ -80,7 +92,8 @@ def tradeoff(
         band: the band around each mean (`BANDS`, `band_limits`).
         individual: draw each run of a point too (from the points' ``members``).
         log_x: draw ε on a log axis (sweeps usually span ε = 0.1 … 10).
-        title: the figure's title.
+        title: the figure's title; default "Final test accuracy against ε", naming the points'
+            metric(s).
         subtitle: the title's second line (datasets, δ, rounds, accountants).
 
     Raises:
@@ -90,12 +103,13 @@ def tradeoff(
     if log_x:
         _check_log_epsilons([*points, *(pareto or ())])
     panels = notions_in(p.get("notion") for p in points) or [None]
+    metrics = sorted({_metric(p) for p in [*points, *references]}) or ["accuracy"]
     fig = faceted_figure(
         kind="tradeoff",
-        title=title,
+        title=title or f"Final test {' and '.join(_metric_name(m) for m in metrics)} against ε",
         subtitle=subtitle,
         notions=panels,
-        yaxis={"title": {"text": "test accuracy"}, "range": [0, 1]},
+        yaxis={"title": {"text": metric_title([*points, *references])}, "range": [0, 1]},
     )
     dashes: dict[str, itertools.cycle[str]] = {}
     any_missed = False
@@ -156,6 +170,30 @@ def tradeoff(
 
 def _series(point: Point) -> str:
     return point.get("series") or point["algorithm"]
+
+
+def _metric(point: Point) -> str:
+    return point.get("metric") or "accuracy"
+
+
+def _metric_name(metric: str) -> str:
+    return METRIC_NAMES.get(metric, metric.replace("_", " "))
+
+
+def metric_title(points: Iterable[Point]) -> str:
+    """Returns the y axis title: the test metric of `points` ("test balanced accuracy"), or, when
+    they are in several, each metric with its points' ``datasets``: "test accuracy (mnist) ·
+    balanced accuracy (creditcard)"; "test accuracy" for no points."""
+    datasets: dict[str, set[str]] = defaultdict(set)
+    for p in points:
+        datasets[_metric(p)].update(p.get("datasets") or ())
+    if len(datasets) <= 1:
+        return f"test {_metric_name(next(iter(datasets), 'accuracy'))}"
+    named = (
+        _metric_name(m) + (f" ({', '.join(sorted(names))})" if names else "")
+        for m, names in sorted(datasets.items())
+    )
+    return "test " + " · ".join(named)
 
 
 def _check_log_epsilons(points: Sequence[Point]) -> None:
@@ -229,7 +267,10 @@ def _runs(series: str, notion: str | None, cells: Sequence[Point]) -> go.Scatter
         legendgroup=series,
         showlegend=False,
         customdata=[[algorithm, c["epsilon"], [m[0]]] for c, m in members],
-        hovertext=[f"{series}<br>run {m[0][:8]}: accuracy {m[2]:.3f} at ε {m[1]:.3g}" for _, m in members],
+        hovertext=[
+            f"{series}<br>run {m[0][:8]}: {_metric_name(_metric(c))} {m[2]:.3f} at ε {m[1]:.3g}"
+            for c, m in members
+        ],
         hovertemplate="%{hovertext}<extra></extra>",
         meta={"role": "run", "algorithm": algorithm, "series": series, "notion": notion},
     )
@@ -262,7 +303,13 @@ def _mean_line(series: str, notion: str | None, cells: Sequence[Point], dash: st
         customdata=[_customdata(c) for c in cells],
         hovertext=[_cell_text(c) for c in cells],
         hovertemplate="%{hovertext}<extra></extra>",
-        meta={"role": "mean", "algorithm": algorithm, "series": series, "notion": notion},
+        meta={
+            "role": "mean",
+            "algorithm": algorithm,
+            "series": series,
+            "notion": notion,
+            "metric": _metric_name(_metric(cells[0])),
+        },
     )
 
 
@@ -281,7 +328,8 @@ def _cell_text(cell: Point) -> str:
     seeds = "" if n is None else f"<br>{n} seed{'s' if n != 1 else ''}"
     if _missed(cell):
         privacy += f" spent (target {cell['target_epsilon']:.3g}: missed)"
-    text = f"<b>{_series(cell)}</b><br>{privacy}<br>accuracy {cell['mean']:.3f}{spread}{seeds}"
+    metric = _metric_name(_metric(cell))
+    text = f"<b>{_series(cell)}</b><br>{privacy}<br>{metric} {cell['mean']:.3f}{spread}{seeds}"
     if cell.get("not_guaranteed"):
         text += "<br>not guaranteed: " + "; ".join(cell["not_guaranteed"])
     if "protected" in cell:  # private points say what their ε is worth

@@ -84,6 +84,17 @@ def test_sortable_headers_are_buttons_with_aria_sort_and_an_arrow(page: Page, sm
     assert sorts()["created"] == "none"
 
 
+def test_a_balanced_accuracy_column_shows_the_servers_value_and_sorts_by_it(page: Page, server, small_runs):
+    run = httpx.get(f"{server}/api/runs/{small_runs['small']}").json()
+    assert run["final_balanced_accuracy"] is not None
+    page.goto(f"/#/runs?q={run['id']}&cols=name,final_accuracy,final_balanced_accuracy")
+    cell = page.locator(f"tr[data-run='{run['id']}'] td[data-col='final_balanced_accuracy']")
+    expect(cell).to_have_text(f"{run['final_balanced_accuracy']:.3g}", timeout=20_000)
+    page.get_by_role("button", name="balanced accuracy").click()
+    expect(page.locator("th[aria-sort=descending]")).to_have_text("balanced accuracy ▼")
+    assert "sort=-final_balanced_accuracy" in page.url
+
+
 ROWS = "table.runs tbody tr[data-run]"
 SWEEP = {
     "name": "runs page sweep",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dpfl.data import dataset_info
+from dpfl.data import dataset_info, headline_metric
 from dpfl.metrics import balanced_accuracy
 
 
@@ -52,3 +52,9 @@ def test_mismatched_or_empty_inputs_are_refused(labels, predicted, message):
 def test_creditcard_reports_balanced_accuracy_and_the_others_accuracy():
     assert dataset_info("creditcard").metric == "balanced_accuracy"
     assert dataset_info("mnist").metric == "accuracy"
+
+
+def test_the_headline_metric_of_a_name_not_registered_is_accuracy():
+    assert headline_metric("creditcard") == "balanced_accuracy"
+    assert (headline_metric("mnist"), headline_metric("csv")) == ("accuracy", "accuracy")
+    assert headline_metric("my-upload") == "accuracy"  # an upload, listed under its own name

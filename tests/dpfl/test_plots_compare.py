@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import numpy as np
 import pytest
 
 from dpfl.plots import (
@@ -13,6 +14,7 @@ from dpfl.plots import (
     accuracy_vs_spent,
     algorithm_colour,
     band_limits,
+    chance_baseline,
     compare_subtitle,
     flatten,
     guessing_margin,
@@ -170,6 +172,23 @@ def test_subtitle_names_dataset_delta_rounds_and_accountant_or_says_mixed():
     assert "subtitle" not in to_json(tradeoff(RECORD))["layout"]["title"]
 
 
+def test_the_y_axis_names_the_points_metric_and_each_with_its_datasets_when_they_mix():
+    balanced = [{**p, "metric": "balanced_accuracy", "datasets": ["creditcard"]} for p in USER]
+    layout = to_json(tradeoff(balanced))["layout"]
+    assert (layout["yaxis"]["title"]["text"], layout["title"]["text"]) == (
+        "test balanced accuracy",
+        "Final test balanced accuracy against ε",
+    )
+    assert _traces(to_json(tradeoff(balanced)), "mean")[0]["hovertext"][0].split("<br>")[2] == (
+        "balanced accuracy 0.500"
+    )
+    mixed = [*balanced, *({**p, "datasets": ["mnist"]} for p in RECORD)]  # no metric: accuracy
+    layout = to_json(tradeoff(mixed))["layout"]
+    assert layout["yaxis"]["title"]["text"] == "test accuracy (mnist) · balanced accuracy (creditcard)"
+    assert layout["title"]["text"] == "Final test accuracy and balanced accuracy against ε"
+    assert to_json(tradeoff([]))["layout"]["yaxis"]["title"]["text"] == "test accuracy"
+
+
 # --- single points, series --------------------------------------------------------------------------
 
 
@@ -210,6 +229,22 @@ def test_majority_accuracy_and_the_guessing_margin():
         "records": 4,
     }
     assert run_baseline({"withheld": False}) is None  # recorded before the diagnostic existed
+
+
+def test_the_chance_baseline_of_balanced_accuracy_is_one_over_the_classes_present():
+    assert chance_baseline([3, 5, 2]) == majority_accuracy([3, 5, 2])
+    baseline = chance_baseline([9990, 0, 10], "balanced_accuracy")
+    assert baseline == {"accuracy": 0.5, "records": pytest.approx(4 / (1 / 9990 + 1 / 10), rel=1e-12)}
+    assert chance_baseline([0, 0], "balanced_accuracy") is None
+    assert chance_baseline(None, "balanced_accuracy") is None
+    # the margin is two standard deviations of a uniform guesser's balanced accuracy: simulated
+    rng = np.random.default_rng(0)
+    guessed = (rng.binomial(9990, 0.5, 200_000) / 9990 + rng.binomial(10, 0.5, 200_000) / 10) / 2
+    margin = guessing_margin(baseline["accuracy"], baseline["records"])
+    assert margin == pytest.approx(0.15819, abs=1e-5)
+    assert margin == pytest.approx(2 * guessed.std(), rel=0.01)
+    assert no_better_than_guessing(0.65, baseline) is True
+    assert no_better_than_guessing(0.66, baseline) is False
 
 
 def test_points_no_better_than_guessing_are_crosses_and_say_so():

@@ -24,7 +24,9 @@ const list = (csv) => (csv ? csv.split(",").filter(Boolean) : []);
 const LIVE = ["queued", "preparing", "running"];
 // the bands the server draws (`dpfl.plots.BANDS`), as the legend names them
 const BANDS = { std: "± 1 std", se: "± 1 standard error", ci95: "95 % CI of the mean", minmax: "min–max" };
-const notDrawnBecause = (run) => (run.status === "succeeded" ? "succeeded, never evaluated" : run.status);
+// a succeeded run with an accuracy is left out for want of its dataset's metric (balanced accuracy)
+const notDrawnBecause = (run) => (run.status !== "succeeded" ? run.status
+  : run.final_accuracy == null ? "succeeded, never evaluated" : "succeeded, its dataset's metric not recorded");
 
 async function showLeftOut(el, ids) {
   el.hidden = !ids.length;

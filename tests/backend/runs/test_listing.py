@@ -33,6 +33,7 @@ CSV_COLUMNS = [
     "noise_multiplier",
     "final_accuracy",
     "best_accuracy",
+    "final_balanced_accuracy",
     "final_loss",
     "rounds",
     "seed",
@@ -201,8 +202,8 @@ def test_an_unknown_sort_is_a_422_listing_the_keys(client):
         {
             "loc": ["query", "sort"],
             "msg": "must be one of accountant, algorithm, best_accuracy, created_at, dataset, delta, "
-            "duration_s, epsilon, final_accuracy, final_loss, name, notion, rounds, status, target_epsilon "
-            "(prefix - for descending); "
+            "duration_s, epsilon, final_accuracy, final_balanced_accuracy, final_loss, name, notion, rounds, "
+            "status, target_epsilon (prefix - for descending); "
             "got '-colour'.",
             "type": "value_error",
         }
@@ -234,6 +235,7 @@ def test_csv_exports_every_match_with_its_columns(client, settings):
         "noise_multiplier": "",
         "final_accuracy": "",
         "best_accuracy": "0.8",
+        "final_balanced_accuracy": "",
         "final_loss": "",
         "rounds": "20",
         "seed": "11",
@@ -306,9 +308,9 @@ def test_a_filter_expression_narrows_the_list(client, settings, expression, arch
         ("epsilon <= 2 or seed = 1", "expected `and` at character 14; got 'or'."),
         (
             "epsilonn < 2",
-            "names no field: 'epsilonn' is neither a column (accountant, accuracy, algorithm, dataset, "
-            "delta, epsilon, loss, name, notion, rounds, seed, status, target_epsilon) nor a path "
-            "into the spec such as params.lr or dataset.silos.",
+            "names no field: 'epsilonn' is neither a column (accountant, accuracy, algorithm, "
+            "balanced_accuracy, dataset, delta, epsilon, loss, name, notion, rounds, seed, status, "
+            "target_epsilon) nor a path into the spec such as params.lr or dataset.silos.",
         ),
         ("epsilon = abc", "compares epsilon, a number, with 'abc'."),
         ("status = 2", "compares status, a text, with 2.0: quote it to compare as text."),
@@ -327,3 +329,66 @@ def test_the_csv_export_takes_the_filter(client, settings):
     res = client.get("/api/runs.csv", params={"filter": "epsilon >= 2", "archived": "all"})
     assert res.status_code == 200 and res.headers["x-total-count"] == "3"
     assert [row["id"] for row in csv.DictReader(io.StringIO(res.text))] == ["b3", "a2", "a1"]
+
+
+def add_scored_runs(settings) -> None:
+    """Stores four succeeded runs (oldest first) whose evaluated rounds carry known accuracy and
+    balanced accuracy: two on creditcard, one on mnist, and one recorded before balanced accuracy was."""
+    database = Database(settings.database_url)
+    rows = [
+        # id, dataset, each evaluated round's (round, accuracy, balanced accuracy): the last is final
+        ("c1", "creditcard", ((5, 0.9990, 0.95), (10, 0.9985, 0.81))),
+        ("c2", "creditcard", ((10, 0.9992, 0.74),)),
+        ("m1", "mnist", ((10, 0.91, 0.905),)),
+        ("old", "digits", ((10, 0.8, None),)),
+    ]
+    with database.session() as session:
+        for i, (rid, dataset, rounds) in enumerate(rows):
+            session.add(
+                Run(
+                    id=rid,
+                    created_at=T0 + dt.timedelta(minutes=i),
+                    status="succeeded",
+                    algorithm="fedavg",
+                    dataset=dataset,
+                    rounds=10,
+                    spec={"seed": i},
+                    final_accuracy=rounds[-1][1],
+                )
+            )
+            session.flush()
+            session.add_all(
+                RoundMetric(run_id=rid, round=r, accuracy=a, balanced_accuracy=b, loss=1 - a)
+                for r, a, b in rounds
+            )
+    database.engine.dispose()
+
+
+def test_the_list_carries_each_runs_final_balanced_accuracy_sorts_and_filters_by_it(client, settings):
+    add_scored_runs(settings)
+    items = client.get("/api/runs").json()["items"]
+    assert {r["id"]: (r["final_accuracy"], r["final_balanced_accuracy"]) for r in items} == {
+        "c1": (0.9985, 0.81),  # its last round's, not the better earlier one
+        "c2": (0.9992, 0.74),
+        "m1": (0.91, 0.905),
+        "old": (0.8, None),
+    }
+    assert ids(client, sort="final_balanced_accuracy") == ["c2", "c1", "m1", "old"]  # none: last
+    assert ids(client, sort="-final_balanced_accuracy") == ["m1", "c1", "c2", "old"]
+    assert ids(client, filter="balanced_accuracy > 0.75") == ["m1", "c1"]
+    assert ids(client, filter="balanced_accuracy < 0.8 and accuracy > 0.99") == ["c2"]
+    assert ids(client, filter="accuracy > 0.99") == ["c2", "c1"]  # what plain accuracy says of frauds
+    # a run without one never matches
+    assert ids(client, filter="balanced_accuracy != 0.5") == ["m1", "c2", "c1"]
+
+
+def test_the_csv_has_the_final_balanced_accuracy_empty_where_a_run_has_none(client, settings):
+    add_scored_runs(settings)
+    res = client.get("/api/runs.csv", params={"sort": "-final_balanced_accuracy"})
+    table = list(csv.DictReader(io.StringIO(res.text)))
+    assert [(r["id"], r["final_accuracy"], r["final_balanced_accuracy"]) for r in table] == [
+        ("m1", "0.91", "0.905"),
+        ("c1", "0.9985", "0.81"),
+        ("c2", "0.9992", "0.74"),
+        ("old", "0.8", ""),
+    ]

@@ -260,6 +260,7 @@ def test_summary_of_a_queued_sweep_is_empty_with_its_counts(client):
             "target_epsilon",
             "noise_multiplier",
             "n",
+            "metric",
             "accuracy_mean",
             "accuracy_std",
             "epsilon_mean",

@@ -30,6 +30,7 @@ def test_two_seeds_give_mean_and_sample_std():
         "target_epsilon": 1.0,
         "noise_multiplier": None,
         "n": 2,
+        "metric": "accuracy",
         "accuracy_mean": pytest.approx(0.85, abs=1e-15),
         "accuracy_std": pytest.approx(0.07071067811865474, rel=1e-12),  # |0.9 - 0.8| / √2 (ddof = 1)
         "epsilon_mean": pytest.approx(0.99, abs=1e-15),
@@ -129,8 +130,17 @@ def test_summary_csv_has_a_header_and_one_line_per_row():
     lines = list(csv.reader(io.StringIO(summary_csv(rows))))
     assert lines == [
         list(SUMMARY_COLUMNS),
-        ["a", "", "record", "1.0", "", "1", "0.5", "", "0.97", "0.97"],
-        ["fedavg", "", "none", "", "", "1", "0.9", "", "", ""],
+        ["a", "", "record", "1.0", "", "1", "accuracy", "0.5", "", "0.97", "0.97"],
+        ["fedavg", "", "none", "", "", "1", "accuracy", "0.9", "", "", ""],
+    ]
+
+
+def test_outcomes_in_two_metrics_are_never_averaged_together():
+    balanced = Outcome("a", "user", 1.0, None, 0.75, 1.0, metric="balanced_accuracy")
+    rows = summary_rows([private("a", 1.0, 0.95), balanced])
+    assert [(r["metric"], r["n"], r["accuracy_mean"]) for r in rows] == [
+        ("accuracy", 1, 0.95),
+        ("balanced_accuracy", 1, 0.75),
     ]
 
 

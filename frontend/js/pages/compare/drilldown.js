@@ -9,7 +9,8 @@ import { deltaText, fmt, h, replace } from "../../dom.js";
 
 /**
  * Returns the plotted points of a trade-off figure, in panel and legend order:
- * `{algorithm, series, notion, epsilon, mean, std, n, runIds}`.
+ * `{algorithm, series, notion, metric, epsilon, mean, std, n, runIds}` (metric: what the server
+ * plotted for its dataset, "accuracy" or "balanced accuracy").
  * The std is read off the series' band (its upper edge is mean + std, cell by cell, in the same ε
  * order as the line): the figure carries no other copy of it. No band, or a zero width, is "–".
  */
@@ -22,16 +23,17 @@ export function plottedPoints(figure) {
     .flatMap((t) => t.customdata.map(([algorithm, epsilon, runIds], i) => {
       const upper = band(t.meta)?.y[i];
       const std = upper == null || upper === t.y[i] ? null : upper - t.y[i];
-      return { algorithm, series: t.meta.series, notion: t.meta.notion, epsilon, mean: t.y[i], std, n: runIds.length, runIds };
+      return { algorithm, series: t.meta.series, notion: t.meta.notion, metric: t.meta.metric ?? "accuracy", epsilon, mean: t.y[i], std, n: runIds.length, runIds };
     }));
 }
 
 /** Returns the table of plotted points, one button per row calling `open([algorithm, epsilon, runIds])`. */
 export function pointsTable(points, open) {
   const label = (p) => `runs of ${p.series} at ε = ${fmt(p.epsilon)}`;
+  const metric = [...new Set(points.map((p) => p.metric))].join(" / ");
   return h("div", { class: "table-scroll" }, h("table", { class: "grid points" },
-    h("caption", { class: "visually-hidden" }, "The plotted points: mean final accuracy over seeds"),
-    h("thead", {}, h("tr", {}, ["algorithm", "ε", "accuracy (mean ± std)", "n", "notion", ""].map((c, i) =>
+    h("caption", { class: "visually-hidden" }, `The plotted points: mean final ${metric} over seeds`),
+    h("thead", {}, h("tr", {}, ["algorithm", "ε", `${metric} (mean ± std)`, "n", "notion", ""].map((c, i) =>
       h("th", { scope: "col", class: [1, 2, 3].includes(i) ? "num" : null }, c || h("span", { class: "visually-hidden" }, "runs"))))),
     h("tbody", {}, points.map((p) => h("tr", {},
       h("td", {}, p.series),
