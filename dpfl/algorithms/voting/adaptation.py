@@ -34,14 +34,13 @@ import math
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from dpfl.algorithms.voting.training import minibatches
+from dpfl.algorithms.voting.training import largest_first, minibatches
 from dpfl.engine import ParamLayout, models_per_block, sample_without_replacement, silo_generator
 from dpfl.errors import SpecError
 from dpfl.models import build_model, draws_randomness
@@ -58,27 +57,11 @@ __all__ = [
 ]
 
 
-class _GradientReversal(torch.autograd.Function):
-    """R_λ: the identity forward, −λ × the incoming gradient backward (Ganin et al. 2016, Eq. 14)."""
-
-    generate_vmap_rule = True  # so that `vmap` over agents of `grad` goes through it
-
-    @staticmethod
-    def forward(x: torch.Tensor, weight: float) -> torch.Tensor:
-        return x.clone()
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[torch.Tensor, float], output: torch.Tensor) -> None:
-        ctx.weight = inputs[1]
-
-    @staticmethod
-    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return grad_output * -ctx.weight, None
-
-
-def reverse_gradient(x: torch.Tensor, weight: float) -> torch.Tensor:
-    """Returns `x` unchanged; its gradient flows back multiplied by −`weight` (λ ≥ 0)."""
-    return _GradientReversal.apply(x, float(weight))
+def reverse_gradient(x: torch.Tensor, weight: float | torch.Tensor) -> torch.Tensor:
+    """R_λ (Ganin et al. 2016, Eq. 14): returns `x` unchanged; its gradient flows back multiplied
+    by −`weight` (λ ≥ 0), a float or,
+    under `vmap` over agents, each agent's own. The forward is `x` exactly: `x − x` is zero."""
+    return x.detach() + (x - x.detach()) * -weight
 
 
 def annealed_rate(lr: float, progress: float) -> float:
@@ -189,7 +172,7 @@ def train_dann(
                                                   + mean_j CE(G_d(R_λ(G_f(t_j))), 1)],
 
     w_i = 1/(real records in the batch) on real records, λ = `reversal_weight(p, gamma=gamma)`
-    at the fraction p of all steps done. A model with no record takes zero gradients.
+    at the fraction p of its own steps done (⌈n_s/B⌉ an epoch). A model with no record never steps.
 
     Raises:
         ValueError: `init` is not [S, P] for S = len(rows), or `target` is empty.
@@ -202,53 +185,60 @@ def train_dann(
     head_layout = ParamLayout.of(head)
     models = init.detach().clone()
     heads = head_layout.flatten_module(head).expand(len(rows), -1).clone()
-    sizes = [len(r) for r in rows]
-    width = max(sizes, default=0)
     label_loss = torch.zeros(epochs, len(rows))
     domain_loss = torch.zeros(epochs, len(rows))
-    if width == 0:
+    order = largest_first(rows)
+    if not order or not len(rows[order[0]]):
         return DANNTraining(models, heads, label_loss, domain_loss)
-    per_epoch = math.ceil(width / batch_size)
+    # each model's own steps an epoch: its schedule (λ_p, μ_p) reads its own records alone
+    per_epoch = torch.tensor([math.ceil(len(r) / batch_size) for r in rows])
     # a model with dropout draws each agent's and each record's own masks (the caller seeds them)
     loss_grads = vmap(
         grad(_agent_loss(split, head), argnums=(0, 1), has_aux=True),
-        in_dims=(0, 0, 0, 0, 0, 0, None),
+        in_dims=(0, 0, 0, 0, 0, 0, 0),
         randomness="different" if draws_randomness(model) else "error",
     )
     # twice the records of a plain step (source and target), and the head's parameters too
-    size = models_per_block(layout.size + head_layout.size, 2 * min(batch_size, width), x[0].numel())
-    for first in range(0, len(rows), size):
-        block = range(first, min(first + size, len(rows)))
-        w, h = models[first : block.stop], heads[first : block.stop]
+    largest = len(rows[order[0]])
+    size = models_per_block(layout.size + head_layout.size, 2 * min(batch_size, largest), x[0].numel())
+    for first in range(0, len(order), size):
+        block = order[first : first + size]
+        own = per_epoch[block]
+        w, h = models[block], heads[block]
         v_w, v_h = torch.zeros_like(w), torch.zeros_like(h)
-        targets = _target_batches(len(target), block, epochs, per_epoch, batch_size, seed, target_stream)
+        targets = _target_batches(len(target), block, epochs, int(own[0]), batch_size, seed, target_stream)
         steps = minibatches(
             x,
             y,
-            rows[first : block.stop],
-            list(block),
-            width,
+            [rows[s] for s in block],
+            block,
             epochs=epochs,
             batch_size=batch_size,
             seed=seed,
             stream=stream,
         )
-        for step, ((_, batch), index) in enumerate(zip(steps, targets, strict=True)):
-            progress = step / (epochs * per_epoch)
-            weight, rate = reversal_weight(progress, gamma=gamma), annealed_rate(lr, progress)
+        for i, ((active, batch), index) in enumerate(zip(steps, targets, strict=True)):
+            epoch, step = divmod(i, int(own[0]))
+            mine = own[:active]
+            progress = ((epoch * mine + step) / (epochs * mine)).tolist()
+            weight = torch.tensor([reversal_weight(p, gamma=gamma) for p in progress])
+            rate = torch.tensor([annealed_rate(lr, p) for p in progress]).unsqueeze(1)
             (g_w, g_h), (label, domain) = loss_grads(
-                layout.unflatten(w),
-                head_layout.unflatten(h),
+                layout.unflatten(w[:active]),
+                head_layout.unflatten(h[:active]),
                 batch.x,
                 batch.y,
                 batch.mask,
-                target[index],
+                target[index[:active]],
                 weight,
             )
             for params, velocity, g in ((w, v_w, layout.flatten(g_w)), (h, v_h, head_layout.flatten(g_h))):
-                params -= rate * velocity.mul_(momentum).add_(g) if momentum else rate * g
-            label_loss[step // per_epoch, first : block.stop] += label / per_epoch
-            domain_loss[step // per_epoch, first : block.stop] += domain / per_epoch
+                g = velocity[:active].mul_(momentum).add_(g) if momentum else g
+                params[:active] -= rate * g
+            rows_of = block[:active]
+            label_loss[epoch, rows_of] += label / mine
+            domain_loss[epoch, rows_of] += domain / mine
+        models[block], heads[block] = w, h
     return DANNTraining(models, heads, label_loss, domain_loss)
 
 
@@ -287,7 +277,7 @@ def _agent_loss(split: FeatureSplit, head: nn.Module):
 
 
 def _target_batches(
-    size: int, block: range, epochs: int, per_epoch: int, batch_size: int, seed: int, stream: int
+    size: int, block: Sequence[int], epochs: int, per_epoch: int, batch_size: int, seed: int, stream: int
 ) -> Iterator[torch.Tensor]:
     """Yields each step's target rows [models, B] of a block: per epoch, model s walks its own
     permutation of the `size` target records from `silo_generator(seed, s, epoch, stream)`,

@@ -7,14 +7,15 @@ batched computations (`dpfl.engine.sgd_steps` over [s, P] stacks, in blocks that
 cache), never in a Python loop over models.
 
 Each model sees its records in epochs: a fresh permutation per epoch from its own
-`silo_generator(seed, id, epoch, stream)`, cut into batches of `batch_size`. Models with fewer
-records than the largest wrap around their permutation, so every model takes the same number
-of steps per epoch; a model with no record takes zero gradients.
+`silo_generator(seed, id, epoch, stream)`, cut into batches of `batch_size`, the last one short:
+⌈n/B⌉ steps an epoch for a model of n records. A model's training reads its own records alone,
+its number of steps included: when every model took as many steps as the largest, one record
+added to the largest agent moved every agent's model, and so every agent's vote (a fuzzed
+neighbour's histogram moved 3√2 where the ledger allows √2). A model with no record never steps.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -23,7 +24,7 @@ from torch import nn
 from dpfl.engine import ParamLayout, SiloBatch, models_per_block, sgd_steps, silo_generator
 from dpfl.engine.noise import sample_without_replacement
 
-__all__ = ["minibatches", "train_sgd"]
+__all__ = ["largest_first", "minibatches", "train_sgd"]
 
 
 def train_sgd(
@@ -54,27 +55,31 @@ def train_sgd(
         raise ValueError(f"init must be [S, P] with S = {len(rows)} models; got shape {tuple(init.shape)}")
     ids = list(range(len(rows))) if ids is None else [int(i) for i in ids]
     w = init.detach().clone()
-    sizes = torch.tensor([len(r) for r in rows], dtype=torch.long)
-    width = int(sizes.max()) if len(rows) else 0
-    if width == 0:
+    order = largest_first(rows)
+    if not order or not len(rows[order[0]]):
         return w
     # Models train independently, so they train in blocks that fit in the cache.
-    size = models_per_block(layout.size, min(batch_size, width), x[0].numel())
-    for first in range(0, len(rows), size):
-        block = slice(first, min(first + size, len(rows)))
+    size = models_per_block(layout.size, min(batch_size, len(rows[order[0]])), x[0].numel())
+    for first in range(0, len(order), size):
+        block = order[first : first + size]
         steps = minibatches(
             x,
             y,
-            rows[block],
-            ids[block],
-            width,
+            [rows[s] for s in block],
+            [ids[s] for s in block],
             epochs=epochs,
             batch_size=batch_size,
             seed=seed,
             stream=stream,
         )
-        w[block] = sgd_steps(model, layout, w[block], len(rows[block]), steps, lr=lr, momentum=momentum)
+        w[block] = sgd_steps(model, layout, w[block], len(block), steps, lr=lr, momentum=momentum)
     return w
+
+
+def largest_first(rows: Sequence[torch.Tensor]) -> list[int]:
+    """Returns the models' indices, the most records first (ties in order): the models still
+    stepping late in an epoch are then a prefix of a block, which is what `sgd_steps` steps."""
+    return sorted(range(len(rows)), key=lambda s: -len(rows[s]))
 
 
 def minibatches(
@@ -82,19 +87,22 @@ def minibatches(
     y: torch.Tensor,
     rows: Sequence[torch.Tensor],
     ids: Sequence[int],
-    width: int,
     *,
     epochs: int,
     batch_size: int,
     seed: int,
     stream: int,
 ) -> Iterator[tuple[int, SiloBatch]]:
-    """Yields each local step's (models, minibatch) of a block of models, epoch after epoch:
-    ⌈width / B⌉ steps an epoch, `width` the most records of any model of the training (not
-    only of this block), so a model's steps do not depend on its block."""
-    span = torch.arange(batch_size)
+    """Yields each local step's (active, minibatch) of a block of models, epoch after epoch: model
+    s takes ⌈n_s / B⌉ steps an epoch over its own permutation, the last one short, and a step
+    moves the first `active` models, those with records left this epoch (`rows` come largest
+    first, see `largest_first`). The block's steps an epoch are its largest model's."""
     counts = torch.tensor([len(r) for r in rows], dtype=torch.long)
-    mask = span.unsqueeze(0) < counts.unsqueeze(1)  # a model with fewer records than a batch uses each once
+    if len(rows) > 1 and bool((counts[1:] > counts[:-1]).any()):
+        raise ValueError(f"rows must come largest first; got sizes {counts.tolist()}")
+    width = int(counts.max()) if len(rows) else 0
+    own_steps = (counts + batch_size - 1) // batch_size
+    span = torch.arange(batch_size)
     for epoch in range(epochs):
         perms = torch.zeros(len(rows), width, dtype=torch.long)
         for k, (own, i) in enumerate(zip(rows, ids, strict=True)):
@@ -102,10 +110,11 @@ def minibatches(
                 perms[k, : len(own)] = own[
                     sample_without_replacement(len(own), len(own), silo_generator(seed, i, epoch, stream))
                 ]
-        for step in range(math.ceil(width / batch_size)):
-            # Positions wrap modulo each model's size, so all models step together.
-            pos = (step * batch_size + span).unsqueeze(0) % counts.clamp(min=1).unsqueeze(1)
-            index = perms.gather(1, pos)
+        for step in range(int(own_steps[0]) if width else 0):
+            active = int((own_steps > step).sum())
+            pos = step * batch_size + span
+            mask = pos.unsqueeze(0) < counts[:active].unsqueeze(1)  # past a model's records: padding
+            index = perms[:active].gather(1, pos.clamp(max=width - 1).expand(active, -1))
             bx = x.index_select(0, index.reshape(-1)).view(*index.shape, *x.shape[1:])
             by = y.index_select(0, index.reshape(-1)).view(index.shape)
-            yield len(rows), SiloBatch(bx, by, mask)
+            yield active, SiloBatch(bx, by, mask)

@@ -106,6 +106,28 @@ def test_batched_local_training_equals_training_each_agent_alone():
     assert not torch.equal(together[0], together[1])
 
 
+def test_a_record_added_to_the_largest_agent_moves_its_model_alone():
+    # Instance-level neighbours: one record more for the largest agent must leave every other
+    # agent's model, and so its vote, where it was. When every agent took as many steps an epoch
+    # as the largest (⌈24/8⌉ = 3, then ⌈25/8⌉ = 4), all of them moved.
+    model = build_model("mlp", input_shape=(64,), num_classes=10, hidden=[16], seed=0)
+    layout = ParamLayout.of(model)
+    gen = torch.Generator().manual_seed(4)
+    x, y = torch.rand(90, 64, generator=gen), torch.randint(0, 10, (90,), generator=gen)
+    rows = [torch.arange(0, 24), torch.arange(24, 33), torch.arange(33, 49), torch.arange(0, 0)]
+    added = [torch.cat([rows[0], torch.tensor([60])]), *rows[1:]]
+    init = torch.stack([layout.flatten_module(model)] * 4)
+    kwargs = {"epochs": 3, "batch_size": 8, "lr": 0.1, "momentum": 0.9, "seed": 5, "stream": 8}
+    before = train_sgd(model, layout, init, x, y, rows, **kwargs)
+    after = train_sgd(model, layout, init, x, y, added, **kwargs)
+    torch.testing.assert_close(after[1:], before[1:], rtol=0, atol=1e-6)
+    assert (after[0] - before[0]).abs().max() > 1e-3
+    # and each agent's model is the one it trains alone, whatever the others hold
+    for a in range(3):
+        alone = train_sgd(model, layout, init[a : a + 1], x, y, [rows[a]], ids=[a], **kwargs)
+        torch.testing.assert_close(before[a], alone[0], rtol=1e-5, atol=1e-6)
+
+
 def test_local_training_does_not_depend_on_the_blocks_of_agents(monkeypatch):
     import dpfl.engine.blocks as engine_blocks
 

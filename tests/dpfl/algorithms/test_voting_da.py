@@ -81,6 +81,10 @@ def test_gradient_reversal_is_the_identity_forward_and_minus_lambda_times_the_gr
     # the same under torch.func, vmapped over a stack of inputs as the agents' training does
     per_row = vmap(grad(lambda row, up: (reverse_gradient(row, weight) * up).sum()))(x.detach(), upstream)
     assert torch.equal(per_row, -weight * upstream)
+    # and with each agent's own λ, as each agent's schedule follows its own steps
+    weights = torch.linspace(0.0, weight, 6)
+    own = vmap(grad(lambda row, up, w: (reverse_gradient(row, w) * up).sum()))(x.detach(), upstream, weights)
+    assert torch.equal(own, -weights.unsqueeze(1) * upstream)
 
 
 def test_the_schedules_are_ganins():
@@ -137,6 +141,26 @@ def test_dann_trains_the_domain_head_and_the_label_loss_still_drops_on_shifted_r
         for w in (plain, dann.models)
     ]
     assert right[1] > right[0] + 0.03, right  # measured 0.561 plain, 0.627 adapted
+
+
+def test_a_record_added_to_the_largest_agent_moves_its_dann_model_alone():
+    # as plain local training (test_voting.py): each agent's steps and schedule (λ_p, μ_p) are its own
+    model = build_model("mlp", input_shape=(20,), num_classes=4, hidden=[8], seed=0)
+    layout, head = ParamLayout.of(model), domain_head(8, hidden=5, seed=1)
+    gen = torch.Generator().manual_seed(4)
+    x, y = torch.rand(60, 20, generator=gen), torch.randint(0, 4, (60,), generator=gen)
+    target = torch.rand(30, 20, generator=gen) + 0.5
+    rows = [torch.arange(0, 24), torch.arange(24, 29), torch.arange(29, 45)]
+    added = [torch.cat([rows[0], torch.tensor([50])]), *rows[1:]]
+    init = layout.flatten_module(model).expand(3, -1).clone()
+    kwargs = {"epochs": 3, "batch_size": 8, "lr": 0.1, "momentum": 0.9, "gamma": 10.0, "seed": 5}
+    before, after = (
+        train_dann(model, layout, head, init, x, y, r, target, stream=8, target_stream=10, **kwargs)
+        for r in (rows, added)
+    )
+    torch.testing.assert_close(after.models[1:], before.models[1:], rtol=0, atol=1e-6)
+    torch.testing.assert_close(after.heads[1:], before.heads[1:], rtol=0, atol=1e-6)
+    assert (after.models[0] - before.models[0]).abs().max() > 1e-3
 
 
 def test_dann_agents_train_as_they_would_alone(monkeypatch):

@@ -62,6 +62,17 @@ def test_sound_releases_move_at_most_their_claimed_sensitivity(algorithm, datase
     assert worst == pytest.approx(measured, abs=2e-3)
 
 
+def test_a_record_that_changes_the_largest_agents_steps_moves_one_agents_vote():
+    """AE-DPFL at instance level, batches of 479 beside agents of 480, 479 and 479 records: the
+    largest agent's last record removed takes its epoch from 2 steps to 1. When every agent took
+    as many steps as the largest, every agent's vote moved with it (ratio 3.0 on query 4, 31)."""
+    params = {"level": "instance", "local_batch_size": 479, "local_epochs": 2, "public_pool": 40,
+              "queries": 32, "student_epochs": 1}  # fmt: skip
+    alg = prepared("ae_dpfl", DIGITS, params)
+    assert [len(rows) for rows in alg.data.silos] == [480, 479, 479]
+    assert max(g.ratio for g in fuzz(alg, SIGMA)) == pytest.approx(1.0, abs=1e-9)
+
+
 def test_the_sensitivity_an_isrl_silo_claims_is_its_clip_norm():
     gaps = fuzz(prepared("isrl_mbsgd", DIGITS, {"clip": 0.7}), SIGMA)
     assert {g.party for g in gaps} == {"silo-0", "silo-1", "silo-2"}
