@@ -59,8 +59,8 @@ __all__ = [
 
 def reverse_gradient(x: torch.Tensor, weight: float | torch.Tensor) -> torch.Tensor:
     """R_λ (Ganin et al. 2016, Eq. 14): returns `x` unchanged; its gradient flows back multiplied
-    by −`weight` (λ ≥ 0), a float or,
-    under `vmap` over agents, each agent's own. The forward is `x` exactly: `x − x` is zero."""
+    by −`weight` (λ ≥ 0), a float or, under `vmap` over agents, each agent's own. The forward is
+    `x` exactly: `x − x` is zero."""
     return x.detach() + (x - x.detach()) * -weight
 
 
