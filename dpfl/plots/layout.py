@@ -52,6 +52,13 @@ _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 _MAX_VALUE_TICKS = 8
 
 
+def _round_axis(rounds: Iterable[int]) -> dict[str, Any]:
+    """Returns a round axis: rounds are whole, so a short run is ticked at each round (Plotly's own
+    ticks over rounds 1 to 2 read 1, 1.2, 1.4, …); a longer one keeps Plotly's, whole already."""
+    last = max(rounds, default=0)
+    return {"title": {"text": "round"}} | ({"dtick": 1} if last < 10 else {})
+
+
 def _epsilon_axis(title: str, values: Iterable[float | None], *, log: bool) -> dict[str, Any]:
     """Returns an ε axis, linear or log; a log axis is ticked at numbers (`_log_ticks`)."""
     if not log:

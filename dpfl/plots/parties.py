@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 
 from dpfl.formats import number_text
 from dpfl.plots.colours import FAINT_GREY, HIGHLIGHT_COLOUR, _translucent
-from dpfl.plots.layout import _floats, _hover, _layout, _no_data
+from dpfl.plots.layout import _floats, _hover, _layout, _no_data, _round_axis
 from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL
 
 __all__ = ["epsilon_per_party", "label_histogram", "user_distribution"]
@@ -52,7 +52,7 @@ def epsilon_per_party(
         layout=_layout(
             kind="epsilon_per_party",
             title=f"ε spent per party ({accountant}, δ = {number_text(delta)})",
-            xaxis={"title": {"text": "round"}},
+            xaxis=_round_axis(xs),
             yaxis={"title": {"text": "ε spent so far"}, "rangemode": "tozero"},
         )
     )

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dpfl.plots.colours import LOSS_COLOUR, TEST_COLOUR, TRAIN_COLOUR, algorithm_colour
-from dpfl.plots.layout import _DASHES, _epsilon_axis, _floats, _hover, _layout, _no_data
+from dpfl.plots.layout import _DASHES, _epsilon_axis, _floats, _hover, _layout, _no_data, _round_axis
 from dpfl.plots.notions import epsilon_title, faceted_figure, notions_in
 
 __all__ = ["PER_ROUND_METRICS", "accuracy_vs_spent", "learning_curves", "metric_per_round", "smoothed"]
@@ -153,7 +153,7 @@ def metric_per_round(
             kind=f"{metric}_per_round",
             title=title,
             subtitle=subtitle,
-            xaxis={"title": {"text": "round"}},
+            xaxis=_round_axis(int(r["round"]) for run in runs for r in run["rounds"]),
             yaxis=yaxis,
         )
     )
@@ -214,13 +214,15 @@ def learning_curves(rounds: Sequence[Mapping[str, Any]]) -> go.Figure:
             training records without noise).
     """
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    axis = _round_axis(int(r["round"]) for r in rounds)
     fig.update_layout(
         _layout(
             kind="learning_curves",
             title="Learning curves",
             yaxis={"title": {"text": "test accuracy"}, "range": [0, 1]},
             yaxis2={"title": {"text": "loss"}, "rangemode": "tozero"},
-            xaxis2={"title": {"text": "round"}},
+            xaxis={k: v for k, v in axis.items() if k != "title"},  # the top panel's grid
+            xaxis2=axis,
         )
     )
     ordered = sorted(rounds, key=lambda r: r["round"])

@@ -18,6 +18,7 @@ from dpfl.plots import (
     epsilon_per_party,
     label_histogram,
     learning_curves,
+    metric_per_round,
     to_json,
     tradeoff,
     user_distribution,
@@ -218,6 +219,23 @@ def test_learning_curves_draw_train_loss_only_when_present():
     assert len({t["line"]["color"] for t in with_train}) == 3  # accuracy, loss and train loss apart
     without = to_json(learning_curves([{k: v for k, v in r.items() if k != "train_loss"} for r in rounds]))
     assert [t["name"] for t in without["data"]] == ["test accuracy", "test loss"]
+
+
+def test_a_short_run_is_ticked_at_whole_rounds_and_a_long_one_left_to_plotly():
+    # Plotly ticked a 2-round run's axis at 1, 1.2, 1.4, …: rounds that do not exist
+    two = [{"round": r, "accuracy": 0.5, "loss": 1.0} for r in (1, 2)]
+    layout = to_json(learning_curves(two))["layout"]
+    assert (layout["xaxis2"]["title"]["text"], layout["xaxis2"]["dtick"], layout["xaxis"]["dtick"]) == (
+        "round",
+        1,
+        1,
+    )
+    party = to_json(epsilon_per_party({"silo-0": [0.1, 0.2]}, [1, 2], accountant="rdp", delta=1e-5))["layout"]
+    assert party["xaxis"]["dtick"] == 1
+    runs = [{"id": "a", "algorithm": "isrl_mbsgd", "seed": 0, "label": "a", "rounds": two}]
+    assert to_json(metric_per_round(runs, metric="accuracy"))["layout"]["xaxis"]["dtick"] == 1
+    fifty = [{"round": r, "accuracy": 0.5, "loss": 1.0} for r in range(1, 51)]
+    assert "dtick" not in to_json(learning_curves(fifty))["layout"]["xaxis2"]
 
 
 def test_epsilon_per_party_with_100_parties_adds_their_elementwise_max():
