@@ -45,6 +45,7 @@ _EVENT_COLUMNS = (
     Run.rounds,
     Run.epsilon,
     Run.final_accuracy,
+    Run.final_balanced_accuracy,
     Run.sweep_id,
     Run.error,
 )
@@ -57,6 +58,7 @@ SNAPSHOT_COLUMNS = (
     "rounds",
     "epsilon",
     "final_accuracy",
+    "final_balanced_accuracy",
     "sweep_id",
     "error",
 )
@@ -72,6 +74,8 @@ def run_event(run: Run) -> dict[str, Any]:
         "rounds": run.rounds,
         "epsilon": _finite(run.epsilon),
         "final_accuracy": _finite(run.final_accuracy),
+        # its last evaluated round's, as the Runs list shows it (GET /api/runs)
+        "final_balanced_accuracy": _finite(run.final_balanced_accuracy),
         "sweep_id": run.sweep_id,
         "error": run.error,
     }

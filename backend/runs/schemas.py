@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, computed_field
 from pydantic_core import PydanticCustomError
 
+from dpfl.data import headline_metric
 from dpfl.plots.baseline import no_better_than_guessing, run_baseline
 from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL
 
@@ -168,17 +169,36 @@ class RunDetail(RunRead):
     @computed_field
     @property
     def baseline_label(self) -> str | None:
-        """Says what `baseline_accuracy` and `no_better_than_guessing` are: computed from the
-        evaluation set's label counts without noise (not private); None when they are withheld."""
+        """Says what `baseline_accuracy`, `chance_baseline` and `no_better_than_guessing` are:
+        computed from the evaluation set's label counts without noise (not private); None when
+        they are withheld."""
         return None if run_baseline(self.diagnostics) is None else DIAGNOSTICS_LABEL
 
     @computed_field
     @property
+    def headline_metric(self) -> str:
+        """The test metric its dataset's results are reported in (`dpfl.data.headline_metric`), the
+        one `no_better_than_guessing` judges: `accuracy`, or `balanced_accuracy` (creditcard)."""
+        return headline_metric(self.dataset)
+
+    @computed_field
+    @property
+    def chance_baseline(self) -> float | None:
+        """What always predicting the commonest label scores in `headline_metric` (not private): the
+        majority rate (`baseline_accuracy`) for accuracy, 1/|K| for balanced accuracy."""
+        baseline = run_baseline(self.diagnostics, self.headline_metric)
+        return None if baseline is None else baseline["accuracy"]
+
+    @computed_field
+    @property
     def no_better_than_guessing(self) -> bool | None:
-        """A private run whose final accuracy is within the guessing margin of `baseline_accuracy`."""
+        """A private run whose final value in `headline_metric` (`final_accuracy` or
+        `final_balanced_accuracy`) is within the guessing margin of `chance_baseline`."""
         if self.notion == "none":
             return None
-        return no_better_than_guessing(self.final_accuracy, run_baseline(self.diagnostics))
+        metric = self.headline_metric
+        final = self.final_balanced_accuracy if metric == "balanced_accuracy" else self.final_accuracy
+        return no_better_than_guessing(final, run_baseline(self.diagnostics, metric))
 
 
 class RoundRecorded(BaseModel):

@@ -27,6 +27,7 @@ from dpfl.plots.hyperparams import (
     flatten,
     importance,
     importance_bars,
+    outcome_title,
     parallel_coordinates,
 )
 from dpfl.plots.layout import to_json
@@ -57,6 +58,7 @@ __all__ = [
     "majority_accuracy",
     "metric_per_round",
     "no_better_than_guessing",
+    "outcome_title",
     "parallel_coordinates",
     "run_baseline",
     "smoothed",

@@ -71,15 +71,17 @@ def chance_baseline(histogram: Sequence[int] | None, metric: str = "accuracy") -
     return {"accuracy": 1.0 / k, "records": k * k / math.fsum(1.0 / c for c in counts)}
 
 
-def run_baseline(diagnostics: Mapping[str, Any] | None) -> dict[str, float] | None:
-    """Returns a run's majority-class baseline from its diagnostics; None when withheld or not recorded."""
+def run_baseline(diagnostics: Mapping[str, Any] | None, metric: str = "accuracy") -> dict[str, float] | None:
+    """Returns a run's chance baseline in `metric` from its diagnostics (`chance_baseline`: the
+    majority-class rate for accuracy); None when withheld or not recorded."""
     if not diagnostics or diagnostics.get("withheld"):
         return None
-    return majority_accuracy(diagnostics.get("test_label_histogram"))
+    return chance_baseline(diagnostics.get("test_label_histogram"), metric)
 
 
 def no_better_than_guessing(accuracy: float | None, baseline: Mapping[str, float] | None) -> bool | None:
-    """Returns whether `accuracy` is within `guessing_margin` of the majority rate (None: unknown)."""
+    """Returns whether `accuracy` is within `guessing_margin` of the `baseline` rate, both in one metric
+    (`chance_baseline`: the majority rate for accuracy, 1/|K| for balanced accuracy); None: unknown."""
     if accuracy is None or baseline is None:
         return None
     rate = baseline["accuracy"]

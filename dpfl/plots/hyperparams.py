@@ -14,6 +14,10 @@ axis, not hyperparameters. A field the algorithm sets (each algorithm runs with 
 e.g. its own default lr) is confounded with the algorithm: its share is the algorithm's, so it
 is left out and named. So is a field with a distinct value in every run (no within-group
 variance to compare with).
+
+"Accuracy" is each run's final test value in its dataset's headline metric (a run's ``metric``,
+`dpfl.data.headline_metric`: balanced accuracy for Creditcard, whose constant classifier is 0.998
+accurate); the axis, the colour bar and the importance title name it (`outcome_title`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from dpfl.batching import FREE_FIELDS
+from dpfl.metrics import METRIC_NAMES
 from dpfl.plots.colours import HIGHLIGHT_COLOUR
 from dpfl.plots.layout import _floats, _hover, _layout, _no_data
 
@@ -35,6 +40,7 @@ __all__ = [
     "flatten",
     "importance",
     "importance_bars",
+    "outcome_title",
     "parallel_coordinates",
     "varying",
 ]
@@ -62,6 +68,25 @@ def flatten(spec: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def outcome_title(runs: Sequence[Run]) -> str:
+    """Returns what the runs' ``accuracy`` is: "final accuracy", "final balanced accuracy", or, when
+    their ``metric`` differs, each metric with its runs' ``dataset``: "final accuracy (mnist) ·
+    balanced accuracy (creditcard)"."""
+    datasets: dict[str, set[str]] = defaultdict(set)
+    for run in runs:
+        datasets[run.get("metric") or "accuracy"].update([run["dataset"]] if run.get("dataset") else [])
+    if len(datasets) <= 1:
+        return f"final {_metric_name(next(iter(datasets), 'accuracy'))}"
+    return "final " + " · ".join(
+        _metric_name(m) + (f" ({', '.join(sorted(names))})" if names else "")
+        for m, names in sorted(datasets.items())
+    )
+
+
+def _metric_name(metric: str) -> str:
+    return METRIC_NAMES.get(metric, metric.replace("_", " "))
+
+
 def _level(value: Any) -> Any:
     """Returns a hashable stand-in for a hyperparameter value (lists and dicts as JSON)."""
     return json.dumps(value, sort_keys=True) if isinstance(value, list | dict) else value
@@ -84,7 +109,8 @@ def importance(runs: Sequence[Run]) -> list[dict[str, Any]]:
     """Returns each varying hyperparameter's ω² of final accuracy, largest first (see the module).
 
     Args:
-        runs: ``{"params": {key: value}, "accuracy": float}``, one per finished run.
+        runs: ``{"params": {key: value}, "accuracy": float}``, one per finished run (``accuracy``
+            in its dataset's headline metric).
 
     Each entry: ``{"parameter", "share" (ω² in [0, 1], None when left out), "levels" (distinct
     values), "left_out" (None, `DISTINCT` or `SET_BY_ALGORITHM`)}``. All shares are 0 when every
@@ -144,12 +170,14 @@ def parallel_coordinates(
     """Returns one line per run across its varying hyperparameters, ε spent and final accuracy.
 
     Args:
-        runs: ``{"id": str, "params": {key: value}, "epsilon": float | None, "accuracy": float}``.
+        runs: ``{"id": str, "params": {key: value}, "epsilon": float | None, "accuracy": float}``
+            (optional ``metric``, the test metric ``accuracy`` is in, and ``dataset``).
             A hyperparameter some runs lack is drawn as a category, "–" for the missing value.
         labels: axis names for keys (e.g. ``{"noise_multiplier": "σ"}``); others keep their key.
         subtitle: the title's second line.
 
-    Lines are coloured by final accuracy. ε spent is an axis when every run has one.
+    Lines are coloured by final accuracy (in each run's metric; the last axis and the colour bar
+    are titled by `outcome_title`). ε spent is an axis when every run has one.
     Parcoords lines carry no customdata in Plotly, so ``layout.meta.run_ids`` lists the runs in
     line order (a brushed selection maps back through it).
     """
@@ -159,7 +187,8 @@ def parallel_coordinates(
     if runs and all(run.get("epsilon") is not None for run in runs):
         dimensions.append({"label": "ε spent", "values": _floats(run["epsilon"] for run in runs)})
     accuracy = _floats(run["accuracy"] for run in runs)
-    dimensions.append({"label": "final accuracy", "values": accuracy})
+    outcome = outcome_title(runs)
+    dimensions.append({"label": outcome, "values": accuracy})
     layout = _layout(kind="parcoords", title="Hyperparameters and outcome of each run", subtitle=subtitle)
     layout["meta"] = {**layout["meta"], "run_ids": [run["id"] for run in runs], "parameters": keys}
     fig = go.Figure(layout=layout)
@@ -174,7 +203,7 @@ def parallel_coordinates(
                 "cmin": min(accuracy),
                 "cmax": max(accuracy),
                 "showscale": True,
-                "colorbar": {"title": {"text": "final accuracy"}},
+                "colorbar": {"title": {"text": outcome}},
             },
             meta={"role": "runs"},
         )
@@ -187,8 +216,10 @@ def importance_bars(
     *,
     labels: Mapping[str, str] | None = None,
     subtitle: str | None = None,
+    outcome: str = "final accuracy",
 ) -> go.Figure:
-    """Returns the `importance` entries as horizontal bars, the largest share on top.
+    """Returns the `importance` entries as horizontal bars, the largest share on top; `outcome`
+    names what the variance is of (`outcome_title` of the runs).
 
     Entries left out (a distinct value per run, or set by the algorithm) get no bar; the note
     under the title names them, by reason.
@@ -202,7 +233,7 @@ def importance_bars(
     fig = go.Figure(
         layout=_layout(
             kind="importance",
-            title="Share of the variance of final accuracy explained by each hyperparameter (ω²)",
+            title=f"Share of the variance of {outcome} explained by each hyperparameter (ω²)",
             subtitle=subtitle,
             xaxis={
                 "title": {"text": "ω², the share of variance less chance's (0: no effect)"},

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from dpfl.data import dataset_info
+from dpfl.data import headline_metric
 from dpfl.errors import DpflError
 from dpfl.reproduce.calibration import Projector
 from dpfl.reproduce.manifest import Sweep
@@ -124,11 +124,8 @@ def fetch_outcomes(client: Client, sweep: Sweep, sweep_ids: Sequence[str]) -> li
             if done
             else []
         )
-        # the dataset's headline metric (Creditcard's is balanced accuracy, read from its last round)
-        metric = dataset_info(spec["dataset"]["name"]).metric
-        final = (
-            run["final_accuracy"] if metric == "accuracy" else metrics[-1].get(metric) if metrics else None
-        )
+        metric = headline_metric(spec["dataset"]["name"])  # Creditcard's is balanced accuracy
+        final = _final(run, metric, metrics)
         outcomes.append(
             Outcome(
                 **cell._asdict(),
@@ -146,6 +143,17 @@ def fetch_outcomes(client: Client, sweep: Sweep, sweep_ids: Sequence[str]) -> li
             )
         )
     return outcomes
+
+
+def _final(run: dict[str, Any], metric: str, metrics: Sequence[dict[str, Any]]) -> float | None:
+    """Returns a run's final test value in `metric` as the server serves it on the run
+    (``final_accuracy``, ``final_balanced_accuracy``), as the Runs list, Compare and the sweep
+    summaries read it; from its last evaluated round only where the server does not serve that
+    field (one older than balanced accuracy on the run)."""
+    field = f"final_{metric}"
+    if field in run:
+        return run[field]
+    return metrics[-1].get(metric) if metrics else None
 
 
 def projector(client: Client) -> Projector:

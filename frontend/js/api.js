@@ -3,7 +3,7 @@
 /** @typedef {{id: string, status: string, algorithm: string, dataset: string, sweep_id: ?string,
  *   progress: number, current_round: number, rounds: number, target_epsilon: ?number,
  *   epsilon: ?number, delta: ?number, noise_multiplier: any, final_accuracy: ?number,
- *   duration_s: ?number, error: ?string, notion: string, cancel_requested: boolean}} Run */
+ *   final_balanced_accuracy: ?number, duration_s: ?number, error: ?string, notion: string, cancel_requested: boolean}} Run */
 
 /** @typedef {{release: string, neighbours: string, epsilon_lower: number, epsilon_ledger: number,
  *   max_sensitivity_ratio: number, claimed_sensitivity: number, noise_std: number,

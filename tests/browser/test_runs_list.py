@@ -95,6 +95,19 @@ def test_a_balanced_accuracy_column_shows_the_servers_value_and_sorts_by_it(page
     assert "sort=-final_balanced_accuracy" in page.url
 
 
+def test_a_live_runs_balanced_accuracy_follows_its_events(page: Page, server):
+    # long enough (evaluated at rounds 100 … 400) to be listed before it ends
+    run_id = create_run(server, {**SMALL_RUN, "rounds": 400, "eval_every": 100})
+    page.goto(f"/#/runs?q={run_id}&cols=status,final_accuracy,final_balanced_accuracy")
+    row = page.locator(f"tr[data-run='{run_id}']")
+    expect(row).to_be_visible()
+    assert row.locator(".status .chip").inner_text() != "succeeded"  # listed live: events patch it
+    expect(row.locator(".status .chip")).to_have_text("succeeded", timeout=120_000)
+    run = httpx.get(f"{server}/api/runs/{run_id}").json()
+    for column in ("final_accuracy", "final_balanced_accuracy"):
+        expect(row.locator(f"td[data-col='{column}']")).to_have_text(f"{run[column]:.3g}")
+
+
 ROWS = "table.runs tbody tr[data-run]"
 SWEEP = {
     "name": "runs page sweep",

@@ -23,6 +23,7 @@ from dpfl.plots import (
     majority_accuracy,
     metric_per_round,
     no_better_than_guessing,
+    outcome_title,
     parallel_coordinates,
     run_baseline,
     smoothed,
@@ -245,6 +246,9 @@ def test_the_chance_baseline_of_balanced_accuracy_is_one_over_the_classes_presen
     assert margin == pytest.approx(2 * guessed.std(), rel=0.01)
     assert no_better_than_guessing(0.65, baseline) is True
     assert no_better_than_guessing(0.66, baseline) is False
+    # a run's, from its diagnostics, in its dataset's metric (the run page's flag)
+    assert run_baseline({"test_label_histogram": [9990, 0, 10]}, "balanced_accuracy") == baseline
+    assert run_baseline({"test_label_histogram": [9990, 0, 10]}) == {"accuracy": 0.999, "records": 10000}
 
 
 def test_points_no_better_than_guessing_are_crosses_and_say_so():
@@ -443,6 +447,22 @@ def test_parallel_coordinates_without_epsilon_everywhere_has_no_epsilon_axis():
     runs = [{**GRID_RUNS[0], "epsilon": None}, GRID_RUNS[2]]
     labels = [d["label"] for d in to_json(parallel_coordinates(runs))["data"][0]["dimensions"]]
     assert labels == ["params.clip", "final accuracy"]
+
+
+def test_hyperparameter_charts_name_the_runs_metric_and_each_with_its_datasets_when_they_mix():
+    creditcard = [{**run, "metric": "balanced_accuracy", "dataset": "creditcard"} for run in GRID_RUNS[:4]]
+    assert outcome_title(creditcard) == "final balanced accuracy"
+    assert outcome_title(GRID_RUNS) == outcome_title([]) == "final accuracy"
+    mixed = creditcard + [{**run, "metric": "accuracy", "dataset": "mnist"} for run in GRID_RUNS[4:]]
+    title = "final accuracy (mnist) · balanced accuracy (creditcard)"
+    assert outcome_title(mixed) == title
+    (trace,) = to_json(parallel_coordinates(mixed))["data"]
+    assert (trace["dimensions"][-1]["label"], trace["line"]["colorbar"]["title"]["text"]) == (title, title)
+    bars = to_json(importance_bars(importance(mixed), outcome=title))
+    assert (
+        bars["layout"]["title"]["text"]
+        == f"Share of the variance of {title} explained by each hyperparameter (ω²)"
+    )
 
 
 def test_flatten_gives_dotted_keys_and_keeps_lists_whole():

@@ -38,10 +38,13 @@ export function caveatList(caveats) {
     h("strong", {}, `${c.kind.replace("_", "-")}${c.breaks_guarantee ? " (not covered by ε)" : ""}: `), c.text)));
 }
 
-/** Returns the flag of a private run whose accuracy is no better than guessing the majority class, or "". */
+/** Returns the flag of a private run no better than guessing the majority class, or "": judged by
+ * the server in its dataset's headline metric (`headline_metric`: accuracy, or balanced accuracy,
+ * where the majority class scores 1/|K|), which the flag names. */
 export function guessingText(run) {
   if (run.no_better_than_guessing !== true) return "";
-  return `accuracy ${fmt(run.final_accuracy)} is no better than guessing the majority class (${fmt(run.baseline_accuracy)}; ${run.baseline_label})`;
+  const metric = run.headline_metric ?? "accuracy";
+  return `${metric.replaceAll("_", " ")} ${fmt(run[`final_${metric}`])} is no better than guessing the majority class (${fmt(run.chance_baseline)}; ${run.baseline_label})`;
 }
 
 /** Returns {el, update(run)}: the header of run `id`; `onChanged` is called after a cancel or an

@@ -39,7 +39,7 @@ const COLUMNS = {
   sweep: { label: "sweep", sort: null, cls: "sweep" },
   final_accuracy: { label: "accuracy", sort: "final_accuracy", cls: "num acc", cell: (r) => fmt(r.final_accuracy) },
   best_accuracy: { label: "best accuracy", sort: "best_accuracy", cls: "num", cell: (r) => fmt(r.best_accuracy) },
-  final_balanced_accuracy: { label: "balanced accuracy", sort: "final_balanced_accuracy", cls: "num", cell: (r) => fmt(r.final_balanced_accuracy) },
+  final_balanced_accuracy: { label: "balanced accuracy", sort: "final_balanced_accuracy", cls: "num balanced", cell: (r) => fmt(r.final_balanced_accuracy) },
   final_loss: { label: "loss", sort: "final_loss", cls: "num", cell: (r) => fmt(r.final_loss) },
   duration_s: { label: "duration", sort: "duration_s", cls: "num", cell: (r) => seconds(r.duration_s) },
   created_at: { label: "created", sort: "created_at", cls: "muted", cell: (r) => new Date(r.created_at).toLocaleString() },
@@ -291,6 +291,7 @@ export async function render(root) {
     set(".rounds", ` ${ev.current_round}/${ev.rounds}`);
     set(".eps", fmt(ev.epsilon));
     set(".acc", fmt(ev.final_accuracy));
+    set(".balanced", fmt(ev.final_balanced_accuracy));
   }, load);
   return () => { stop(); clearTimeout(reload); clearTimeout(searchTimer); };
 }

@@ -70,6 +70,7 @@ def test_snapshot_then_each_change_then_resumption(client):
             "rounds": 5,
             "epsilon": None,
             "final_accuracy": None,
+            "final_balanced_accuracy": None,
             "sweep_id": None,
             "error": None,
         }
@@ -130,6 +131,7 @@ COLUMNS = [
     "rounds",
     "epsilon",
     "final_accuracy",
+    "final_balanced_accuracy",
     "sweep_id",
     "error",
 ]

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import update
 
 from backend.db import Database, utcnow
-from backend.events.service import LOOKBACK_S, RunWatcher
+from backend.events.service import LOOKBACK_S, RunWatcher, take_snapshot
 from backend.events.stream import SharedSnapshots
-from backend.models import Run, RunStatus
+from backend.models import RoundMetric, Run, RunStatus
 
 pytestmark = pytest.mark.service
 
@@ -110,3 +110,39 @@ def test_streams_share_one_snapshot_and_go_on_with_the_changes_after_it(database
         [(new, 0.0), (queued, 0.2)]
     )
     assert poll(database, watcher) == []
+
+
+def test_a_round_written_sends_its_balanced_accuracy_as_the_runs_list_shows_it(database):
+    run_id = add_run(database, RunStatus.running)
+    watcher = RunWatcher()
+    [(_, data)] = poll(database, watcher)
+    assert (data["final_accuracy"], data["final_balanced_accuracy"]) == (None, None)
+    for round_, accuracy, balanced in ((2, 0.9983, 0.5), (4, 0.9991, 0.75)):
+        # as the worker records a round: its metrics and the run's progress, in one transaction
+        with database.session() as session:
+            session.add(
+                RoundMetric(run_id=run_id, round=round_, accuracy=accuracy, balanced_accuracy=balanced)
+            )
+            session.flush()
+            session.execute(
+                update(Run)
+                .where(Run.id == run_id)
+                .values(current_round=round_, progress=round_ / 5, final_accuracy=accuracy)
+            )
+        [(_, data)] = poll(database, watcher)
+        assert (data["current_round"], data["final_accuracy"], data["final_balanced_accuracy"]) == (
+            round_,
+            accuracy,
+            balanced,
+        )
+    # a stream that starts now has it in its snapshot's columns
+    snapshot = take_snapshot_data(database)
+    assert snapshot[run_id]["final_balanced_accuracy"] == 0.75
+    with database.session() as session:
+        assert session.get(Run, run_id).final_balanced_accuracy == 0.75  # what GET /api/runs serves
+
+
+def take_snapshot_data(database: Database) -> dict[str, dict]:
+    with database.session() as session:
+        data = take_snapshot(session).data()
+    return {row[0]: dict(zip(data["columns"], row, strict=True)) for row in data["runs"]}

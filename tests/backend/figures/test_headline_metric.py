@@ -1,11 +1,16 @@
 """Each dataset in its headline metric (`dpfl.data.headline_metric`, issue 44): the trade-off
-figure, its exported points and the sweep summaries plot Creditcard's balanced accuracy and
-MNIST's accuracy, on Postgres and SQLite, from runs stored with known round metrics."""
+figure, its exported points, the sweep summaries, a sweep's hyperparameter charts and the run
+page's "no better than guessing" flag use Creditcard's balanced accuracy and MNIST's accuracy, on
+Postgres and SQLite, from runs stored with known round metrics."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -67,6 +72,46 @@ def add_runs(settings) -> None:
             session.add(
                 RoundMetric(run_id=rid, round=10, accuracy=accuracy, balanced_accuracy=balanced, loss=0.1)
             )
+    database.engine.dispose()
+
+
+def add_run(
+    settings, rid: str, dataset: str, accuracy: float, balanced: float, *, sweep=None, lr=0.1, seed=0
+) -> None:
+    """Stores one succeeded user-level run at ε 1 with one evaluated round of these values."""
+    database = Database(settings.database_url)
+    with database.session() as session:
+        if sweep is not None and session.get(Sweep, sweep) is None:
+            session.add(Sweep(id=sweep, name=sweep, base={}, grid={}, num_runs=0))
+            session.flush()
+        session.add(
+            Run(
+                id=rid,
+                sweep_id=sweep,
+                status="succeeded",
+                algorithm="uldp_avg",
+                dataset=dataset,
+                notion="user",
+                rounds=10,
+                target_epsilon=1.0,
+                epsilon=1.0,
+                delta=1e-5,
+                accountant="rdp",
+                final_accuracy=accuracy,
+                spec={
+                    "algorithm": "uldp_avg",
+                    "dataset": {"name": dataset},
+                    "params": {"lr": lr},
+                    "privacy": {"epsilon": 1.0, "delta": 1e-5},
+                    "seed": seed,
+                },
+                diagnostics={"test_label_histogram": HISTOGRAMS[dataset]},
+            )
+        )
+        session.flush()
+        session.add(
+            RoundMetric(run_id=rid, round=10, accuracy=accuracy, balanced_accuracy=balanced, loss=0.1)
+        )
     database.engine.dispose()
 
 
@@ -156,3 +201,133 @@ def test_a_sweep_summary_is_in_its_dataset_metric(client, settings):
         ("balanced_accuracy", "0.75"),
         ("balanced_accuracy", "0.86"),
     ]
+
+
+# --- the run page's "no better than guessing" flag -------------------------------------------------
+
+
+def guessing_texts(runs: list[dict], tmp_path: Path) -> list[str]:
+    """What the run page's flag says of each run as the API serves it: frontend/js/pages/run-header.js's
+    `guessingText`, run by node (the frontend copied beside a package.json that makes .js a module)."""
+    shutil.copytree(Path(__file__).resolve().parents[3] / "frontend/js", tmp_path / "js")
+    (tmp_path / "package.json").write_text('{"type": "module"}')
+    module = tmp_path / "js/pages/run-header.js"
+    script = (
+        f"import {{ guessingText }} from {json.dumps(module.as_uri())};"
+        f"console.log(JSON.stringify({json.dumps(runs)}.map(guessingText)));"
+    )
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=tmp_path,
+    )
+    return json.loads(done.stdout)
+
+
+def test_the_guessing_flag_judges_the_datasets_metric_against_its_chance_and_names_it(
+    client, settings, tmp_path
+):
+    add_runs(settings)
+    add_run(settings, "cc-blind", "creditcard", accuracy=0.9990, balanced=0.52)  # always "not fraud", nearly
+    add_run(settings, "mn-blind", "mnist", accuracy=0.104, balanced=0.103)
+    runs = {
+        rid: client.get(f"/api/runs/{rid}").json()
+        for rid in ("cc-1a", "cc-blind", "mn-1a", "mn-blind", "cc-np")
+    }
+    # Creditcard [9990, 10]: always "not fraud" is 0.999 accurate and 0.5 balanced; the margin is two
+    # standard errors of a uniform guesser's balanced accuracy, 2·√(0.25 / (4 / (1/9990 + 1/10))) = 0.158.
+    # cc-1a's accuracy 0.9991 is within 0.005 of 0.999 (flagged before), its balanced 0.70 is above 0.658.
+    # MNIST [1000] × 10: accuracy, chance 0.1, margin 2·√(0.09 / 10,000) = 0.006.
+    assert [
+        (
+            rid,
+            r["headline_metric"],
+            r["chance_baseline"],
+            r["baseline_accuracy"],
+            r["no_better_than_guessing"],
+        )
+        for rid, r in runs.items()
+    ] == [
+        ("cc-1a", "balanced_accuracy", 0.5, pytest.approx(0.999, abs=1e-12), False),
+        ("cc-blind", "balanced_accuracy", 0.5, pytest.approx(0.999, abs=1e-12), True),
+        ("mn-1a", "accuracy", pytest.approx(0.1, abs=1e-12), pytest.approx(0.1, abs=1e-12), False),
+        ("mn-blind", "accuracy", pytest.approx(0.1, abs=1e-12), pytest.approx(0.1, abs=1e-12), True),
+        ("cc-np", "balanced_accuracy", 0.5, pytest.approx(0.999, abs=1e-12), None),  # not private
+    ]
+    label = runs["cc-blind"]["baseline_label"]
+    assert label.startswith("not private: ")
+    if shutil.which("node"):
+        assert guessing_texts(list(runs.values()), tmp_path) == [
+            "",
+            f"balanced accuracy 0.52 is no better than guessing the majority class (0.5; {label})",
+            "",
+            f"accuracy 0.104 is no better than guessing the majority class (0.1; {label})",
+            "",
+        ]
+
+
+# --- a sweep's hyperparameter charts ---------------------------------------------------------------
+
+# A Creditcard sweep over lr: lr moves balanced accuracy (0.60, 0.62 against 0.80, 0.82), not accuracy
+# (0.9991 and 0.9995 at both lrs). ω² of balanced accuracy: mean 0.71, SS_between = 4 · 0.1² = 0.04,
+# SS_within = 4 · 0.01² = 0.0004 over 2 degrees of freedom, so (0.04 − 0.0002) / (0.0404 + 0.0002);
+# of accuracy it is 0 (equal group means).
+HP_RUNS = [
+    ("hp-a", 0.1, 0, 0.9991, 0.60),
+    ("hp-b", 0.1, 1, 0.9995, 0.62),
+    ("hp-c", 0.2, 0, 0.9995, 0.80),
+    ("hp-d", 0.2, 1, 0.9991, 0.82),
+]
+
+
+def add_hp_sweep(settings) -> None:
+    for rid, lr, seed, accuracy, balanced in HP_RUNS:
+        add_run(settings, rid, "creditcard", accuracy, balanced, sweep="hp", lr=lr, seed=seed)
+
+
+def test_a_creditcard_sweeps_parallel_coordinates_are_in_balanced_accuracy(client, settings):
+    add_hp_sweep(settings)
+    (trace,) = client.get("/api/sweeps/hp/figures/parcoords").json()["data"]
+    assert [d["label"] for d in trace["dimensions"]] == [
+        "params.lr",
+        "seed",
+        "ε spent",
+        "final balanced accuracy",
+    ]
+    assert trace["dimensions"][3]["values"] == [0.60, 0.62, 0.80, 0.82]
+    assert trace["line"]["color"] == [0.60, 0.62, 0.80, 0.82]
+    assert (trace["line"]["cmin"], trace["line"]["cmax"]) == (0.60, 0.82)
+    assert trace["line"]["colorbar"]["title"]["text"] == "final balanced accuracy"
+    # cc's run without balanced accuracy is not drawn and is named, beside its non-private run
+    add_runs(settings)
+    fig = client.get("/api/sweeps/cc/figures/parcoords").json()
+    assert fig["data"][0]["dimensions"][-1]["values"] == [0.70, 0.80, 0.86]
+    assert fig["layout"]["meta"]["run_ids"] == ["cc-1a", "cc-1b", "cc-4a"]
+    assert fig["layout"]["meta"]["left_out"] == ["cc-np", "cc-4b"]
+    assert fig["layout"]["title"]["subtitle"]["text"] == (
+        "3 runs of sweep cc · 1 non-private runs not drawn · 1 without balanced accuracy not drawn"
+    )
+    mnist = client.get("/api/sweeps/mn/figures/parcoords").json()["data"][0]
+    assert (mnist["dimensions"][-1]["label"], mnist["dimensions"][-1]["values"]) == (
+        "final accuracy",
+        [0.80, 0.84],
+    )
+
+
+def test_a_creditcard_sweeps_importance_ranks_by_balanced_accuracy(client, settings):
+    add_hp_sweep(settings)
+    fig = client.get("/api/sweeps/hp/figures/importance").json()
+    assert fig["layout"]["meta"]["importance"] == [
+        {
+            "parameter": "params.lr",
+            "share": pytest.approx(0.0398 / 0.0406, rel=1e-9),
+            "levels": 2,
+            "left_out": None,
+        }
+    ]
+    assert fig["layout"]["title"]["text"] == (
+        "Share of the variance of final balanced accuracy explained by each hyperparameter (ω²)"
+    )
