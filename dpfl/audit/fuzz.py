@@ -41,6 +41,7 @@ from dpfl.algorithms.voting.cache import clear_vote_cache
 from dpfl.algorithms.voting.split import carve_public_pool
 from dpfl.audit.coverage import Coverage, all_records
 from dpfl.audit.local import LOCAL_COVERAGE
+from dpfl.audit.masks import key_masks_by_record
 from dpfl.audit.neighbours import (
     Neighbours,
     agent_neighbours,
@@ -283,12 +284,19 @@ def _first_round(
     clear_vote_cache()
     try:
         run = type(algorithm)(algorithm.spec, data, copy.deepcopy(algorithm.model))
+        draws = contextlib.nullcontext()
+        if draws_randomness(run.model):
+            # Dropout: the run's masks are i.i.d. by slot, so its guarantee is about the coupling
+            # where each record common to D and D′ keeps its own masks. At one key, slot masks
+            # are not that coupling where D′ changes the batch's layout (every other record moves
+            # to another slot: gaps of 7-11 C on a sound release). So the masks are keyed by record
+            # (`dpfl.audit.masks`: still drawn in the forward pass the engine clips), and any
+            # other draw comes from round 1's generator of the run's key, as the runner's does.
+            key_masks_by_record(run.model, key=run.noise_key, round=1)
+            draws = model_draws(run.noise_key, 1)
         run.setup(noise_multiplier)
         if start is not None:
             run.w = start.to(run.w.dtype).clone()
-        # A model that draws in its forward pass (dropout) draws round 1's masks as the runner
-        # does (`runner._seeded_round`): the same on D and D′, so the gap is the unit's alone.
-        draws = model_draws(run.noise_key, 1) if draws_randomness(run.model) else contextlib.nullcontext()
         with draws, tap(noise=False) as releases:
             out = run.round(1)
     finally:

@@ -17,7 +17,12 @@ silo changes the padded width, so every later slot's masks shift) draws other ma
 other records too: at one key the release then moves by several C (measured below). The
 release's sensitivity holds over the masks' distribution (i.i.d. Bernoulli per slot in every
 layout, independent of the data and of the noise), not at a fixed key, which is why the key is
-the run's `noise_key`, secret in a protected run, not the public spec seed.
+the run's `noise_key`, secret in a protected run, not the public spec seed. It is the bound of
+the coupling that gives each record common to D and D′ its own masks in both worlds, which is
+what the auditor measures: its fixed-key releases key each mask by record (`dpfl.audit.masks`),
+so `dpfl audit` of a fraudnet round finds ratio 1 and no violation where D′ changes the layout
+(it reported a violation at 6.98 C and 11.5 C before), and still catches a planted mutation that
+clips what the masks do not produce.
 
 Planted mutations, each run here and caught: dropout applied to the clipped gradient (after the
 clip, inverted-dropout scaling inflates its norm), masks drawn from a seed hashed from the data
@@ -27,6 +32,7 @@ clip, inverted-dropout scaling inflates its norm), masks drawn from a seed hashe
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 from pathlib import Path
@@ -37,7 +43,11 @@ import torch
 from torch import nn
 
 from dpfl import runner
+from dpfl.algorithms.base import RoundOutput, participants
+from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD
 from dpfl.audit.fuzz import TOLERANCE, fixed_sample_spec, fuzz
+from dpfl.audit.neighbours import record_neighbours
+from dpfl.audit.rounds import NO_VIOLATION, audit_first_round
 from dpfl.data.files import file_digest
 from dpfl.data.loaders import creditcard
 from dpfl.engine import ParamLayout, SiloBatch, clipped_grad_sum, per_sample_grads, tap
@@ -337,16 +347,37 @@ def prepared(folder: Path, algorithm: str, **extra):
     return type(alg)(fixed_sample_spec(spec, alg.data), alg.data, alg.model)
 
 
-@pytest.mark.parametrize(("algorithm", "width_moves"), [("isrl_mbsgd", 6.98), ("dp_fedsgd", 11.55)])
-def test_record_level_rounds_move_one_clipped_term_where_the_layout_is_kept(
-    generated, algorithm, width_moves
-):
+def slot_masked_moves(alg, pairs) -> list[float]:
+    """Returns, for each pair, how far round 1's pre-noise release moves at the run's key with the
+    masks drawn by slot as the runner draws them (`model_draws`), over C: the largest silo's move,
+    or the sum's for a secure sum. The fixed-key comparison the auditor made before its masks were
+    keyed by record."""
+
+    def release(data):
+        run = type(alg)(alg.spec, data, copy.deepcopy(alg.model))
+        run.setup(SIGMA)
+        with model_draws(run.noise_key, 1), tap(noise=False) as releases:
+            run.round(1)
+        return releases[0]
+
+    out = []
+    for pair in pairs:
+        d, dp = release(pair.d), release(pair.d_prime)
+        diff = (d.value - dp.value).double()
+        out.append(float(diff.sum(0).norm() if d.secure_sum else diff.norm(dim=1).max()) / alg.params.clip)
+    return out
+
+
+@pytest.mark.parametrize(("algorithm", "slot_moves"), [("isrl_mbsgd", 6.98), ("dp_fedsgd", 11.55)])
+def test_record_level_rounds_move_one_clipped_term_whatever_the_layout(generated, algorithm, slot_moves):
     """The fuzzer's neighbours (the last record of a silo removed; a ×1000 canary or a flipped copy
-    added) on fraudnet with dropout, round 1's masks keyed as the runner keys them. Silos 1 and 2
-    (21 records) keep the batch width: their own release moves by exactly C (ratio 1.0) and every
-    other silo's not at all. Silo 0 holds the most (22): its neighbours change the width, so at
-    the same key every silo's masks shift and the release moves by several C (measured), which
-    only the masks' secrecy covers (see the module's docstring)."""
+    added) on fraudnet with dropout. Silos 1 and 2 (21 records) keep the batch width; silo 0 holds
+    the most (22), so its neighbours change the width and every silo's slots. With the masks by
+    slot at one key, silo 0's neighbours move the release by several C (measured, as the auditor
+    reported before): other records' masks, not the unit. The fuzzer keys each mask by record (the
+    coupling the guarantee is about): every neighbour moves the release by exactly C (ratio 1.0),
+    and with one release per silo, no other silo's (but for float32 rounding where the width
+    changed)."""
     alg = prepared(generated, algorithm)
     assert [len(s) for s in alg.data.silos] == [22, 21, 21]
     gaps = fuzz(alg, SIGMA)
@@ -354,11 +385,91 @@ def test_record_level_rounds_move_one_clipped_term_where_the_layout_is_kept(
     kept = [g for g in gaps if not g.neighbours.startswith("silo 0")]
     shifted = [g for g in gaps if g.neighbours.startswith("silo 0")]
     assert len(kept) == 2 * len(shifted) > 0
-    assert max(g.ratio for g in kept) <= 1 + TOLERANCE
-    assert max(g.ratio for g in kept) == pytest.approx(1.0, abs=1e-6)
+    for found in (kept, shifted):
+        assert max(g.ratio for g in found) <= 1 + TOLERANCE
+        assert max(g.ratio for g in found) == pytest.approx(1.0, abs=1e-6)
     if algorithm == "isrl_mbsgd":  # one release per silo: only the neighbour's own silo moves
-        assert all(g.gap == 0.0 for g in kept if g.party != "silo-" + g.neighbours.split(":")[0][-1])
-    assert max(g.ratio for g in shifted) == pytest.approx(width_moves, abs=0.05)
+        others = [g for g in gaps if g.party != "silo-" + g.neighbours.split(":")[0][-1]]
+        assert all(g.gap == 0.0 for g in others if g in kept)
+        # another width sums the same terms in another float32 order: 6.1e-7 C measured
+        assert 0 < max(g.ratio for g in others) < 1e-5
+    moves = slot_masked_moves(alg, record_neighbours(alg.data, silos=[0]))
+    assert min(moves) > 3 and max(moves) == pytest.approx(slot_moves, abs=0.05)
+
+
+@pytest.mark.parametrize("algorithm", ["isrl_mbsgd", "dp_fedsgd"])
+def test_dpfl_audit_of_a_fraudnet_round_is_sound(generated, algorithm):
+    """`audit_first_round` (what `dpfl audit` and the API's audit run) on a fraudnet spec whose
+    largest silo's neighbours change the batch layout: every release's worst ratio is 1 (it was
+    6.98 for ISRL-DP MB-SGD and 11.5 for DP-FedSGD, a "violation"), its ε lower bound below the
+    ledger's, and the verdict "no violation found"."""
+    spec = parse_spec(
+        {
+            "algorithm": algorithm,
+            "dataset": {"name": "creditcard", "silos": 3},
+            "model": {"name": "fraudnet"},
+            "rounds": 1,
+            "seed": 3,
+            "privacy": {"noise_multiplier": SIGMA, "delta": 1e-5},
+        }
+    )
+    audits = audit_first_round(spec, data_dirs=[generated], trials=2_000)
+    assert len(audits) == (3 if algorithm == "isrl_mbsgd" else 1)
+    for audit in audits:
+        assert audit.max_sensitivity_ratio <= 1 + TOLERANCE
+        assert audit.max_sensitivity_ratio == pytest.approx(1.0, abs=1e-6)
+        assert audit.epsilon_lower < audit.epsilon_ledger
+        assert audit.verdict == NO_VIOLATION and audit.sound
+
+
+class DropoutAfterClipping(ISRLMinibatchSGD):
+    """Planted: each gradient clipped without dropout (eval mode), then an inverted-dropout mask
+    drawn for it from the round's generator and applied, as a careless port of dropout to the
+    update would: a released term's norm reaches ‖g‖/√(1 − p) ≈ √2·C."""
+
+    def round(self, r: int) -> RoundOutput:
+        silos = participants(self.spec, r, self.noise_key)
+        batch = self.batch(silos, r)
+        self.model.eval()
+        try:
+            grads = per_sample_grads(self.model, self.layout, self.w, batch)
+        finally:
+            self.model.train()
+        norms = grads.norm(dim=-1)
+        terms = grads * (self.params.clip / norms.clamp(min=self.params.clip)).unsqueeze(-1)
+        kept = torch.rand(terms.shape) >= P_DROP
+        return self.conclude(r, silos, batch, (terms * kept / (1 - P_DROP)).sum(1), norms)
+
+
+class NormWithoutMasks(ISRLMinibatchSGD):
+    """Planted: the gradient taken with its dropout masks, its clip factor from its norm without
+    them (a second pass in eval mode): a masked gradient's norm is not the one clipped."""
+
+    def round(self, r: int) -> RoundOutput:
+        silos = participants(self.spec, r, self.noise_key)
+        batch = self.batch(silos, r)
+        grads = per_sample_grads(self.model, self.layout, self.w, batch)
+        self.model.eval()
+        try:
+            norms = per_sample_grads(self.model, self.layout, self.w, batch).norm(dim=-1)
+        finally:
+            self.model.train()
+        terms = grads * (self.params.clip / norms.clamp(min=self.params.clip)).unsqueeze(-1)
+        return self.conclude(r, silos, batch, terms.sum(1), norms)
+
+
+@pytest.mark.parametrize(("mutant", "measured"), [(DropoutAfterClipping, 1.44), (NormWithoutMasks, 3.48)])
+def test_the_fuzzer_still_catches_a_clip_the_masks_escape(generated, mutant, measured):
+    """Two planted ISRL-DP MB-SGD rounds on fraudnet, fuzzed as the audit fuzzes: a neighbour in
+    silo 1 or 2 (the layout kept) moves the release by the unit's released term, whose norm is
+    above C: ratio > 1, a violation (measured). NormWithoutMasks is caught only because the
+    audited masks are in the forward pass the engine clips: fuzzed with dropout off (the model in
+    eval mode), its worst ratio was 1.0000002."""
+    alg = prepared(generated, "isrl_mbsgd")
+    gaps = fuzz(mutant(alg.spec, alg.data, alg.model), SIGMA)
+    kept = max(g.ratio for g in gaps if not g.neighbours.startswith("silo 0"))
+    assert kept > 1.2
+    assert kept == pytest.approx(measured, abs=0.01)
 
 
 def test_noise_is_added_to_the_clipped_sum_after_the_masks(generated):
