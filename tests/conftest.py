@@ -31,9 +31,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # 2.9 s alone.
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
+        share = max(1, (os.cpu_count() or 1) // workers)
+        # and the processes the tests start, which take every core unless told (a child's small
+        # parallel ops each waited out a scheduler's time slice for a descheduled peer); those
+        # that set their threads (a worker's DPFL_TORCH_THREADS) still do
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))
         import torch
 
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+        torch.set_num_threads(share)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
