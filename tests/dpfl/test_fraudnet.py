@@ -1,13 +1,11 @@
 """The ULDP-FL paper's Creditcard model (`fraudnet`, the authors' PrivateFraudNet(30, 30, 4)): its
 5,012 parameters, per-sample gradients through the engine's generic path equal to autograd's one
 sample at a time, dropout's masks drawn per sample and seeded, evaluation without dropout, and a
-ULDP-AVG run on generated Creditcard files."""
+ULDP-AVG run on card_data Creditcard files."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +13,6 @@ import torch
 from torch import nn
 
 from dpfl import runner
-from dpfl.data.files import file_digest
-from dpfl.data.loaders import creditcard
 from dpfl.engine import (
     ParamLayout,
     SiloBatch,
@@ -31,7 +27,6 @@ from dpfl.errors import SpecError
 from dpfl.models import build_model, draws_randomness
 from dpfl.reproduce.local import _succeeded
 from dpfl.spec import parse_spec
-from tests.dpfl.data.test_creditcard import write_creditcard
 from tests.dpfl.test_resnet import autograd_per_sample
 from tests.factories import run_cli
 
@@ -158,18 +153,6 @@ def test_options_outside_the_family_name_the_field(options, field, reason):
     assert (info.value.field, info.value.reason) == (field, reason)
 
 
-@pytest.fixture
-def generated(tmp_path, monkeypatch) -> Path:
-    """A data folder holding a generated creditcard.csv of 400 rows (40 frauds) taken for the official one."""
-    folder = tmp_path / "data"
-    (folder / "creditcard").mkdir(parents=True)
-    path = folder / "creditcard" / "creditcard.csv"
-    write_creditcard(path)
-    spec = dataclasses.replace(creditcard.CREDITCARD_FILES[0], sha256=file_digest(path, "sha256"))
-    monkeypatch.setattr(creditcard, "CREDITCARD_FILES", (spec,))
-    return folder
-
-
 def uldp_avg_spec() -> dict:
     return {
         "algorithm": "uldp_avg",
@@ -186,28 +169,28 @@ def uldp_avg_spec() -> dict:
     }
 
 
-def test_a_uldp_avg_run_trains_it_seeded_by_the_spec(generated):
+def test_a_uldp_avg_run_trains_it_seeded_by_the_spec(card_data):
     spec = parse_spec(uldp_avg_spec())
     state = torch.random.get_rng_state()
-    result = runner.run(spec, data_dirs=[generated], device="cpu")
+    result = runner.run(spec, data_dirs=[card_data], device="cpu")
     assert torch.equal(torch.random.get_rng_state(), state)  # the runner forks the generator it seeds
     assert result.epsilon is not None and 3.9 < result.epsilon <= 4.0 + 1e-9
     assert result.final_params.numel() == 5_012 and bool(torch.isfinite(result.final_params).all())
     initial = fraudnet(seed=1)
     assert not torch.equal(result.final_params, ParamLayout.of(initial).flatten_module(initial))
     torch.manual_seed(123)  # another global state: the same numbers
-    again = runner.run(spec, data_dirs=[generated], device="cpu")
+    again = runner.run(spec, data_dirs=[card_data], device="cpu")
     assert torch.equal(again.final_params, result.final_params)
-    other = runner.run(parse_spec({**uldp_avg_spec(), "seed": 2}), data_dirs=[generated], device="cpu")
+    other = runner.run(parse_spec({**uldp_avg_spec(), "seed": 2}), data_dirs=[card_data], device="cpu")
     assert not np.array_equal(other.final_params.numpy(), result.final_params.numpy())
 
 
-def test_each_evaluation_records_balanced_accuracy_of_the_final_model(generated):
+def test_each_evaluation_records_balanced_accuracy_of_the_final_model(card_data):
     spec = parse_spec(uldp_avg_spec() | {"eval_every": 1})
-    result = runner.run(spec, data_dirs=[generated], device="cpu")
+    result = runner.run(spec, data_dirs=[card_data], device="cpu")
     assert [r.round for r in result.rounds] == [1, 2]
     assert all(r.balanced_accuracy is not None for r in result.rounds)
-    data = runner.prepare(spec, data_dirs=[generated]).data  # the run's own test split: 60 rows, 6 frauds
+    data = runner.prepare(spec, data_dirs=[card_data]).data  # the run's own test split: 60 rows, 6 frauds
     assert (len(data.y_test), int(data.y_test.sum())) == (60, 6)
     model = fraudnet()
     ParamLayout.of(model).load_into(model, result.final_params)
@@ -225,9 +208,9 @@ def test_each_evaluation_records_balanced_accuracy_of_the_final_model(generated)
 
 
 def test_dpfl_run_of_the_creditcard_setting_writes_balanced_accuracy(
-    generated, capsys, monkeypatch, tmp_path
+    card_data, capsys, monkeypatch, tmp_path
 ):
-    monkeypatch.setenv("DPFL_DATA_DIR", str(generated))
+    monkeypatch.setenv("DPFL_DATA_DIR", str(card_data))
     monkeypatch.setenv("DPFL_HOME", str(tmp_path / "home"))
     path, out = tmp_path / "spec.json", tmp_path / "result.json"
     path.write_text(json.dumps(uldp_avg_spec()))

@@ -1,4 +1,4 @@
-"""Voting with `fraudnet` (dropout 0.5) on generated Creditcard files.
+"""Voting with `fraudnet` (dropout 0.5) on card_data Creditcard files.
 
 AE-DPFL used to fail with fraudnet: `predicted_labels` ran the agents' models through ``vmap``
 in training mode, whose dropout is a random draw ``vmap`` refuses ("randomness error mode"),
@@ -12,7 +12,6 @@ the vote mechanism's alone: the same as an MLP's on the same data.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,29 +22,14 @@ from dpfl import runner
 from dpfl.algorithms.voting import clear_vote_cache
 from dpfl.algorithms.voting.ae import LOCAL_ROUND
 from dpfl.algorithms.voting.votes import predicted_labels
-from dpfl.data.files import file_digest
-from dpfl.data.loaders import creditcard
 from dpfl.engine import ParamLayout, stack_copies
 from dpfl.engine.noise import model_draws
 from dpfl.models import build_model, draws_randomness
 from dpfl.privacy.events import VoteEvent
 from dpfl.spec import parse_spec
-from tests.dpfl.data.test_creditcard import write_creditcard
 
 SIGMA = 2.0
 AGENTS = 4
-
-
-@pytest.fixture
-def generated(tmp_path, monkeypatch) -> Path:
-    """A data folder holding a generated creditcard.csv of 400 rows (40 frauds) taken for the official one."""
-    folder = tmp_path / "data"
-    (folder / "creditcard").mkdir(parents=True)
-    path = folder / "creditcard" / "creditcard.csv"
-    write_creditcard(path)
-    spec = dataclasses.replace(creditcard.CREDITCARD_FILES[0], sha256=file_digest(path, "sha256"))
-    monkeypatch.setattr(creditcard, "CREDITCARD_FILES", (spec,))
-    return folder
 
 
 PARAMS = {
@@ -100,7 +84,7 @@ def test_votes_are_predicted_in_eval_mode_and_draw_nothing():
 
 
 @pytest.mark.parametrize("algorithm", ["ae_dpfl", "ae_dpfl_da", "knn_dpfl"])
-def test_a_fraudnet_vote_has_the_ledger_of_the_same_vote_with_an_mlp(generated, algorithm):
+def test_a_fraudnet_vote_has_the_ledger_of_the_same_vote_with_an_mlp(card_data, algorithm):
     """20 queries in 2 rounds, σ = 2: one VoteEvent(σ, 1) per query whatever model votes. The
     public ledgers are equal entry by entry, the ε too, and both are the plan's; the withheld
     histograms (the data-dependent bound's input) are the models' own, 4 votes each for AE."""
@@ -108,8 +92,8 @@ def test_a_fraudnet_vote_has_the_ledger_of_the_same_vote_with_an_mlp(generated, 
     for name, model in (("fraudnet", FRAUDNET), ("mlp", MLP)):
         clear_vote_cache()
         spec = parse_spec(vote_spec(algorithm, model))
-        results[name] = runner.run(spec, data_dirs=[generated], device="cpu")
-        plan = runner.prepare(spec, data_dirs=[generated]).plan(SIGMA)
+        results[name] = runner.run(spec, data_dirs=[card_data], device="cpu")
+        plan = runner.prepare(spec, data_dirs=[card_data]).plan(SIGMA)
         assert results[name].ledger.to_json() == plan.to_json()
     fraudnet, mlp = results["fraudnet"], results["mlp"]
     assert fraudnet.ledger.to_json() == mlp.ledger.to_json()
@@ -127,7 +111,7 @@ def test_a_fraudnet_vote_has_the_ledger_of_the_same_vote_with_an_mlp(generated, 
     assert fraudnet.final_params.numel() == 5_012 and bool(torch.isfinite(fraudnet.final_params).all())
 
 
-def test_fraudnet_votes_depend_on_the_runs_key_alone(generated):
+def test_fraudnet_votes_depend_on_the_runs_key_alone(card_data):
     """Two runs after different global generator states give the same histograms and student;
     the agents' local models do train with dropout (other keys, other models; without dropout,
     others again), and a key gives one set of models."""
@@ -136,12 +120,12 @@ def test_fraudnet_votes_depend_on_the_runs_key_alone(generated):
     for state in (1, 2):
         clear_vote_cache()
         torch.manual_seed(state)
-        result = runner.run(spec, data_dirs=[generated], device="cpu")
+        result = runner.run(spec, data_dirs=[card_data], device="cpu")
         histograms.append([e.event.counts for e in result.ledger.entries])
         students.append(result.final_params)
     assert histograms[0] == histograms[1] and torch.equal(students[0], students[1])
 
-    alg = runner.prepare(spec, data_dirs=[generated])
+    alg = runner.prepare(spec, data_dirs=[card_data])
     init = stack_copies(alg.layout.flatten_module(alg.model), AGENTS)
 
     def local(key: int) -> torch.Tensor:

@@ -1,10 +1,9 @@
-"""Creditcard from CSV files generated here in the exact format of Kaggle's creditcard.csv (no
+"""Creditcard from CSV files card_data here in the exact format of Kaggle's creditcard.csv (no
 network): reading, the paper's preprocessing, refusing what is not the file, the checksum, the
-paper's setting left out without its file, and a ULDP-AVG run on generated files."""
+paper's setting left out without its file, and a ULDP-AVG run on card_data files."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -89,22 +88,9 @@ def test_a_missing_file_says_where_to_put_it(tmp_path):
         load_dataset("creditcard", search_dirs=[tmp_path])
 
 
-@pytest.fixture
-def generated(tmp_path, monkeypatch) -> Path:
-    """A data folder holding a generated creditcard.csv of 400 rows (40 frauds) that the loader takes
-    as the official one: its checksum is the generated file's."""
-    folder = tmp_path / "data"
-    (folder / "creditcard").mkdir(parents=True)
-    path = folder / "creditcard" / "creditcard.csv"
-    write_creditcard(path)
-    spec = dataclasses.replace(creditcard.CREDITCARD_FILES[0], sha256=file_digest(path, "sha256"))
-    monkeypatch.setattr(creditcard, "CREDITCARD_FILES", (spec,))
-    return folder
-
-
-def test_the_papers_split_standardisation_and_under_sampling(generated):
-    features, labels = creditcard.read_creditcard(generated / "creditcard" / "creditcard.csv")
-    data = load_dataset("creditcard", search_dirs=[generated], seed=3)
+def test_the_papers_split_standardisation_and_under_sampling(card_data):
+    features, labels = creditcard.read_creditcard(card_data / "creditcard" / "creditcard.csv")
+    data = load_dataset("creditcard", search_dirs=[card_data], seed=3)
     train, test = stratified_split(labels, test_fraction=0.15, seed=3, stream="creditcard")
     # round(0.15 · 40) = 6 frauds and round(0.15 · 360) = 54 others to test; all 34 training frauds
     # kept and int(0.1 · 306) = 30 of the 306 other training rows (reference/004_uldp_fl.md §4.2)
@@ -116,13 +102,13 @@ def test_the_papers_split_standardisation_and_under_sampling(generated):
     np.testing.assert_allclose(data.x_test, (features[test] - mean) / std, rtol=1e-5, atol=1e-5)
     assert data.feature_names == creditcard.CREDITCARD_HEADER[:-1] and data.num_classes == 2
     assert data.fitted and "before the under-sampling" in data.fitted[0]
-    raw = load_dataset("creditcard", search_dirs=[generated], seed=3, undersample=1.0, standardise="none")
+    raw = load_dataset("creditcard", search_dirs=[card_data], seed=3, undersample=1.0, standardise="none")
     np.testing.assert_array_equal(raw.x_train, features[train].astype(np.float32))
     assert raw.fitted == () and raw.num_train == 340
     kept = [row.tobytes() for row in raw.x_train]
     assert all(
         row.tobytes() in kept
-        for row in load_dataset("creditcard", search_dirs=[generated], seed=3, standardise="none").x_train
+        for row in load_dataset("creditcard", search_dirs=[card_data], seed=3, standardise="none").x_train
     )  # the under-sampled rows are training rows, each once
 
 
@@ -139,7 +125,7 @@ def test_a_bad_option_names_the_field_and_what_is_allowed(tmp_path, option, valu
         load_dataset("creditcard", search_dirs=[tmp_path], **{option: value})
 
 
-def test_a_uldp_avg_run_on_generated_files_with_users_first(generated):
+def test_a_uldp_avg_run_on_generated_files_with_users_first(card_data):
     # the paper's Creditcard allocation (reference §4.3), shrunk: zipf users, each dealt to silos by Zipf
     spec = parse_spec(
         {
@@ -156,7 +142,7 @@ def test_a_uldp_avg_run_on_generated_files_with_users_first(generated):
             "seed": 1,
         }
     )
-    result = runner.run(spec, data_dirs=[generated], device="cpu")
+    result = runner.run(spec, data_dirs=[card_data], device="cpu")
     assert result.epsilon is not None and 3.9 < result.epsilon <= 4.0 + 1e-9
     assert np.asarray(result.label_histogram).sum() == 64  # every under-sampled training row in a silo
     assert result.final.accuracy is not None and 0.0 <= result.final.accuracy <= 1.0

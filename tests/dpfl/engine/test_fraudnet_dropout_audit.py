@@ -33,7 +33,6 @@ clip, inverted-dropout scaling inflates its norm), masks drawn from a seed hashe
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -48,13 +47,10 @@ from dpfl.algorithms.isrl.mbsgd import ISRLMinibatchSGD
 from dpfl.audit.fuzz import TOLERANCE, fixed_sample_spec, fuzz
 from dpfl.audit.neighbours import record_neighbours
 from dpfl.audit.rounds import NO_VIOLATION, audit_first_round
-from dpfl.data.files import file_digest
-from dpfl.data.loaders import creditcard
 from dpfl.engine import ParamLayout, SiloBatch, clipped_grad_sum, per_sample_grads, tap
 from dpfl.engine.noise import gaussian_noise, model_draws
 from dpfl.models import build_model
 from dpfl.spec import parse_spec
-from tests.dpfl.data.test_creditcard import write_creditcard
 
 F64 = torch.float64
 P_DROP = 0.5
@@ -314,19 +310,7 @@ def test_another_batch_width_draws_other_masks_for_every_later_silo():
         assert abs(float(torch.stack(per_key).mean()) - 0.5) < 4 * (0.25 / (16 * 6 * 30)) ** 0.5, width
 
 
-# --- the algorithms' rounds on a generated Creditcard file ---------------------------------------
-
-
-@pytest.fixture
-def generated(tmp_path, monkeypatch) -> Path:
-    """A data folder holding a generated creditcard.csv of 400 rows (40 frauds) taken for the official one."""
-    folder = tmp_path / "data"
-    (folder / "creditcard").mkdir(parents=True)
-    path = folder / "creditcard" / "creditcard.csv"
-    write_creditcard(path)
-    spec = dataclasses.replace(creditcard.CREDITCARD_FILES[0], sha256=file_digest(path, "sha256"))
-    monkeypatch.setattr(creditcard, "CREDITCARD_FILES", (spec,))
-    return folder
+# --- the algorithms' rounds on a card_data Creditcard file ---------------------------------------
 
 
 SIGMA = 1.3
@@ -369,7 +353,7 @@ def slot_masked_moves(alg, pairs) -> list[float]:
 
 
 @pytest.mark.parametrize(("algorithm", "slot_moves"), [("isrl_mbsgd", 6.98), ("dp_fedsgd", 11.55)])
-def test_record_level_rounds_move_one_clipped_term_whatever_the_layout(generated, algorithm, slot_moves):
+def test_record_level_rounds_move_one_clipped_term_whatever_the_layout(card_data, algorithm, slot_moves):
     """The fuzzer's neighbours (the last record of a silo removed; a ×1000 canary or a flipped copy
     added) on fraudnet with dropout. Silos 1 and 2 (21 records) keep the batch width; silo 0 holds
     the most (22), so its neighbours change the width and every silo's slots. With the masks by
@@ -378,7 +362,7 @@ def test_record_level_rounds_move_one_clipped_term_whatever_the_layout(generated
     coupling the guarantee is about): every neighbour moves the release by exactly C (ratio 1.0),
     and with one release per silo, no other silo's (but for float32 rounding where the width
     changed)."""
-    alg = prepared(generated, algorithm)
+    alg = prepared(card_data, algorithm)
     assert [len(s) for s in alg.data.silos] == [22, 21, 21]
     gaps = fuzz(alg, SIGMA)
     assert all(g.claimed_sensitivity == pytest.approx(alg.params.clip) for g in gaps)
@@ -398,7 +382,7 @@ def test_record_level_rounds_move_one_clipped_term_whatever_the_layout(generated
 
 
 @pytest.mark.parametrize("algorithm", ["isrl_mbsgd", "dp_fedsgd"])
-def test_dpfl_audit_of_a_fraudnet_round_is_sound(generated, algorithm):
+def test_dpfl_audit_of_a_fraudnet_round_is_sound(card_data, algorithm):
     """`audit_first_round` (what `dpfl audit` and the API's audit run) on a fraudnet spec whose
     largest silo's neighbours change the batch layout: every release's worst ratio is 1 (it was
     6.98 for ISRL-DP MB-SGD and 11.5 for DP-FedSGD, a "violation"), its ε lower bound below the
@@ -413,7 +397,7 @@ def test_dpfl_audit_of_a_fraudnet_round_is_sound(generated, algorithm):
             "privacy": {"noise_multiplier": SIGMA, "delta": 1e-5},
         }
     )
-    audits = audit_first_round(spec, data_dirs=[generated], trials=2_000)
+    audits = audit_first_round(spec, data_dirs=[card_data], trials=2_000)
     assert len(audits) == (3 if algorithm == "isrl_mbsgd" else 1)
     for audit in audits:
         assert audit.max_sensitivity_ratio <= 1 + TOLERANCE
@@ -459,25 +443,25 @@ class NormWithoutMasks(ISRLMinibatchSGD):
 
 
 @pytest.mark.parametrize(("mutant", "measured"), [(DropoutAfterClipping, 1.44), (NormWithoutMasks, 3.48)])
-def test_the_fuzzer_still_catches_a_clip_the_masks_escape(generated, mutant, measured):
+def test_the_fuzzer_still_catches_a_clip_the_masks_escape(card_data, mutant, measured):
     """Two planted ISRL-DP MB-SGD rounds on fraudnet, fuzzed as the audit fuzzes: a neighbour in
     silo 1 or 2 (the layout kept) moves the release by the unit's released term, whose norm is
     above C: ratio > 1, a violation (measured). NormWithoutMasks is caught only because the
     audited masks are in the forward pass the engine clips: fuzzed with dropout off (the model in
     eval mode), its worst ratio was 1.0000002."""
-    alg = prepared(generated, "isrl_mbsgd")
+    alg = prepared(card_data, "isrl_mbsgd")
     gaps = fuzz(mutant(alg.spec, alg.data, alg.model), SIGMA)
     kept = max(g.ratio for g in gaps if not g.neighbours.startswith("silo 0"))
     assert kept > 1.2
     assert kept == pytest.approx(measured, abs=0.01)
 
 
-def test_noise_is_added_to_the_clipped_sum_after_the_masks(generated):
+def test_noise_is_added_to_the_clipped_sum_after_the_masks(card_data):
     """ISRL-DP MB-SGD's round 1 on every record: what each silo releases before noise is the
     engine's clipped sum of its records with round 1's masks; the noise is the silo's own
     N(0, σ²C²) draw, added after: the model with noise minus the model without is exactly
     η · mean_s(noise_s / n_s)."""
-    alg = prepared(generated, "isrl_mbsgd")
+    alg = prepared(card_data, "isrl_mbsgd")
     key, clip, lr = alg.noise_key, alg.params.clip, alg.params.lr
     runs = []
     for noise in (False, True):
@@ -505,12 +489,12 @@ def test_noise_is_added_to_the_clipped_sum_after_the_masks(generated):
     assert float(noise.norm(dim=1).min()) > 10 * clip  # the noise itself was never clipped
 
 
-def test_uldp_avg_clips_each_users_delta_with_its_masks_to_c(generated):
+def test_uldp_avg_clips_each_users_delta_with_its_masks_to_c(card_data):
     """ULDP-AVG's round 1 with dropout in every local step, under 8 keys: each (silo, user) delta
     is clipped to ≤ C after its local training, and a user's weighted terms over silos sum to ≤ C
     (measured: C exactly, every delta being clipped)."""
     alg = prepared(
-        generated,
+        card_data,
         "uldp_avg",
         params={"local_epochs": 1, "batch_size": 4, "clip": 0.05},
         dataset={"users": {"kind": "uniform", "count": 12}},
@@ -535,7 +519,7 @@ def test_uldp_avg_clips_each_users_delta_with_its_masks_to_c(generated):
     assert not torch.equal(rows_by_key[0], rows_by_key[1])  # the masks did change the deltas
 
 
-def test_a_runs_masks_come_from_its_noise_key_not_the_published_seed(generated):
+def test_a_runs_masks_come_from_its_noise_key_not_the_published_seed(card_data):
     """A run whose mechanisms draw from OS entropy: round 1's pre-noise release is the one its
     secret key's masks give. Planted: masks seeded from the spec's public seed (the runner's keying
     before this audit) give another release, so the check tells the two apart."""
@@ -550,7 +534,7 @@ def test_a_runs_masks_come_from_its_noise_key_not_the_published_seed(generated):
             "privacy": {"noise_multiplier": SIGMA, "delta": 1e-5, "noise_source": "entropy"},
         }
     )
-    started = runner.start(spec, data_dirs=[generated], device="cpu")
+    started = runner.start(spec, data_dirs=[card_data], device="cpu")
     secret = started.algorithm.noise_key
     assert secret != spec.seed
     with tap(noise=False) as releases:
@@ -558,7 +542,7 @@ def test_a_runs_masks_come_from_its_noise_key_not_the_published_seed(generated):
     (released,) = releases
 
     def round_one(mask_key: int) -> torch.Tensor:
-        twin = runner.prepare(spec, data_dirs=[generated])
+        twin = runner.prepare(spec, data_dirs=[card_data])
         twin.noise_key = secret  # the same sample and noise: only the masks' key differs
         twin.setup(started.privacy.noise_multiplier)
         with model_draws(mask_key, 1), tap(noise=False) as found:
