@@ -33,6 +33,7 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "spec_error",
+    "spec_fields",
     "yaml_load",
 ]
 
@@ -318,16 +319,21 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[s
     return out
 
 
-def load_spec(text: str, *, overrides: Sequence[str] = ()) -> RunSpec:
-    """Returns the RunSpec written as YAML or JSON in `text`, with `field=value` overrides applied."""
+def spec_fields(text: str) -> dict[str, Any]:
+    """Returns the spec's fields written as YAML or JSON in `text`, unparsed (a paper config's
+    `reproduce` block, its sweep for `dpfl.reproduce`, left out)."""
     try:
         data = yaml_load(text)
     except yaml.YAMLError as exc:
         raise SpecError("spec", f"is not valid YAML or JSON: {exc}") from None
     if not isinstance(data, Mapping):
         raise SpecError("spec", f"must be a mapping of fields; got {type(data).__name__}.")
-    data = {k: v for k, v in data.items() if k != "reproduce"}  # a paper config's sweep (dpfl.reproduce)
-    return parse_spec(apply_overrides(data, overrides))
+    return {k: v for k, v in data.items() if k != "reproduce"}
+
+
+def load_spec(text: str, *, overrides: Sequence[str] = ()) -> RunSpec:
+    """Returns the RunSpec written as YAML or JSON in `text`, with `field=value` overrides applied."""
+    return parse_spec(apply_overrides(spec_fields(text), overrides))
 
 
 def check_privacy(spec: RunSpec, notion: str) -> None:

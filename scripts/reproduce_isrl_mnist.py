@@ -15,10 +15,8 @@ import os
 import statistics
 from pathlib import Path
 
-import yaml
-
 from dpfl.runner import prepare, project, run
-from dpfl.spec import parse_spec
+from dpfl.spec import parse_spec, spec_fields
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "paper" / "isrl_mnist.yaml"
 EPSILONS = (0.75, 1.0, 1.5, 3.0, 6.0, 12.0, 18.0)
@@ -42,7 +40,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1)
     args = parser.parse_args()
     dirs = [Path(os.environ["DPFL_DATA_DIR"])]
-    base = yaml.safe_load(CONFIG.read_text())
+    base = spec_fields(CONFIG.read_text())
     print("| M | algorithm | " + " | ".join(f"ε={e:g}" for e in EPSILONS) + " |")
     print("|---|---|" + "---|" * len(EPSILONS))
     for m in (12, 25):

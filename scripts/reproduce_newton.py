@@ -20,11 +20,10 @@ import sys
 from pathlib import Path
 
 import torch
-import yaml
 
 from dpfl.privacy.accountants.gdp import gdp_epsilon
 from dpfl.runner import run
-from dpfl.spec import parse_spec
+from dpfl.spec import parse_spec, spec_fields
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "paper"
 DATASETS = {"synthetic": CONFIGS / "newton_synthetic.yaml", "a9a": CONFIGS / "newton_a9a.yaml"}
@@ -83,7 +82,7 @@ def main() -> None:
     for name, path in DATASETS.items():
         if args.only and name != args.only:
             continue
-        base = yaml.safe_load(path.read_text())
+        base = spec_fields(path.read_text())
         sweep = Sweep(base, args.seeds, dirs)
         delta = base["privacy"]["delta"]
         header = " | ".join(f"μ = {mu:g} (ε = {gdp_epsilon(mu, delta=delta):.2f})" for mu in MUS)

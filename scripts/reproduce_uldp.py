@@ -28,13 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from dpfl.algorithms.uldp.naive import PAPER_SENSITIVITY_RATIO
 from dpfl.errors import DpflError
 from dpfl.privacy.accountants.group import describe_group_conversion
 from dpfl.runner import RunResult, prepare, project, run
-from dpfl.spec import apply_overrides, parse_spec
+from dpfl.spec import apply_overrides, parse_spec, spec_fields
 
 # User settings per dataset (§4.3–4.4): FLamby datasets draw users inside the natural silos;
 # MNIST draws users first, then each user's silos (zipf: α_silo = 2; uniform: equal counts per
@@ -211,7 +210,7 @@ def main() -> int:
     # a small silo); the orders left still give a valid bound.
     logging.getLogger("absl").setLevel(logging.ERROR)
     dirs = [Path(os.environ["DPFL_DATA_DIR"])] if "DPFL_DATA_DIR" in os.environ else []
-    full = yaml.safe_load(args.config.read_text())
+    full = spec_fields(args.config.read_text())
     base = apply_overrides(full, args.set)
     dataset = base["dataset"]["name"]
     if args.local_epochs:
