@@ -80,13 +80,18 @@ def _runs(session: Session, sweep_id: str) -> tuple[list[dict[str, Any]], list[s
         )
     drawn = [r for r in runs if r["private"]] or runs
     left_out = [r["id"] for r in runs if r not in drawn]
-    note = f"{len(drawn)} runs of sweep {sweep.name or sweep.id}"
+    note = f"{_counted(len(drawn), 'run')} of sweep {sweep.name or sweep.id}"
     if left_out:
-        note += f" · {len(left_out)} non-private runs not drawn"
+        note += f" · {_counted(len(left_out), 'non-private run')} not drawn"
     for metric in sorted({m for _, m in unmeasured}):
         count = sum(m == metric for _, m in unmeasured)
         note += f" · {count} without {METRIC_NAMES.get(metric, metric)} not drawn"
     return drawn, left_out + [run_id for run_id, _ in unmeasured], note
+
+
+def _counted(n: int, noun: str) -> str:
+    """Returns `n` and `noun`, plural unless n is 1 ("1 run", "2 runs")."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _mean(sigma: float | list[float] | None) -> float | None:

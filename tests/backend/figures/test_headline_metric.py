@@ -308,7 +308,7 @@ def test_a_creditcard_sweeps_parallel_coordinates_are_in_balanced_accuracy(clien
     assert fig["layout"]["meta"]["run_ids"] == ["cc-1a", "cc-1b", "cc-4a"]
     assert fig["layout"]["meta"]["left_out"] == ["cc-np", "cc-4b"]
     assert fig["layout"]["title"]["subtitle"]["text"] == (
-        "3 runs of sweep cc · 1 non-private runs not drawn · 1 without balanced accuracy not drawn"
+        "3 runs of sweep cc · 1 non-private run not drawn · 1 without balanced accuracy not drawn"
     )
     mnist = client.get("/api/sweeps/mn/figures/parcoords").json()["data"][0]
     assert (mnist["dimensions"][-1]["label"], mnist["dimensions"][-1]["values"]) == (

@@ -68,7 +68,7 @@ export async function showSweep(panel, id, onChange = () => {}) {
     h("h3", {}, "How its runs train"), batchList(sweep),
     // one above the other, full width: a parcoords axis per varying parameter needs the room
     h("h3", {}, "Hyperparameters of each run"), parcoords,
-    h("h3", {}, "What explains the accuracy"), importance);
+    h("h3", {}, "What explains the results"), importance);
   panel.hidden = false;
   await Promise.all([
     drawWhenVisible(parcoords, () => api.parcoordsFigure(id)),
