@@ -47,6 +47,15 @@ export function guessingText(run) {
   return `${metric.replaceAll("_", " ")} ${fmt(run[`final_${metric}`])} is no better than guessing the majority class (${fmt(run.chance_baseline)}; ${run.baseline_label})`;
 }
 
+/** Returns [label, values] of a run's final results: its dataset's headline metric first where that
+ * is not accuracy (Creditcard's balanced accuracy, beside an accuracy of 0.998 for any guesser). */
+export function outcomeText(run) {
+  if (run.headline_metric === "balanced_accuracy") {
+    return ["balanced accuracy / accuracy / loss", `${fmt(run.final_balanced_accuracy)} / ${fmt(run.final_accuracy)} / ${fmt(run.final_loss)}`];
+  }
+  return ["accuracy / loss", `${fmt(run.final_accuracy)} / ${fmt(run.final_loss)}`];
+}
+
 /** Returns {el, update(run)}: the header of run `id`; `onChanged` is called after a cancel or an
  * archive is accepted. */
 export function runHeader(id, onChanged) {
@@ -79,13 +88,14 @@ export function runHeader(id, onChanged) {
   const marker = h("span");
   const clone = h("button", { onclick: () => go("new", { from: id }) }, "Clone and edit");
   const dd = Object.fromEntries(["privacy", "eps", "sigma", "noise-source", "acc", "worker", "duration"].map((k) => [k, h("dd", { class: k })]));
+  const accLabel = h("dt", {}, "accuracy / loss");
   const el = h("div", { class: "run-header" },
     h("h1", {}, title, " ", status, marker),
     h("div", { class: "toolbar" }, bar, round, cancel, clone, archive, remove),
     actionError, sweepLink, guessing, error, warning, reported, caveats,
     h("dl", { class: "kv" },
       h("dt", {}, "privacy"), dd.privacy, h("dt", {}, "ε target / spent"), dd.eps, h("dt", {}, "noise multiplier"), dd.sigma,
-      h("dt", {}, "noise"), dd["noise-source"], h("dt", {}, "accuracy / loss"), dd.acc, h("dt", {}, "worker"), dd.worker,
+      h("dt", {}, "noise"), dd["noise-source"], accLabel, dd.acc, h("dt", {}, "worker"), dd.worker,
       h("dt", {}, "duration"), dd.duration));
   let shownCaveats = null;
 
@@ -123,7 +133,7 @@ export function runHeader(id, onChanged) {
     dd.sigma.textContent = noiseMultiplier(run.noise_multiplier);
     dd["noise-source"].textContent = isExternal(run) ? "executed elsewhere: as its code reported"
       : run.protected ? "protected: OS entropy, never stored" : "simulation: seeded from the spec";
-    dd.acc.textContent = `${fmt(run.final_accuracy)} / ${fmt(run.final_loss)}`;
+    [accLabel.textContent, dd.acc.textContent] = outcomeText(run);
     dd.worker.textContent = run.worker ?? "–";
     dd.duration.textContent = duration(run);
   }

@@ -206,15 +206,16 @@ def test_a_sweep_summary_is_in_its_dataset_metric(client, settings):
 # --- the run page's "no better than guessing" flag -------------------------------------------------
 
 
-def guessing_texts(runs: list[dict], tmp_path: Path) -> list[str]:
-    """What the run page's flag says of each run as the API serves it: frontend/js/pages/run-header.js's
-    `guessingText`, run by node (the frontend copied beside a package.json that makes .js a module)."""
+def header_texts(runs: list[dict], tmp_path: Path, function: str = "guessingText") -> list:
+    """What the run page's header says of each run as the API serves it: a function of
+    frontend/js/pages/run-header.js (`guessingText`: the flag; `outcomeText`: the results row), run
+    by node (the frontend copied beside a package.json that makes .js a module)."""
     shutil.copytree(Path(__file__).resolve().parents[3] / "frontend/js", tmp_path / "js")
     (tmp_path / "package.json").write_text('{"type": "module"}')
     module = tmp_path / "js/pages/run-header.js"
     script = (
-        f"import {{ guessingText }} from {json.dumps(module.as_uri())};"
-        f"console.log(JSON.stringify({json.dumps(runs)}.map(guessingText)));"
+        f"import {{ {function} }} from {json.dumps(module.as_uri())};"
+        f"console.log(JSON.stringify({json.dumps(runs)}.map({function})));"
     )
     done = subprocess.run(
         ["node", "--input-type=module", "-e", script],
@@ -259,14 +260,17 @@ def test_the_guessing_flag_judges_the_datasets_metric_against_its_chance_and_nam
     ]
     label = runs["cc-blind"]["baseline_label"]
     assert label.startswith("not private: ")
-    if shutil.which("node"):
-        assert guessing_texts(list(runs.values()), tmp_path) == [
-            "",
-            f"balanced accuracy 0.52 is no better than guessing the majority class (0.5; {label})",
-            "",
-            f"accuracy 0.104 is no better than guessing the majority class (0.1; {label})",
-            "",
-        ]
+    assert header_texts(list(runs.values()), tmp_path) == [
+        "",
+        f"balanced accuracy 0.52 is no better than guessing the majority class (0.5; {label})",
+        "",
+        f"accuracy 0.104 is no better than guessing the majority class (0.1; {label})",
+        "",
+    ]
+    # the results row leads with the headline metric where it is not accuracy
+    outcomes = header_texts([runs["cc-blind"], runs["mn-blind"]], tmp_path / "row", "outcomeText")
+    assert [label for label, _ in outcomes] == ["balanced accuracy / accuracy / loss", "accuracy / loss"]
+    assert outcomes[0][1].startswith("0.52 / 0.999 / ") and outcomes[1][1].startswith("0.104 / ")
 
 
 # --- a sweep's hyperparameter charts ---------------------------------------------------------------
