@@ -162,9 +162,14 @@ class SummaryRow(BaseModel):
 
 
 class ParetoPoint(BaseModel):
+    """A row on its frontier: one frontier per notion, metric and dataset (their units)."""
+
     algorithm: str
     epsilon: float
     accuracy: float
+    notion: str
+    metric: str
+    dataset: str | None
 
 
 class ReferenceLine(BaseModel):

@@ -217,6 +217,7 @@ def summary(session: Session, sweep_id: str) -> SweepSummary:
                 config=configs[run_id].key,
                 setting=configs[run_id].label,
                 metric=metric,
+                dataset=dataset,
             )
         )
     rows = summary_rows(outcomes)

@@ -57,6 +57,7 @@ class Outcome:
             in words ("δ = 0.1 · lr = 2"); "" when none do.
         metric: the test metric `accuracy` is in: its dataset's headline metric
             (`dpfl.data.headline_metric`), ``accuracy`` or ``balanced_accuracy``.
+        dataset: the data it ran on, as runs are listed ("" where the caller keeps none).
     """
 
     algorithm: str
@@ -70,6 +71,7 @@ class Outcome:
     config: str = ""
     setting: str = ""
     metric: str = "accuracy"
+    dataset: str = ""
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -95,8 +97,8 @@ def _row_key(row: dict[str, Any]) -> tuple:
 def _groups(outcomes: Iterable[Outcome]) -> dict[tuple, list[Outcome]]:
     groups: dict[tuple, list[Outcome]] = defaultdict(list)
     for o in outcomes:
-        key = (o.algorithm, o.notion, o.target_epsilon, o.noise_multiplier, o.series, o.config, o.metric)
-        groups[key].append(o)
+        key = (o.algorithm, o.notion, o.target_epsilon, o.noise_multiplier, o.series, o.config)
+        groups[(*key, o.metric, o.dataset)].append(o)
     return groups
 
 
@@ -112,6 +114,7 @@ def _row(members: Sequence[Outcome]) -> dict[str, Any]:
         "noise_multiplier": first.noise_multiplier,
         "n": len(members),
         "metric": first.metric,
+        "dataset": first.dataset or None,
         "accuracy_mean": _mean(accuracies),
         "accuracy_std": _std(accuracies),
         "epsilon_mean": _mean(spent),
@@ -167,17 +170,28 @@ def front(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def pareto_front(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Returns the private rows on the Pareto frontier as {algorithm, epsilon, accuracy}, by ε: the
-    ε its ledger spent (a paper calibration may spend far more than its target).
+    """Returns the private rows on a Pareto frontier as {algorithm, epsilon, accuracy, notion,
+    metric, dataset}, by ε: the ε its ledger spent (a paper calibration may spend far more than
+    its target).
 
-    Rows without a mean accuracy or an ε are left out.
+    One frontier per (notion, metric, dataset): ε of two notions are different units, and so are
+    accuracies of two metrics or on two datasets, so no row beats another across them. Rows
+    without a mean accuracy or an ε are left out.
     """
-    points = []
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         eps = row["epsilon_mean"]
         if row["notion"] != "none" and eps is not None and row["accuracy_mean"] is not None:
-            points.append({"algorithm": row["algorithm"], "epsilon": eps, "accuracy": row["accuracy_mean"]})
-    return sorted(front(points), key=lambda p: (p["epsilon"], -p["accuracy"], p["algorithm"]))
+            point = {"algorithm": row["algorithm"], "epsilon": eps, "accuracy": row["accuracy_mean"]}
+            point |= {"notion": row["notion"], "metric": row["metric"], "dataset": row.get("dataset")}
+            groups[_unit(point)].append(point)
+    points = [p for members in groups.values() for p in front(members)]
+    return sorted(points, key=lambda p: (*_unit(p), p["epsilon"], -p["accuracy"], p["algorithm"]))
+
+
+def _unit(point: dict[str, Any]) -> tuple[str, str, str]:
+    """What a frontier point's ε and accuracy are measured in: its notion, metric and dataset."""
+    return point["notion"], point["metric"], point["dataset"] or ""
 
 
 def reference(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

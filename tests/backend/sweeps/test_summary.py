@@ -17,6 +17,9 @@ def private(algorithm: str, eps: float, accuracy: float | None, spent: float | N
     return Outcome(algorithm, "record", eps, None, accuracy, eps if spent is None else spent)
 
 
+RECORD = {"notion": "record", "metric": "accuracy", "dataset": None}  # a frontier point's unit here
+
+
 def fedavg(accuracy: float) -> Outcome:
     return Outcome("fedavg", "none", None, None, accuracy, None)
 
@@ -31,6 +34,7 @@ def test_two_seeds_give_mean_and_sample_std():
         "noise_multiplier": None,
         "n": 2,
         "metric": "accuracy",
+        "dataset": None,
         "accuracy_mean": pytest.approx(0.85, abs=1e-15),
         "accuracy_std": pytest.approx(0.07071067811865474, rel=1e-12),  # |0.9 - 0.8| / √2 (ddof = 1)
         "epsilon_mean": pytest.approx(0.99, abs=1e-15),
@@ -81,8 +85,8 @@ def test_noise_multiplier_runs_are_grouped_by_it_and_placed_by_the_epsilon_spent
     rows = summary_rows(outcomes)
     assert [(r["noise_multiplier"], r["n"]) for r in rows] == [(1.0, 1), (2.0, 2)]
     assert pareto_front(rows) == [
-        {"algorithm": "a", "epsilon": pytest.approx(1.2), "accuracy": pytest.approx(0.65)},
-        {"algorithm": "a", "epsilon": 3.0, "accuracy": 0.8},
+        {"algorithm": "a", "epsilon": pytest.approx(1.2), "accuracy": pytest.approx(0.65)} | RECORD,
+        {"algorithm": "a", "epsilon": 3.0, "accuracy": 0.8} | RECORD,
     ]
 
 
@@ -102,9 +106,30 @@ def test_pareto_front_of_a_hand_made_example():
         ]
     )
     assert pareto_front(rows) == [
-        {"algorithm": "a", "epsilon": 0.5, "accuracy": 0.60},
-        {"algorithm": "a", "epsilon": 1.0, "accuracy": 0.70},
-        {"algorithm": "b", "epsilon": 3.0, "accuracy": 0.90},
+        {"algorithm": "a", "epsilon": 0.5, "accuracy": 0.60} | RECORD,
+        {"algorithm": "a", "epsilon": 1.0, "accuracy": 0.70} | RECORD,
+        {"algorithm": "b", "epsilon": 3.0, "accuracy": 0.90} | RECORD,
+    ]
+
+
+def test_each_notion_metric_and_dataset_has_its_own_front():
+    # ε of two notions, and accuracies of two metrics or on two datasets, are different units: a
+    # user-level row at ε 4 is not beaten by a record-level one at ε 1, nor mnist by digits
+    outcomes = [
+        Outcome("a", "record", 1.0, None, 0.9, 1.0, dataset="digits"),
+        Outcome("u", "user", 4.0, None, 0.5, 4.0, dataset="digits"),
+        Outcome("a", "record", 2.0, None, 0.8, 2.0, dataset="mnist"),
+        Outcome("c", "record", 4.0, None, 0.6, 4.0, dataset="creditcard", metric="balanced_accuracy"),
+        Outcome("a", "record", 3.0, None, 0.85, 3.0, dataset="digits"),  # beaten by (1.0, 0.9)
+    ]
+    assert [
+        (p["algorithm"], p["epsilon"], p["notion"], p["metric"], p["dataset"])
+        for p in pareto_front(summary_rows(outcomes))
+    ] == [
+        ("a", 1.0, "record", "accuracy", "digits"),
+        ("a", 2.0, "record", "accuracy", "mnist"),
+        ("c", 4.0, "record", "balanced_accuracy", "creditcard"),
+        ("u", 4.0, "user", "accuracy", "digits"),
     ]
 
 

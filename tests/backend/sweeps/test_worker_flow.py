@@ -86,8 +86,17 @@ def test_sweep_runs_to_completion_and_is_summarised(client, worker):
     fed, low, high = rows
     assert summary["reference"] == [{k: fed[k] for k in ("algorithm", "n", "accuracy_mean", "accuracy_std")}]
     # the frontier sits at the ε spent (issue 40), a hair under each target here
-    first = {"algorithm": "isrl_mbsgd", "epsilon": low["epsilon_mean"], "accuracy": low["accuracy_mean"]}
-    second = {"algorithm": "isrl_mbsgd", "epsilon": high["epsilon_mean"], "accuracy": high["accuracy_mean"]}
+    unit = {"notion": "record", "metric": "accuracy", "dataset": "digits"}
+    first = unit | {
+        "algorithm": "isrl_mbsgd",
+        "epsilon": low["epsilon_mean"],
+        "accuracy": low["accuracy_mean"],
+    }
+    second = unit | {
+        "algorithm": "isrl_mbsgd",
+        "epsilon": high["epsilon_mean"],
+        "accuracy": high["accuracy_mean"],
+    }
     # the lowest ε is always on the front; ε = 4 only if it buys accuracy
     expected = [first, second] if high["accuracy_mean"] > low["accuracy_mean"] else [first]
     assert summary["pareto"] == expected
