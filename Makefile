@@ -24,8 +24,8 @@ up: install
 	$(VENV)/bin/dpfl up --demo
 
 # Three processes (pytest-xdist), on two cores too: most tests wait on workers, servers and the
-# browser, not the CPU (7.5 min against 12 with two). The browser tests stay together in one of
-# them (tests/conftest.py).
+# browser, not the CPU (7.5 min against 12 with two). The browser tests run in two groups, each in
+# one of them with its own server and Chromium (tests/conftest.py).
 test: install
 	bash scripts/ensure-chromium.sh
 	$(PY) -m pytest -q -n 3 --dist loadgroup --durations=25 $(PYTEST_ARGS)

@@ -1,7 +1,7 @@
 """Test-wide set-up: absl (inside dp_accounting) logs a warning per excluded RDP order; silence it.
-Under pytest-xdist (`make test` runs three processes) the browser tests stay in one process, so
-they share one `dpfl up` and one Chromium instead of starting one per process, and each process
-takes its share of the cores for torch's intra-op threads."""
+Under pytest-xdist (`make test` runs three processes) the browser tests stay in two groups, each in
+one process, so each group shares one `dpfl up` and one Chromium instead of starting one per test
+file, and each process takes its share of the cores for torch's intra-op threads."""
 
 import logging
 import os
@@ -41,7 +41,20 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(share)
 
 
+# The browser tests in two groups of about equal time, each kept in one process with its own
+# `dpfl up` and Chromium: in one group they were the suite's longest chain of tests.
+BROWSER_SECOND = {
+    "test_compare.py",
+    "test_app.py",
+    "test_overlay.py",
+    "test_run_page.py",
+    "test_runs_list.py",
+    "test_new_sweep.py",
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if BROWSER in item.path.parents:
-            item.add_marker(pytest.mark.xdist_group("browser"))
+            group = "browser-2" if item.path.name in BROWSER_SECOND else "browser-1"
+            item.add_marker(pytest.mark.xdist_group(group))
