@@ -80,7 +80,7 @@ def test_engine_gradients_equal_autograd_one_sample_at_a_time_without_dropout(sh
     factors = (clip / norms.clamp(min=clip)) * mask
     clipped = torch.einsum("sb,sbp->sp", factors, expected)
     # float32 sums of the batch's terms in another order: entries that cancel to a few hundredths
-    # are a few 1e-6 apart on some CPUs' kernels (2.4e-6 measured on a Xeon)
+    # are a few 1e-6 apart on some CPUs' kernels (2.4e-6 measured on an AMD EPYC)
     torch.testing.assert_close(result.sum, clipped, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(result.norms, norms * mask, rtol=1e-5, atol=1e-6)
     means = expected.sum(dim=1) / mask.sum(dim=1, keepdim=True)
