@@ -20,7 +20,7 @@ from typing import Literal
 
 import torch
 
-__all__ = ["HEADLINE_METRICS", "METRIC_NAMES", "HeadlineMetric", "balanced_accuracy"]
+__all__ = ["HEADLINE_METRICS", "METRIC_NAMES", "HeadlineMetric", "balanced_accuracy", "in_metric"]
 
 HeadlineMetric = Literal["accuracy", "balanced_accuracy"]
 HEADLINE_METRICS: tuple[HeadlineMetric, ...] = ("accuracy", "balanced_accuracy")
@@ -28,6 +28,12 @@ HEADLINE_METRICS: tuple[HeadlineMetric, ...] = ("accuracy", "balanced_accuracy")
 
 METRIC_NAMES: dict[str, str] = {"accuracy": "accuracy", "balanced_accuracy": "balanced accuracy"}
 """Each headline metric as figures and tables name it."""
+
+
+def in_metric(metric: str, *, accuracy: float | None, balanced_accuracy: float | None) -> float | None:
+    """Returns a result's value in `metric` (its dataset's headline metric): its balanced accuracy
+    for ``balanced_accuracy``, else its accuracy; None where that one was not recorded."""
+    return balanced_accuracy if metric == "balanced_accuracy" else accuracy
 
 
 def balanced_accuracy(labels: torch.Tensor, predictions: torch.Tensor) -> float:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from dpfl.formats import number_text
+from dpfl.metrics import in_metric
 from dpfl.privacy.accountants import make_accountant
 from dpfl.privacy.accountants.group import describe_group_conversion
 from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL, Caveat
@@ -39,7 +40,7 @@ class RoundRecord:
 
     def headline(self, metric: str) -> float | None:
         """Returns the test metric a dataset reports (`DatasetInfo.metric`): accuracy or balanced accuracy."""
-        return self.balanced_accuracy if metric == "balanced_accuracy" else self.accuracy
+        return in_metric(metric, accuracy=self.accuracy, balanced_accuracy=self.balanced_accuracy)
 
     def to_json(self) -> dict[str, Any]:
         """Returns the record as a JSON-ready dict, diagnostics in their own block."""

@@ -21,10 +21,11 @@ from sqlalchemy.orm import Session
 
 from backend.errors import NotFound, ParameterError
 from backend.models import RoundMetric, Run, RunStatus, Sweep
-from backend.sweeps.summary import Outcome, compare_cells, front, in_metric
+from backend.sweeps.summary import Outcome, compare_cells, front
 from dpfl import plots
 from dpfl.configuration import Configuration, configurations, varying_fields
 from dpfl.data import headline_metric
+from dpfl.metrics import in_metric
 
 __all__ = [
     "TRADEOFF_COLUMNS",

@@ -23,10 +23,9 @@ from sqlalchemy.orm import Session
 
 from backend.models import Run, RunStatus
 from backend.sweeps import service as sweeps
-from backend.sweeps.summary import in_metric
 from dpfl import plots
 from dpfl.data import headline_metric
-from dpfl.metrics import METRIC_NAMES
+from dpfl.metrics import METRIC_NAMES, in_metric
 
 __all__ = ["importance_figure", "parcoords_figure"]
 

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, c
 from pydantic_core import PydanticCustomError
 
 from dpfl.data import headline_metric
+from dpfl.metrics import in_metric
 from dpfl.plots.baseline import no_better_than_guessing, run_baseline
 from dpfl.privacy.disclosure import DIAGNOSTICS_LABEL
 
@@ -197,7 +198,9 @@ class RunDetail(RunRead):
         if self.notion == "none":
             return None
         metric = self.headline_metric
-        final = self.final_balanced_accuracy if metric == "balanced_accuracy" else self.final_accuracy
+        final = in_metric(
+            metric, accuracy=self.final_accuracy, balanced_accuracy=self.final_balanced_accuracy
+        )
         return no_better_than_guessing(final, run_baseline(self.diagnostics, metric))
 
 

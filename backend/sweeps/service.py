@@ -24,12 +24,13 @@ from backend.runs import service as runs
 from backend.runs.listing import Archived, archived_filter, text_clause
 from backend.settings import Settings
 from backend.sweeps.schemas import SweepBatch, SweepCreated, SweepDetail, SweepRead, SweepSummary
-from backend.sweeps.summary import Outcome, in_metric, pareto_front, reference, summary_rows
+from backend.sweeps.summary import Outcome, pareto_front, reference, summary_rows
 from dpfl import runner
 from dpfl.batching import batches
 from dpfl.configuration import configurations
 from dpfl.data import headline_metric
 from dpfl.errors import SpecError, UnknownNameError
+from dpfl.metrics import in_metric
 from dpfl.spec import RunSpec, parse_spec
 from dpfl.sweep import Point, PointError, expand, locate
 

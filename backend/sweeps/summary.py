@@ -28,13 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Outcome", "compare_cells", "front", "in_metric", "pareto_front", "reference", "summary_rows"]
-
-
-def in_metric(metric: str, *, accuracy: float | None, balanced_accuracy: float | None) -> float | None:
-    """Returns a run's final test value in `metric` (its dataset's headline metric): its balanced
-    accuracy for ``balanced_accuracy``, else its accuracy; None where that one was not recorded."""
-    return balanced_accuracy if metric == "balanced_accuracy" else accuracy
+__all__ = ["Outcome", "compare_cells", "front", "pareto_front", "reference", "summary_rows"]
 
 
 @dataclass(frozen=True)
